@@ -1,0 +1,46 @@
+# Harmonia: the two commands the README promises are `make demo` and `make test`.
+BUILD ?= build
+VENV := .venv
+JOBS ?= 2
+
+.PHONY: setup build demo test test-cpp test-py lint format bench clean
+
+setup:
+	scripts/install-deps.sh
+
+$(BUILD)/build.ninja:
+	cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo
+
+build: setup $(BUILD)/build.ninja
+	cmake --build $(BUILD) -j $(JOBS)
+
+## Runs the paper's section V scenario (8 instances, balanced) with every policy.
+demo: build
+	$(VENV)/bin/harmonia demo --out results/demo
+
+test: build test-cpp test-py
+
+test-cpp:
+	ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS)
+
+test-py:
+	HARMONIA_SIM=$(BUILD)/src/sim/harmonia-sim $(VENV)/bin/pytest -q python/tests tests/sim
+
+lint: setup
+	$(VENV)/bin/ruff check python tests/sim
+	$(VENV)/bin/ruff format --check python tests/sim
+	$(VENV)/bin/mypy python/harmonia
+	clang-format --dry-run --Werror $$(git ls-files '*.cpp' '*.hpp')
+
+format: setup
+	$(VENV)/bin/ruff format python tests/sim
+	$(VENV)/bin/ruff check --fix python tests/sim
+	clang-format -i $$(git ls-files '*.cpp' '*.hpp')
+
+## Speed figures for docs/benchmarks.md (not part of the tests).
+bench: build
+	$(BUILD)/bench/optimizer_bench --benchmark_repetitions=5 --benchmark_report_aggregates_only=true
+	scripts/bench-sim.sh
+
+clean:
+	rm -rf $(BUILD) results

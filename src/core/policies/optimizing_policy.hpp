@@ -1,0 +1,44 @@
+#pragma once
+/// @file Common shape of the Harmonia policies that solve Eq. 3: build the optimizer's input from
+/// the scheduler state, solve, grant the chosen groups.
+
+#include <random>
+#include <unordered_map>
+
+#include "core/optimizer.hpp"
+#include "core/scheduler.hpp"
+
+namespace harmonia::core {
+
+enum class CandidateOrder {
+  Fcfs,    ///< by request time
+  Random,  ///< by a seeded random key drawn once per phase (paper: "selection ... is random")
+};
+
+struct PolicyTraits {
+  Objective objective;
+  CandidateOrder order = CandidateOrder::Fcfs;
+  bool exclusive = false;  ///< X = 1 whatever the device allows
+  DrainMode drain_mode = DrainMode::Overlap;
+};
+
+class OptimizingPolicy : public Scheduler {
+ public:
+  /// At most this many pending phases enter one decision; the rest wait for the next one.
+  static constexpr size_t kMaxCandidates = 64;
+
+  OptimizingPolicy(SchedulerConfig config, Actions& actions, PolicyTraits traits);
+
+ protected:
+  void decide(double now) override;
+  DrainMode drain_mode() const override { return traits_.drain_mode; }
+
+ private:
+  double order_key(const PendingPhase& p);
+
+  PolicyTraits traits_;
+  std::mt19937_64 rng_;
+  std::unordered_map<long long, double> random_keys_;
+};
+
+}  // namespace harmonia::core

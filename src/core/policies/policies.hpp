@@ -1,0 +1,25 @@
+#pragma once
+/// @file Factories of the scheduling policies, one per file in this folder; the registry
+/// (core/registry.hpp) maps names to them.
+
+#include <memory>
+
+#include "core/optimizer.hpp"
+#include "core/scheduler.hpp"
+
+namespace harmonia::core {
+
+std::unique_ptr<Scheduler> make_datawarp(SchedulerConfig config, Actions& actions);
+std::unique_ptr<Scheduler> make_max_buffer_efficiency(SchedulerConfig config, Actions& actions);
+std::unique_ptr<Scheduler> make_priority(SchedulerConfig config, Actions& actions);
+std::unique_ptr<Scheduler> make_max_bandwidth(SchedulerConfig config, Actions& actions);
+std::unique_ptr<Scheduler> make_fairness(SchedulerConfig config, Actions& actions);
+std::unique_ptr<Scheduler> make_min_stall(SchedulerConfig config, Actions& actions);
+
+// The DP policies' cost functions, exposed for tests and benchmarks.
+Objective max_buffer_efficiency_objective(double total_capacity);
+Objective max_bandwidth_objective();
+Objective fairness_objective();
+Objective min_stall_objective();
+
+}  // namespace harmonia::core

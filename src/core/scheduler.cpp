@@ -1,0 +1,248 @@
+#include "core/scheduler.hpp"
+
+#include <algorithm>
+#include <functional>
+#include <stdexcept>
+
+#include "core/optimizer.hpp"
+
+namespace harmonia::core {
+
+namespace {
+// Drained byte counts are sums of floating-point shares; treat dust as zero.
+constexpr double kByteEpsilon = 1e-3;
+}  // namespace
+
+int SchedulerConfig::resolved_max_colocated() const {
+  return max_colocated ? *max_colocated : buffer_device.max_colocated(if_limit);
+}
+
+double BufferState::drainable() const {
+  double total = 0;
+  for (const auto& h : held)
+    if (h.drainable) total += h.bytes;
+  return total;
+}
+
+Scheduler::Scheduler(SchedulerConfig config, Actions& actions)
+    : config_(std::move(config)),
+      actions_(actions),
+      buffers_(static_cast<size_t>(config_.buffer_count)),
+      max_colocated_(config_.resolved_max_colocated()),
+      recorder_(config_.buffer_count, config_.buffer_capacity) {
+  if (config_.buffer_count < 1) throw std::invalid_argument("buffer_count must be >= 1");
+  if (config_.min_buffers < 1 || config_.min_buffers > config_.buffer_count)
+    throw std::invalid_argument("min_buffers must be in [1, buffer_count]");
+  if (max_colocated_ < 1) throw std::invalid_argument("max_colocated must be >= 1");
+  for (auto& b : buffers_) b.capacity = config_.buffer_capacity;
+}
+
+AppId Scheduler::on_app_register(const AppInfo& info, double now) {
+  const AppId id = static_cast<AppId>(apps_.size());
+  apps_.push_back({info, false, false, 0});
+  recorder_.app_arrived(id, info.name, now);
+  admit_on_register(id, now);
+  return id;
+}
+
+void Scheduler::admit_on_register(AppId app, double now) { admit(app, now); }
+
+void Scheduler::admit(AppId app, double now) {
+  apps_.at(static_cast<size_t>(app)).admitted = true;
+  recorder_.app_started(app, now);
+  actions_.admit(app);
+}
+
+void Scheduler::on_phase_request(const PhaseRequest& request, double now) {
+  const auto& app = apps_.at(static_cast<size_t>(request.app));
+  if (!app.admitted || app.ended)
+    throw std::logic_error("phase request from an application that is not running");
+  if (!(request.bytes > 0)) throw std::invalid_argument("phase size must be > 0");
+  pending_.push_back({request, now});
+  recorder_.phase_requested(request.app, request.index, request.bytes, now);
+}
+
+void Scheduler::grant(AppId app, int index, const std::vector<BufferId>& buffers, double now) {
+  const auto it = std::find_if(pending_.begin(), pending_.end(), [&](const PendingPhase& p) {
+    return p.request.app == app && p.request.index == index;
+  });
+  if (it == pending_.end()) throw std::logic_error("grant of a phase that is not pending");
+  if (buffers.empty()) throw std::logic_error("grant on no buffer");
+  const PendingPhase phase = *it;
+  pending_.erase(it);
+
+  const double share = phase.request.bytes / static_cast<double>(buffers.size());
+  for (BufferId b : buffers) {
+    auto& buf = buffers_.at(static_cast<size_t>(b));
+    buf.used += share;
+    buf.phases += 1;
+    buf.held.push_back({app, index, share, false});
+    if (drain_mode() == DrainMode::YieldToIO && buf.draining) {
+      buf.draining = false;
+      actions_.stop_drain(b);
+      recorder_.drain_stopped(b, now);
+    }
+  }
+  apps_[static_cast<size_t>(app)].held_bytes += phase.request.bytes;
+
+  const Candidate alone{phase.request.bytes, phase.request.op, 0,
+                        apps_[static_cast<size_t>(app)].info.nodes * config_.client_node_bw};
+  const std::vector<BufferSlot> empty(buffers.size());
+  const double io_alone =
+      predict(alone, 1, empty, config_.buffer_device, config_.buffer_link_bw).io_alone;
+  recorder_.phase_granted(app, index, buffers, io_alone, now);
+  running_.push_back({phase.request, buffers, phase.requested, now});
+  actions_.grant(phase.request, buffers);
+}
+
+void Scheduler::on_phase_complete(AppId app, int index, double now) {
+  const auto it = std::find_if(running_.begin(), running_.end(), [&](const RunningPhase& p) {
+    return p.request.app == app && p.request.index == index;
+  });
+  if (it == running_.end()) throw std::logic_error("completion of a phase that is not running");
+  const bool drainable = drain_before_app_end(app);
+  for (BufferId b : it->buffers) {
+    auto& buf = buffers_[static_cast<size_t>(b)];
+    buf.phases -= 1;
+    for (auto& h : buf.held)
+      if (h.app == app && h.phase == index) h.drainable = drainable;
+  }
+  running_.erase(it);
+  recorder_.phase_completed(app, index, now);
+}
+
+void Scheduler::on_drained(BufferId buffer, double bytes, double now) {
+  auto& buf = buffers_.at(static_cast<size_t>(buffer));
+  recorder_.drained(buffer, bytes, now);
+  std::vector<AppId> touched;
+  for (auto it = buf.held.begin(); it != buf.held.end() && bytes > 0;) {
+    if (!it->drainable) {
+      ++it;
+      continue;
+    }
+    const double taken = std::min(bytes, it->bytes);
+    it->bytes -= taken;
+    bytes -= taken;
+    buf.used = std::max(0.0, buf.used - taken);
+    apps_[static_cast<size_t>(it->app)].held_bytes -= taken;
+    touched.push_back(it->app);
+    if (it->bytes <= kByteEpsilon) {
+      buf.used = std::max(0.0, buf.used - it->bytes);
+      apps_[static_cast<size_t>(it->app)].held_bytes -= it->bytes;
+      it = buf.held.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  if (buf.draining && buf.drainable() <= kByteEpsilon) {
+    buf.draining = false;
+    buf.exclusive_flush = false;
+    actions_.stop_drain(buffer);
+    recorder_.drain_stopped(buffer, now);
+  }
+  for (AppId a : touched) {
+    auto& app = apps_[static_cast<size_t>(a)];
+    if (app.ended && app.held_bytes <= kByteEpsilon) {
+      app.held_bytes = 0;
+      on_app_drained(a, now);
+    }
+  }
+}
+
+void Scheduler::on_app_end(AppId app, double now) {
+  auto& state = apps_.at(static_cast<size_t>(app));
+  if (state.ended) throw std::logic_error("application ended twice");
+  state.ended = true;
+  recorder_.app_ended(app, now);
+  for (auto& buf : buffers_)
+    for (auto& h : buf.held)
+      if (h.app == app) h.drainable = true;
+  if (state.held_bytes <= kByteEpsilon) on_app_drained(app, now);
+}
+
+bool Scheduler::drain_before_app_end(AppId app) const {
+  return apps_.at(static_cast<size_t>(app)).info.hint == Hint::Flushable;
+}
+
+void Scheduler::on_app_drained(AppId, double) {}
+
+bool Scheduler::placeable(BufferId buffer, AppId app) const {
+  const auto& buf = buffers_.at(static_cast<size_t>(buffer));
+  if (buf.exclusive_flush) return false;
+  return std::none_of(buf.held.begin(), buf.held.end(), [&](const HeldData& h) {
+    const auto& owner = apps_[static_cast<size_t>(h.app)];
+    return h.app != app && owner.info.hint == Hint::Cached && !owner.ended;
+  });
+}
+
+bool Scheduler::fits_somewhere(double bytes, AppId app) const {
+  std::vector<double> free;
+  for (BufferId b = 0; b < config_.buffer_count; ++b)
+    if (placeable(b, app)) free.push_back(buffers_[static_cast<size_t>(b)].free());
+  std::sort(free.begin(), free.end(), std::greater<>());
+  for (size_t j = static_cast<size_t>(config_.min_buffers); j <= free.size(); ++j)
+    if (bytes / static_cast<double>(j) <= free[j - 1]) return true;
+  return false;
+}
+
+bool Scheduler::capacity_pressure() const {
+  return std::any_of(pending_.begin(), pending_.end(), [&](const PendingPhase& p) {
+    return !fits_somewhere(p.request.bytes, p.request.app);
+  });
+}
+
+bool Scheduler::idle() const {
+  return std::all_of(apps_.begin(), apps_.end(), [](const AppState& a) { return a.ended; }) &&
+         std::all_of(buffers_.begin(), buffers_.end(),
+                     [](const BufferState& b) { return b.held.empty(); });
+}
+
+void Scheduler::on_tick(double now) {
+  decide(now);
+  update_drains(now);
+  for (BufferId b = 0; b < config_.buffer_count; ++b) {
+    const auto& buf = buffers_[static_cast<size_t>(b)];
+    recorder_.buffer_changed(b, buf.phases > 0, buf.used, now);
+  }
+}
+
+void Scheduler::update_drains(double now) {
+  // Data waits on the buffers only for running applications; once none runs, everything drains.
+  const bool pressure =
+      capacity_pressure() ||
+      std::all_of(apps_.begin(), apps_.end(), [](const AppState& a) { return a.ended; });
+  const double threshold = flush_threshold();
+  int flushers = static_cast<int>(std::count_if(
+      buffers_.begin(), buffers_.end(), [](const BufferState& b) { return b.exclusive_flush; }));
+  for (BufferId id = 0; id < config_.buffer_count; ++id) {
+    auto& buf = buffers_[static_cast<size_t>(id)];
+    const bool has_data = buf.drainable() > kByteEpsilon;
+    if (buf.exclusive_flush && !has_data) {
+      buf.exclusive_flush = false;
+      --flushers;
+    }
+    const bool over_threshold = buf.used >= threshold * buf.capacity;
+    // With backup flushers, a buffer over the threshold becomes an exclusive flusher when a
+    // flusher slot is free (section V-D); only flushers drain, unless capacity runs out.
+    if (config_.backup_flushers > 0 && has_data && over_threshold && !buf.exclusive_flush &&
+        buf.phases == 0 && flushers < config_.backup_flushers) {
+      buf.exclusive_flush = true;
+      ++flushers;
+    }
+    const bool triggered =
+        config_.backup_flushers > 0 ? buf.exclusive_flush || pressure : over_threshold || pressure;
+    const bool blocked = drain_mode() == DrainMode::YieldToIO && buf.phases > 0;
+    const bool want = has_data && triggered && !blocked;
+    if (want && !buf.draining) {
+      buf.draining = true;
+      recorder_.drain_started(id, now);
+      actions_.start_drain(id);
+    } else if (!want && buf.draining) {
+      buf.draining = false;
+      recorder_.drain_stopped(id, now);
+      actions_.stop_drain(id);
+    }
+  }
+}
+
+}  // namespace harmonia::core

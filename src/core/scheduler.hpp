@@ -1,0 +1,184 @@
+#pragma once
+/// @file The scheduler interface shared by the simulator, the daemon and the tests: events in
+/// (`on_*`), decisions out (`Actions`). Policies derive from `Scheduler` and implement `decide`.
+
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/device.hpp"
+#include "core/metrics.hpp"
+
+namespace harmonia::core {
+
+using AppId = int;
+using BufferId = int;
+
+enum class Hint { Flushable, Cached };
+enum class PriorityTie { Share, Fcfs };
+
+struct AppInfo {
+  std::string name;
+  int nodes = 1;
+  int priority = 0;
+  Hint hint = Hint::Flushable;
+  double declared_bytes = 0;  ///< total I/O the job declares (the DataWarp reservation size)
+};
+
+struct PhaseRequest {
+  AppId app = 0;
+  int index = 0;
+  double bytes = 0;
+  Op op = Op::Write;
+  int priority = 0;
+};
+
+struct SchedulerConfig {
+  explicit SchedulerConfig(DeviceModel device) : buffer_device(std::move(device)) {}
+
+  DeviceModel buffer_device;
+  int buffer_count = 1;
+  double buffer_capacity = 0;        ///< bytes per buffer node
+  double buffer_link_bw = 0;         ///< network bandwidth into one buffer node
+  double client_node_bw = 0;         ///< network bandwidth of one compute node
+  double flush_threshold = 0;        ///< fill fraction at which a buffer starts draining
+  int backup_flushers = 0;           ///< buffers that may drain exclusively at once (section V-D)
+  std::optional<int> max_colocated;  ///< X; derived from if_limit when absent
+  double if_limit = 5.0;
+  int min_buffers = 1;  ///< Y
+  PriorityTie priority_tie = PriorityTie::Share;
+  uint64_t seed = 1;
+
+  int resolved_max_colocated() const;
+};
+
+/// Decisions a scheduler emits. The simulator, the daemon and tests implement this.
+class Actions {
+ public:
+  virtual ~Actions() = default;
+  /// The application may start running (its batch-queue reservation is granted).
+  virtual void admit(AppId app) = 0;
+  /// The phase may do its I/O, striped evenly over `buffers`.
+  virtual void grant(const PhaseRequest& phase, const std::vector<BufferId>& buffers) = 0;
+  /// The buffer should drain its drainable data to the PFS, chunk by chunk, reporting each chunk
+  /// with `Scheduler::on_drained` until `stop_drain` or until nothing is drainable.
+  virtual void start_drain(BufferId buffer) = 0;
+  virtual void stop_drain(BufferId buffer) = 0;
+};
+
+/// Bytes that one application holds on one buffer, in arrival order.
+struct HeldData {
+  AppId app = 0;
+  int phase = 0;
+  double bytes = 0;
+  bool drainable = false;
+};
+
+struct BufferState {
+  double capacity = 0;
+  double used = 0;  ///< bytes written or promised to granted phases, not yet drained
+  int phases = 0;   ///< I/O phases running on it
+  bool draining = false;
+  bool exclusive_flush = false;  ///< backup-flusher mode: takes no new I/O until drained
+  std::deque<HeldData> held;
+
+  double free() const { return capacity - used; }
+  double drainable() const;
+};
+
+struct RunningPhase {
+  PhaseRequest request;
+  std::vector<BufferId> buffers;
+  double requested = 0;
+  double granted = 0;
+};
+
+struct PendingPhase {
+  PhaseRequest request;
+  double requested = 0;
+};
+
+struct AppState {
+  AppInfo info;
+  bool admitted = false;
+  bool ended = false;
+  double held_bytes = 0;  ///< bytes on buffers not yet drained
+};
+
+/// How a policy lets drains share a buffer with I/O phases.
+enum class DrainMode {
+  Overlap,    ///< drains run alongside I/O phases (and interfere with them)
+  YieldToIO,  ///< drains pause while an I/O phase runs on the buffer
+};
+
+class Scheduler {
+ public:
+  Scheduler(SchedulerConfig config, Actions& actions);
+  virtual ~Scheduler() = default;
+  Scheduler(const Scheduler&) = delete;
+  Scheduler& operator=(const Scheduler&) = delete;
+
+  // Events in. `now` is in seconds and never decreases. Events only update the state (and the
+  // batch-queue admissions of `admit_on_register`); the policy decides in `on_tick`, which the
+  // host calls once it has delivered every event of an instant, so that simultaneous requests are
+  // scheduled together (the paper's scheduling window).
+  AppId on_app_register(const AppInfo& info, double now);
+  void on_phase_request(const PhaseRequest& request, double now);
+  void on_phase_complete(AppId app, int index, double now);
+  /// A drain chunk of `bytes` from `buffer` reached the PFS.
+  void on_drained(BufferId buffer, double bytes, double now);
+  void on_app_end(AppId app, double now);
+  /// Let the policy decide: grant pending phases, start and stop drains.
+  void on_tick(double now);
+
+  const std::vector<BufferState>& buffers() const { return buffers_; }
+  const std::vector<AppState>& apps() const { return apps_; }
+  const std::vector<PendingPhase>& pending() const { return pending_; }
+  const std::vector<RunningPhase>& running() const { return running_; }
+  const SchedulerConfig& config() const { return config_; }
+  const Recorder& recorder() const { return recorder_; }
+  int max_colocated() const { return max_colocated_; }
+  /// True when every registered application has ended and all data has drained.
+  bool idle() const;
+
+ protected:
+  /// Policy hook: called by `on_tick`; grants pending phases with `grant`.
+  virtual void decide(double now) = 0;
+  /// Policy hook: a new application arrives; the default admits it at once.
+  virtual void admit_on_register(AppId app, double now);
+  /// Policy hook: whether data of a finished phase may drain before its application ends.
+  virtual bool drain_before_app_end(AppId app) const;
+  /// Policy hook: an application's data has all drained after it ended.
+  virtual void on_app_drained(AppId app, double now);
+  virtual DrainMode drain_mode() const { return DrainMode::Overlap; }
+  virtual double flush_threshold() const { return config_.flush_threshold; }
+
+  void admit(AppId app, double now);
+  /// Start the pending phase (app, index) on `buffers`.
+  void grant(AppId app, int index, const std::vector<BufferId>& buffers, double now);
+  /// Buffers a new phase of `app` may use: not flushing exclusively, not holding another
+  /// running application's cached data.
+  bool placeable(BufferId buffer, AppId app) const;
+  /// Whether `bytes` could be placed striped over every placeable buffer.
+  bool fits_somewhere(double bytes, AppId app) const;
+
+  SchedulerConfig config_;
+  Actions& actions_;
+  std::vector<BufferState> buffers_;
+  std::vector<AppState> apps_;
+  std::vector<PendingPhase> pending_;
+  std::vector<RunningPhase> running_;
+  int max_colocated_;
+
+ private:
+  void update_drains(double now);
+  bool capacity_pressure() const;
+
+  Recorder recorder_;
+};
+
+}  // namespace harmonia::core

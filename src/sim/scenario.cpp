@@ -1,0 +1,213 @@
+#include "sim/scenario.hpp"
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <stdexcept>
+
+namespace harmonia::sim {
+
+using nlohmann::json;
+
+namespace {
+
+/// Reads required keys and names the full key path in every error.
+class Reader {
+ public:
+  Reader(const json& node, std::string path) : node_(node), path_(std::move(path)) {}
+
+  const json& at(const std::string& key) const {
+    if (!node_.is_object() || !node_.contains(key)) fail(key, "missing");
+    return node_.at(key);
+  }
+  bool has(const std::string& key) const { return node_.is_object() && node_.contains(key); }
+  Reader child(const std::string& key) const { return {at(key), join(key)}; }
+
+  double number(const std::string& key, double min, bool inclusive = true) const {
+    const auto& v = at(key);
+    if (!v.is_number()) fail(key, "must be a number");
+    const double x = v.get<double>();
+    if (inclusive ? !(x >= min) : !(x > min))
+      fail(key, std::string("must be ") + (inclusive ? ">= " : "> ") + std::to_string(min));
+    return x;
+  }
+  int integer(const std::string& key, long min) const {
+    const auto& v = at(key);
+    if (!v.is_number_integer()) fail(key, "must be an integer");
+    const long x = v.get<long>();
+    if (x < min) fail(key, "must be >= " + std::to_string(min));
+    return static_cast<int>(x);
+  }
+  std::string string(const std::string& key) const {
+    const auto& v = at(key);
+    if (!v.is_string()) fail(key, "must be a string");
+    return v.get<std::string>();
+  }
+  std::vector<unsigned> uints(const std::string& key) const {
+    const auto& v = at(key);
+    if (!v.is_array()) fail(key, "must be a list");
+    std::vector<unsigned> out;
+    for (const auto& x : v) {
+      if (!x.is_number_integer() || x.get<long>() < 1) fail(key, "entries must be integers >= 1");
+      out.push_back(x.get<unsigned>());
+    }
+    return out;
+  }
+  [[noreturn]] void fail(const std::string& key, const std::string& why) const {
+    throw std::runtime_error(join(key) + ": " + why);
+  }
+  std::string join(const std::string& key) const { return path_.empty() ? key : path_ + "." + key; }
+  const std::string& path() const { return path_; }
+
+ private:
+  const json& node_;
+  std::string path_;
+};
+
+core::DeviceModel parse_device(const Reader& devices, const std::string& name) {
+  if (!devices.has(name)) devices.fail(name, "device used but not defined");
+  const Reader d = devices.child(name);
+  const double w = d.number("write_bw", 0, false);
+  const double r = d.number("read_bw", 0, false);
+  const int c = d.integer("concurrency", 1);
+  try {
+    if (d.has("curve")) {
+      std::vector<std::pair<int, double>> points;
+      for (const auto& p : d.at("curve")) {
+        if (!p.is_array() || p.size() != 2) d.fail("curve", "entries must be [n, fraction]");
+        points.emplace_back(p[0].get<int>(), p[1].get<double>());
+      }
+      return core::DeviceModel::from_curve(name, w, r, c, points);
+    }
+    return core::DeviceModel::from_slope(name, w, r, c, d.number("interference_slope", 0));
+  } catch (const std::invalid_argument& e) {
+    throw std::runtime_error(d.path() + ": " + e.what());
+  }
+}
+
+core::Op parse_op(const Reader& r, const std::string& key) {
+  const auto s = r.string(key);
+  if (s == "write") return core::Op::Write;
+  if (s == "read") return core::Op::Read;
+  r.fail(key, "must be \"write\" or \"read\"");
+}
+
+}  // namespace
+
+double AppSpec::total_bytes() const {
+  double total = 0;
+  for (const auto& p : phases) total += p.bytes;
+  return total;
+}
+
+Scenario parse_scenario(const std::string& json_text, const std::string& source) {
+  json doc;
+  try {
+    doc = json::parse(json_text);
+  } catch (const json::parse_error& e) {
+    throw std::runtime_error(source + ": not valid JSON: " + e.what());
+  }
+  try {
+    const Reader root(doc, "");
+    const Reader devices = root.child("devices");
+    const Reader platform = root.child("platform");
+    const Reader buffers = root.child("buffers");
+    const Reader pfs = root.child("pfs");
+    const Reader sched = root.child("scheduler");
+
+    Platform plat;
+    const auto network = platform.string("network");
+    if (network != "switch" && network != "fat-tree")
+      platform.fail("network", "must be \"switch\" or \"fat-tree\"");
+    plat.fat_tree = network == "fat-tree";
+    plat.link_bw = platform.number("link_bw", 0, false);
+    plat.link_latency = platform.has("link_latency") ? platform.number("link_latency", 0) : 0.0;
+    plat.compute_nodes = platform.integer("compute_nodes", 1);
+    if (plat.fat_tree) {
+      const Reader ft = platform.child("fat_tree");
+      plat.tree.levels = static_cast<unsigned>(ft.integer("levels", 1));
+      plat.tree.down = ft.uints("down");
+      plat.tree.up = ft.uints("up");
+      plat.tree.link_count = ft.uints("link_count");
+      for (const auto* list : {&plat.tree.down, &plat.tree.up, &plat.tree.link_count})
+        if (list->size() != plat.tree.levels)
+          ft.fail("levels", "down, up and link_count must each have `levels` entries");
+    }
+
+    core::SchedulerConfig cfg(parse_device(devices, buffers.string("device")));
+    cfg.buffer_count = buffers.integer("count", 1);
+    cfg.buffer_capacity = buffers.number("capacity", 0, false);
+    cfg.flush_threshold = buffers.has("flush_threshold") ? buffers.number("flush_threshold", 0) : 0;
+    if (cfg.flush_threshold > 1) buffers.fail("flush_threshold", "must be <= 1");
+    cfg.backup_flushers =
+        buffers.has("backup_flushers") ? buffers.integer("backup_flushers", 0) : 0;
+    if (cfg.backup_flushers >= cfg.buffer_count) buffers.fail("backup_flushers", "must be < count");
+    cfg.buffer_link_bw = plat.link_bw;
+    cfg.client_node_bw = plat.link_bw;
+    if (sched.has("max_colocated")) cfg.max_colocated = sched.integer("max_colocated", 1);
+    cfg.if_limit = sched.has("if_limit") ? sched.number("if_limit", 1, false) : 5.0;
+    cfg.min_buffers = sched.has("min_buffers") ? sched.integer("min_buffers", 1) : 1;
+    if (cfg.min_buffers > cfg.buffer_count) sched.fail("min_buffers", "must be <= buffers.count");
+    if (sched.has("priority_tie")) {
+      const auto tie = sched.string("priority_tie");
+      if (tie != "share" && tie != "fcfs") sched.fail("priority_tie", "must be share or fcfs");
+      cfg.priority_tie = tie == "share" ? core::PriorityTie::Share : core::PriorityTie::Fcfs;
+    }
+
+    const uint64_t seed = root.has("seed") ? static_cast<uint64_t>(root.integer("seed", 0)) : 1;
+    cfg.seed = seed;
+    Scenario s{
+        root.string("name"),       seed, plat, cfg, parse_device(devices, pfs.string("device")),
+        pfs.integer("servers", 1), {}};
+
+    const auto& apps = root.at("apps");
+    if (!apps.is_array() || apps.empty()) root.fail("apps", "must be a non-empty list");
+    int nodes_used = 0;
+    for (size_t i = 0; i < apps.size(); ++i) {
+      const Reader a(apps[i], "apps[" + std::to_string(i) + "]");
+      AppSpec app;
+      app.name = a.string("name");
+      app.ranks = a.has("ranks") ? a.integer("ranks", 1) : 1;
+      app.nodes = a.has("nodes") ? a.integer("nodes", 1) : 1;
+      app.arrival = a.has("arrival") ? a.number("arrival", 0) : 0;
+      app.priority = a.has("priority") ? a.integer("priority", -1000000) : 0;
+      if (a.has("hint")) {
+        const auto hint = a.string("hint");
+        if (hint != "flushable" && hint != "cached") a.fail("hint", "must be flushable or cached");
+        app.hint = hint == "cached" ? core::Hint::Cached : core::Hint::Flushable;
+      }
+      nodes_used += app.nodes;
+      const auto& phases = a.at("phases");
+      if (!phases.is_array() || phases.empty()) a.fail("phases", "must be a non-empty list");
+      for (size_t k = 0; k < phases.size(); ++k) {
+        const Reader p(phases[k], a.path() + ".phases[" + std::to_string(k) + "]");
+        PhaseSpec ph;
+        ph.compute = p.number("compute", 0);
+        ph.bytes = p.number("size", 0, false);
+        if (ph.bytes > cfg.buffer_capacity * cfg.buffer_count)
+          p.fail("size", "larger than the total buffer capacity");
+        ph.op = p.has("op") ? parse_op(p, "op") : core::Op::Write;
+        ph.priority = p.has("priority") ? p.integer("priority", -1000000) : app.priority;
+        app.phases.push_back(ph);
+      }
+      s.apps.push_back(std::move(app));
+    }
+    if (nodes_used > plat.compute_nodes)
+      platform.fail("compute_nodes", "applications need " + std::to_string(nodes_used) + " nodes");
+    return s;
+  } catch (const nlohmann::json::exception& e) {
+    throw std::runtime_error(source + ": " + e.what());
+  } catch (const std::runtime_error& e) {
+    throw std::runtime_error(source + ": " + e.what());
+  }
+}
+
+Scenario load_scenario(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw std::runtime_error(path + ": cannot open");
+  std::stringstream text;
+  text << in.rdbuf();
+  return parse_scenario(text.str(), path);
+}
+
+}  // namespace harmonia::sim

@@ -1,0 +1,60 @@
+#pragma once
+/// @file The normalized scenario (docs/formats.md section 2) as C++ values.
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "core/device.hpp"
+#include "core/scheduler.hpp"
+
+namespace harmonia::sim {
+
+struct FatTree {
+  unsigned levels = 1;
+  std::vector<unsigned> down, up, link_count;
+};
+
+struct Platform {
+  bool fat_tree = false;
+  FatTree tree;
+  double link_bw = 0;
+  double link_latency = 0;
+  int compute_nodes = 0;
+};
+
+struct PhaseSpec {
+  double compute = 0;
+  double bytes = 0;
+  core::Op op = core::Op::Write;
+  int priority = 0;
+};
+
+struct AppSpec {
+  std::string name;
+  int ranks = 1;
+  int nodes = 1;
+  double arrival = 0;
+  int priority = 0;
+  core::Hint hint = core::Hint::Flushable;
+  std::vector<PhaseSpec> phases;
+
+  double total_bytes() const;
+};
+
+struct Scenario {
+  std::string name;
+  uint64_t seed = 1;
+  Platform platform;
+  core::SchedulerConfig scheduler;  // buffer device, counts, capacities, X, Y, ...
+  core::DeviceModel pfs_device;
+  int pfs_servers = 1;
+  std::vector<AppSpec> apps;
+};
+
+/// Parse a normalized scenario; throws std::runtime_error naming the key on bad input.
+Scenario load_scenario(const std::string& path);
+Scenario parse_scenario(const std::string& json_text, const std::string& source);
+
+}  // namespace harmonia::sim

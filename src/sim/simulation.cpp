@@ -1,0 +1,175 @@
+#include "sim/simulation.hpp"
+
+#include <stdexcept>
+
+#include "core/registry.hpp"
+
+namespace sg4 = simgrid::s4u;
+
+namespace harmonia::sim {
+
+namespace {
+void wait_all(std::vector<sg4::ActivityPtr>& activities) {
+  for (auto& a : activities) a->wait();
+}
+}  // namespace
+
+Simulation::Simulation(const Scenario& scenario, const std::string& policy)
+    : scenario_(scenario), hosts_(build_platform(scenario)) {
+  scheduler_ = core::make_scheduler(policy, scenario.scheduler, *this);
+  const auto buffers = static_cast<size_t>(scenario.scheduler.buffer_count);
+  draining_.assign(buffers, false);
+  decider_wakeup_ = sg4::Semaphore::create(0);
+  for (size_t b = 0; b < buffers; ++b) drain_wakeups_.push_back(sg4::Semaphore::create(0));
+  int node = 0;
+  for (const auto& app : scenario.apps) {
+    first_node_.push_back(node);
+    node += app.nodes;
+  }
+}
+
+sg4::SemaphorePtr Simulation::wakeup(core::AppId app) {
+  auto [it, inserted] = app_wakeups_.try_emplace(app);
+  if (inserted) it->second = sg4::Semaphore::create(0);
+  return it->second;
+}
+
+void Simulation::admit(core::AppId app) { wakeup(app)->release(); }
+
+void Simulation::grant(const core::PhaseRequest& phase,
+                       const std::vector<core::BufferId>& buffers) {
+  grants_[phase.app] = buffers;
+  wakeup(phase.app)->release();
+}
+
+void Simulation::start_drain(core::BufferId buffer) {
+  draining_[static_cast<size_t>(buffer)] = true;
+  drain_wakeups_[static_cast<size_t>(buffer)]->release();
+}
+
+void Simulation::stop_drain(core::BufferId buffer) {
+  draining_[static_cast<size_t>(buffer)] = false;
+}
+
+void Simulation::run_app(size_t spec_index) {
+  const AppSpec& spec = scenario_.apps[spec_index];
+  sg4::this_actor::sleep_until(spec.arrival);
+  const core::AppInfo info{spec.name, spec.nodes, spec.priority, spec.hint, spec.total_bytes()};
+  ++events_;
+  const core::AppId id = scheduler_->on_app_register(info, sg4::Engine::get_clock());
+  request_decision();
+  wakeup(id)->acquire();  // admitted
+
+  for (size_t k = 0; k < spec.phases.size(); ++k) {
+    const PhaseSpec& phase = spec.phases[k];
+    sg4::this_actor::sleep_for(phase.compute);
+    ++events_;
+    scheduler_->on_phase_request({id, static_cast<int>(k), phase.bytes, phase.op, phase.priority},
+                                 sg4::Engine::get_clock());
+    request_decision();
+    wakeup(id)->acquire();  // granted
+    const auto buffers = grants_.at(id);
+
+    // Every node of the application sends its share to every granted buffer while the buffer's
+    // device writes it: a pipelined transfer, as fast as its slower stage.
+    const double per_buffer = phase.bytes / static_cast<double>(buffers.size());
+    const double per_stream = per_buffer / spec.nodes;
+    std::vector<sg4::ActivityPtr> activities;
+    for (core::BufferId b : buffers) {
+      auto* buffer_host = hosts_.buffers[static_cast<size_t>(b)];
+      auto* disk = hosts_.buffer_disks[static_cast<size_t>(b)];
+      for (int n = 0; n < spec.nodes; ++n) {
+        auto* node = hosts_.compute[static_cast<size_t>(first_node_[spec_index] + n)];
+        activities.push_back(
+            phase.op == core::Op::Write
+                ? sg4::Comm::sendto_async(node, buffer_host, static_cast<uint64_t>(per_stream))
+                : sg4::Comm::sendto_async(buffer_host, node, static_cast<uint64_t>(per_stream)));
+      }
+      activities.push_back(phase.op == core::Op::Write
+                               ? disk->write_async(static_cast<sg_size_t>(per_buffer))
+                               : disk->read_async(static_cast<sg_size_t>(per_buffer)));
+    }
+    events_ += static_cast<long long>(activities.size());
+    wait_all(activities);
+    ++events_;
+    scheduler_->on_phase_complete(id, static_cast<int>(k), sg4::Engine::get_clock());
+    request_decision();
+  }
+  ++events_;
+  scheduler_->on_app_end(id, sg4::Engine::get_clock());
+  request_decision();
+  // The last application out wakes every drain actor so that those with nothing left can exit.
+  if (++apps_finished_ == scenario_.apps.size())
+    for (auto& wakeup : drain_wakeups_) wakeup->release();
+}
+
+void Simulation::run_drain(core::BufferId buffer) {
+  const auto b = static_cast<size_t>(buffer);
+  auto* host = hosts_.buffers[b];
+  auto* disk = hosts_.buffer_disks[b];
+  const auto servers = hosts_.pfs.size();
+  // Runs until every application has ended and this buffer holds nothing, so that the simulation
+  // ends with all data on the PFS.
+  const auto finished = [&] {
+    return apps_finished_ == scenario_.apps.size() && scheduler_->buffers()[b].held.empty();
+  };
+  while (!finished()) {
+    drain_wakeups_[b]->acquire();
+    while (draining_[b]) {
+      const double chunk = std::min(kDrainChunk, scheduler_->buffers()[b].drainable());
+      if (chunk < 1) break;
+      // Stripe the chunk over every PFS server, as a parallel file system does.
+      std::vector<sg4::ActivityPtr> activities;
+      activities.push_back(disk->read_async(static_cast<sg_size_t>(chunk)));
+      for (size_t s = 0; s < servers; ++s) {
+        const double piece = chunk / static_cast<double>(servers);
+        activities.push_back(
+            sg4::Comm::sendto_async(host, hosts_.pfs[s], static_cast<uint64_t>(piece)));
+        activities.push_back(hosts_.pfs_disks[s]->write_async(static_cast<sg_size_t>(piece)));
+      }
+      events_ += static_cast<long long>(activities.size());
+      wait_all(activities);
+      ++events_;
+      scheduler_->on_drained(buffer, chunk, sg4::Engine::get_clock());
+      request_decision();
+    }
+  }
+}
+
+void Simulation::request_decision() {
+  if (decision_requested_) return;
+  decision_requested_ = true;
+  decider_wakeup_->release();
+}
+
+void Simulation::run_decider() {
+  while (true) {
+    decider_wakeup_->acquire();
+    // Actors woken at this instant run before the decider gets the CPU back, so their requests
+    // are decided together.
+    sg4::this_actor::yield();
+    decision_requested_ = false;
+    ++events_;
+    scheduler_->on_tick(sg4::Engine::get_clock());
+  }
+}
+
+RunResult Simulation::run() {
+  auto* engine = sg4::Engine::get_instance();
+  for (size_t i = 0; i < scenario_.apps.size(); ++i)
+    sg4::Actor::create(scenario_.apps[i].name, hosts_.compute[static_cast<size_t>(first_node_[i])],
+                       [this, i] { run_app(i); });
+  for (size_t b = 0; b < hosts_.buffers.size(); ++b)
+    sg4::Actor::create("drain-" + std::to_string(b), hosts_.buffers[b],
+                       [this, b] { run_drain(static_cast<core::BufferId>(b)); });
+  sg4::Actor::create("decider", hosts_.buffers.front(), [this] { run_decider(); })->daemonize();
+  engine->run();
+  if (apps_finished_ != scenario_.apps.size())
+    throw std::runtime_error(
+        "simulation stalled: " + std::to_string(scenario_.apps.size() - apps_finished_) +
+        " application(s) never finished (policy left phases waiting forever)");
+  const auto& rec = scheduler_->recorder();
+  return {rec.app_metrics(), rec.system_metrics(), rec.phases(), rec.drains(), events_};
+}
+
+}  // namespace harmonia::sim

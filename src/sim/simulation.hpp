@@ -1,0 +1,63 @@
+#pragma once
+/// @file Runs one policy on one scenario in SimGrid. Applications are actors that compute (as
+/// simulated time), request each I/O phase from the policy core and write it to the granted
+/// buffers; one drain actor per buffer moves drainable data to the PFS servers in chunks; one
+/// decider actor calls the policy after all events of an instant (`Scheduler::on_tick`).
+
+#include <map>
+#include <memory>
+#include <simgrid/s4u.hpp>
+#include <string>
+#include <vector>
+
+#include "core/scheduler.hpp"
+#include "sim/platform.hpp"
+#include "sim/scenario.hpp"
+
+namespace harmonia::sim {
+
+struct RunResult {
+  std::vector<core::AppMetrics> apps;
+  core::SystemMetrics system;
+  std::vector<core::PhaseRecord> phases;
+  std::vector<core::DrainRecord> drains;
+  long long events = 0;  ///< scheduler events plus simulated activities
+};
+
+class Simulation final : public core::Actions {
+ public:
+  /// Bytes a drain actor moves per step; a stop request takes effect at the next step.
+  static constexpr double kDrainChunk = 1e9;
+
+  Simulation(const Scenario& scenario, const std::string& policy);
+  /// Runs the SimGrid engine to the end; throws std::runtime_error if applications never finish.
+  RunResult run();
+
+  void admit(core::AppId app) override;
+  void grant(const core::PhaseRequest& phase, const std::vector<core::BufferId>& buffers) override;
+  void start_drain(core::BufferId buffer) override;
+  void stop_drain(core::BufferId buffer) override;
+
+ private:
+  void run_app(size_t spec_index);
+  void run_drain(core::BufferId buffer);
+  void run_decider();
+  /// Ask the decider actor to run the policy once every event of this instant is delivered.
+  void request_decision();
+  simgrid::s4u::SemaphorePtr wakeup(core::AppId app);
+
+  const Scenario& scenario_;
+  PlatformHosts hosts_;
+  std::unique_ptr<core::Scheduler> scheduler_;
+  std::map<core::AppId, simgrid::s4u::SemaphorePtr> app_wakeups_;
+  std::map<core::AppId, std::vector<core::BufferId>> grants_;
+  std::vector<simgrid::s4u::SemaphorePtr> drain_wakeups_;
+  std::vector<bool> draining_;
+  simgrid::s4u::SemaphorePtr decider_wakeup_;
+  bool decision_requested_ = false;
+  std::vector<int> first_node_;  ///< first compute node of each app spec
+  size_t apps_finished_ = 0;
+  long long events_ = 0;
+};
+
+}  // namespace harmonia::sim

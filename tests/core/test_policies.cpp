@@ -1,0 +1,293 @@
+// Hand-checked decisions of each policy on small cases, driven event by event.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+#include "core/registry.hpp"
+
+using namespace harmonia::core;
+
+namespace {
+
+struct Granted {
+  AppId app;
+  int index;
+  std::vector<BufferId> buffers;
+};
+
+class TestActions : public Actions {
+ public:
+  void admit(AppId app) override { admitted.push_back(app); }
+  void grant(const PhaseRequest& p, const std::vector<BufferId>& b) override {
+    grants.push_back({p.app, p.index, b});
+  }
+  void start_drain(BufferId b) override { drain_starts.push_back(b); }
+  void stop_drain(BufferId b) override { drain_stops.push_back(b); }
+
+  bool was_granted(AppId app, int index) const {
+    return std::any_of(grants.begin(), grants.end(),
+                       [&](const Granted& g) { return g.app == app && g.index == index; });
+  }
+  std::vector<AppId> admitted;
+  std::vector<Granted> grants;
+  std::vector<BufferId> drain_starts, drain_stops;
+};
+
+SchedulerConfig config(int buffers, double capacity, int max_colocated = 3) {
+  SchedulerConfig c(DeviceModel::from_slope("ssd", 500e6, 550e6, 2, 0.9557));
+  c.buffer_count = buffers;
+  c.buffer_capacity = capacity;
+  c.buffer_link_bw = 1.25e9;
+  c.client_node_bw = 1.25e9;
+  c.max_colocated = max_colocated;
+  return c;
+}
+
+AppInfo app(const std::string& name, int priority = 0, double declared = 20e9) {
+  return {name, 4, priority, Hint::Flushable, declared};
+}
+
+constexpr double GB = 1e9;
+
+/// Delivers events one instant at a time, then lets the policy decide, as a host does.
+class Driver {
+ public:
+  Driver(const std::string& policy, SchedulerConfig cfg)
+      : scheduler(make_scheduler(policy, std::move(cfg), actions)) {}
+  AppId reg(const AppInfo& info, double now) {
+    const AppId id = scheduler->on_app_register(info, now);
+    scheduler->on_tick(now);
+    return id;
+  }
+  void request(AppId app, int index, double bytes, double now, int priority = 0) {
+    scheduler->on_phase_request({app, index, bytes, Op::Write, priority}, now);
+    scheduler->on_tick(now);
+  }
+  /// Several requests in the same instant, decided together.
+  void request_together(const std::vector<AppId>& apps, double bytes, double now) {
+    for (AppId a : apps) scheduler->on_phase_request({a, 0, bytes, Op::Write, 0}, now);
+    scheduler->on_tick(now);
+  }
+  void complete(AppId app, int index, double now) {
+    scheduler->on_phase_complete(app, index, now);
+    scheduler->on_tick(now);
+  }
+  void drained(BufferId b, double bytes, double now) {
+    scheduler->on_drained(b, bytes, now);
+    scheduler->on_tick(now);
+  }
+  void end(AppId app, double now) {
+    scheduler->on_app_end(app, now);
+    scheduler->on_tick(now);
+  }
+  const std::vector<BufferState>& buffers() const { return scheduler->buffers(); }
+
+  TestActions actions;
+  std::unique_ptr<Scheduler> scheduler;
+};
+
+}  // namespace
+
+TEST(Registry, KnowsEveryPolicyAndRejectsUnknown) {
+  const auto names = policy_names();
+  EXPECT_EQ(names.size(), 6u);
+  EXPECT_EQ(names.front(), "datawarp");
+  TestActions actions;
+  EXPECT_THROW(make_scheduler("nope", config(2, 100 * GB), actions), std::invalid_argument);
+}
+
+TEST(DataWarp, ReservesWholeJobCapacityFirstComeFirstServed) {
+  Driver d("datawarp", config(2, 50 * GB));
+  // 100 GB of buffers; each job declares 60 GB: only one fits at a time.
+  const AppId a = d.reg(app("a", 0, 60 * GB), 0);
+  const AppId b = d.reg(app("b", 0, 60 * GB), 0);
+  EXPECT_EQ(d.actions.admitted, std::vector<AppId>{a});
+  // Phases go at once to every buffer.
+  d.request(a, 0, 10 * GB, 1);
+  ASSERT_EQ(d.actions.grants.size(), 1u);
+  EXPECT_EQ(d.actions.grants[0].buffers, (std::vector<BufferId>{0, 1}));
+  d.complete(a, 0, 2);
+  EXPECT_TRUE(d.actions.drain_starts.empty()) << "DataWarp stages out only at job end";
+  d.end(a, 3);
+  EXPECT_EQ(d.actions.drain_starts.size(), 2u);
+  EXPECT_EQ(d.actions.admitted.size(), 1u) << "b waits for a's stage-out";
+  d.drained(0, 5 * GB, 4);
+  d.drained(1, 5 * GB, 5);
+  EXPECT_EQ(d.actions.admitted, (std::vector<AppId>{a, b}));
+}
+
+TEST(DataWarp, IgnoresInterferenceAndColocatesEveryone) {
+  Driver d("datawarp", config(2, 500 * GB, 1));
+  for (int i = 0; i < 4; ++i) d.reg(app("x" + std::to_string(i)), 0);
+  for (int i = 0; i < 4; ++i) d.request(i, 0, 10 * GB, 1);
+  EXPECT_EQ(d.actions.grants.size(), 4u);
+  EXPECT_EQ(d.buffers()[0].phases, 4);
+}
+
+TEST(MaxBandwidth, RunsPhasesExclusivelyAndPausesDrains) {
+  Driver d("max-bandwidth", config(2, 500 * GB));
+  d.reg(app("a"), 0);
+  d.reg(app("b"), 0);
+  d.request_together({0, 1}, 10 * GB, 1);
+  ASSERT_EQ(d.actions.grants.size(), 1u);
+  EXPECT_EQ(d.actions.grants[0].buffers.size(), 2u) << "one phase on both buffers";
+  const AppId first = d.actions.grants[0].app;
+  d.complete(first, 0, 20);
+  ASSERT_EQ(d.actions.grants.size(), 2u);
+  EXPECT_EQ(d.actions.grants[1].app, 1 - first);
+  // Drains yield to I/O: the first phase's data waits while the second phase writes.
+  EXPECT_TRUE(d.actions.drain_starts.empty());
+  d.complete(1 - first, 0, 40);
+  EXPECT_EQ(d.actions.drain_starts.size(), 2u);
+}
+
+TEST(Fairness, StartsAllSixAppsOfFig5AtOnce) {
+  // Paper IV-B4: 6 apps, 2 buffers, at most 3 per buffer: all six start together.
+  Driver d("fairness", config(2, 20 * GB));
+  for (int i = 0; i < 6; ++i) d.reg(app("app" + std::to_string(i)), 0);
+  d.request_together({0, 1, 2, 3, 4, 5}, 5 * GB, 0);
+  EXPECT_EQ(d.actions.grants.size(), 6u);
+  EXPECT_EQ(d.buffers()[0].phases, 3);
+  EXPECT_EQ(d.buffers()[1].phases, 3);
+}
+
+TEST(MinStall, SpreadsPhasesOverIdleBuffersWithoutColocation) {
+  // Paper IV-B5: app 1 on the first buffer, app 2 on the other.
+  Driver d("min-stall", config(2, 100 * GB));
+  d.reg(app("a"), 0);
+  d.reg(app("b"), 0);
+  d.request_together({0, 1}, 10 * GB, 0);
+  ASSERT_EQ(d.actions.grants.size(), 2u);
+  EXPECT_EQ(d.actions.grants[0].buffers.size(), 1u);
+  EXPECT_EQ(d.actions.grants[1].buffers.size(), 1u);
+  EXPECT_NE(d.actions.grants[0].buffers, d.actions.grants[1].buffers);
+}
+
+TEST(MaxBufferEfficiency, OnePhaseOnAllBuffersOthersOverlapCompute) {
+  // Paper IV-B1: app 1 runs on both buffers; app 2 waits for them.
+  Driver d("max-buffer-efficiency", config(2, 100 * GB));
+  d.reg(app("a"), 0);
+  d.reg(app("b"), 0);
+  d.request(0, 0, 10 * GB, 0);
+  d.request(1, 0, 10 * GB, 1);
+  ASSERT_EQ(d.actions.grants.size(), 1u);
+  EXPECT_EQ(d.actions.grants[0].buffers, (std::vector<BufferId>{0, 1}));
+  d.complete(0, 0, 10);
+  ASSERT_EQ(d.actions.grants.size(), 2u);
+  EXPECT_EQ(d.actions.grants[1].app, 1);
+  // Flushing starts as soon as data is there (threshold 0) and overlaps app b's I/O.
+  EXPECT_TRUE(d.buffers()[0].draining);
+}
+
+TEST(Priority, HigherPriorityFirstAndNeverInterrupted) {
+  Driver d("priority", config(4, 100 * GB));
+  for (int p : {3, 5, 3}) d.reg(app("p" + std::to_string(p), p), 0);
+  d.request(0, 0, 10 * GB, 0, 3);
+  EXPECT_EQ(d.actions.grants.size(), 1u) << "alone, a phase starts at once";
+  EXPECT_EQ(d.actions.grants[0].buffers.size(), 4u) << "exclusively, on every buffer";
+  // While it runs, a priority-3 and a priority-5 phase arrive; the running one is not stopped.
+  d.request(2, 0, 10 * GB, 6, 3);
+  d.request(1, 0, 10 * GB, 7, 5);
+  ASSERT_EQ(d.actions.grants.size(), 1u);
+  d.complete(0, 0, 10);
+  ASSERT_EQ(d.actions.grants.size(), 2u);
+  EXPECT_EQ(d.actions.grants[1].app, 1) << "priority 5 before the earlier priority 3";
+  EXPECT_EQ(d.actions.grants[1].buffers.size(), 4u);
+}
+
+TEST(Priority, EqualPrioritiesShareOrQueue) {
+  for (auto tie : {PriorityTie::Share, PriorityTie::Fcfs}) {
+    auto cfg = config(4, 100 * GB);
+    cfg.priority_tie = tie;
+    Driver d("priority", cfg);
+    d.reg(app("blocker", 9), 0);
+    d.reg(app("a", 1), 0);
+    d.reg(app("b", 1), 0);
+    d.request(0, 0, 10 * GB, 0, 9);
+    d.request(1, 0, 10 * GB, 1, 1);
+    d.request(2, 0, 10 * GB, 1, 1);
+    d.complete(0, 0, 5);
+    if (tie == PriorityTie::Share) {
+      ASSERT_EQ(d.actions.grants.size(), 3u);
+      EXPECT_EQ(d.actions.grants[1].buffers.size(), 2u);
+      EXPECT_EQ(d.actions.grants[2].buffers.size(), 2u);
+    } else {
+      ASSERT_EQ(d.actions.grants.size(), 2u);
+      EXPECT_EQ(d.actions.grants[1].app, 1);
+      EXPECT_EQ(d.actions.grants[1].buffers.size(), 4u);
+    }
+  }
+}
+
+TEST(Drains, ThresholdDelaysDrainingUntilFillReached) {
+  auto cfg = config(1, 100 * GB);
+  cfg.flush_threshold = 0.5;
+  Driver d("min-stall", cfg);
+  d.reg(app("a"), 0);
+  d.request(0, 0, 30 * GB, 0);
+  d.complete(0, 0, 10);
+  EXPECT_TRUE(d.actions.drain_starts.empty()) << "30 % full, threshold 50 %";
+  d.request(0, 1, 30 * GB, 20);
+  d.complete(0, 1, 30);
+  EXPECT_EQ(d.actions.drain_starts, std::vector<BufferId>{0});
+  d.drained(0, 60 * GB, 40);
+  EXPECT_EQ(d.actions.drain_stops, std::vector<BufferId>{0});
+  EXPECT_DOUBLE_EQ(d.buffers()[0].used, 0.0);
+}
+
+TEST(Drains, CapacityPressureForcesDrainBelowThreshold) {
+  auto cfg = config(1, 100 * GB);
+  cfg.flush_threshold = 1.0;
+  Driver d("min-stall", cfg);
+  d.reg(app("a"), 0);
+  d.request(0, 0, 60 * GB, 0);
+  d.complete(0, 0, 10);
+  EXPECT_TRUE(d.actions.drain_starts.empty());
+  d.request(0, 1, 60 * GB, 20);
+  EXPECT_EQ(d.actions.grants.size(), 1u) << "does not fit";
+  EXPECT_EQ(d.actions.drain_starts, std::vector<BufferId>{0}) << "pressure drains";
+  d.drained(0, 60 * GB, 30);
+  EXPECT_EQ(d.actions.grants.size(), 2u);
+}
+
+TEST(Drains, BackupFlusherTakesNoNewIo) {
+  auto cfg = config(2, 100 * GB);
+  cfg.flush_threshold = 0.25;
+  cfg.backup_flushers = 1;
+  Driver d("min-stall", cfg);
+  d.reg(app("a"), 0);
+  d.request(0, 0, 60 * GB, 0);  // 30 GB on each buffer
+  ASSERT_EQ(d.actions.grants[0].buffers.size(), 2u);
+  d.complete(0, 0, 10);
+  // Both buffers are over 25 %; only one becomes the flusher.
+  ASSERT_EQ(d.actions.drain_starts.size(), 1u);
+  const BufferId flusher = d.actions.drain_starts[0];
+  EXPECT_TRUE(d.buffers()[static_cast<size_t>(flusher)].exclusive_flush);
+  d.request(0, 1, 10 * GB, 20);
+  ASSERT_EQ(d.actions.grants.size(), 2u);
+  EXPECT_EQ(d.actions.grants[1].buffers, std::vector<BufferId>{1 - flusher});
+}
+
+TEST(Drains, CachedDataStaysUntilItsApplicationEnds) {
+  Driver d("fairness", config(2, 100 * GB));
+  const AppId reader = d.reg({"reader", 1, 0, Hint::Cached, 0}, 0);
+  const AppId other = d.reg(app("other"), 0);
+  d.request(reader, 0, 10 * GB, 0);
+  d.complete(reader, 0, 5);
+  EXPECT_TRUE(d.actions.drain_starts.empty()) << "cached data is kept for later reads";
+  d.request(other, 0, 10 * GB, 6);
+  EXPECT_EQ(d.actions.grants.size(), 1u) << "buffers with cached data take no other job";
+  d.end(reader, 7);
+  EXPECT_FALSE(d.actions.drain_starts.empty());
+  EXPECT_EQ(d.actions.grants.size(), 2u);
+}
+
+TEST(Scheduler, RejectsOutOfOrderEvents) {
+  TestActions actions;
+  auto s = make_scheduler("fairness", config(2, 100 * GB), actions);
+  s->on_app_register(app("a"), 0);
+  EXPECT_THROW(s->on_phase_complete(0, 0, 1), std::logic_error);
+  s->on_app_end(0, 2);
+  EXPECT_THROW(s->on_phase_request({0, 0, GB, Op::Write, 0}, 3), std::logic_error);
+  EXPECT_THROW(s->on_app_end(0, 4), std::logic_error);
+}

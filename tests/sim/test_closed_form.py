@@ -1,0 +1,108 @@
+"""The simulator against closed-form times for single-application and symmetric cases."""
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+from conftest import SSD_SLOPE, RunSim, app, efficiency, scenario
+
+GB = 1e9
+SSD_WRITE = 500e6
+
+
+@pytest.mark.parametrize("policy", ["datawarp", "max-bandwidth", "max-buffer-efficiency"])
+def test_single_phase_is_disk_bound_on_all_buffers(run_sim: RunSim, policy: str) -> None:
+    # 10 GB over 4 buffers: each device writes 2.5 GB alone at 500 MB/s * e(1); the network
+    # (4 nodes x 1.25 GB/s out, 1.25 GB/s into each buffer) needs only 2 s.
+    result = run_sim(scenario([app("a", [(5.0, 10 * GB)])]), policy)
+    io = 2.5 * GB / (SSD_WRITE * efficiency(SSD_SLOPE, 1))
+    (phase,) = result["phases"]
+    assert phase["buffers"] == [0, 1, 2, 3]
+    assert phase["granted"] == pytest.approx(5.0)
+    assert phase["io"] == pytest.approx(io, rel=1e-6)
+    assert phase["io_alone"] == pytest.approx(io, rel=1e-6)
+    (a,) = result["apps"]
+    assert a["completion"] == pytest.approx(5.0 + io, rel=1e-6)
+    assert a["compute"] == pytest.approx(5.0, rel=1e-6)
+    assert a["interference_factor"] == pytest.approx(1.0, rel=1e-6)
+
+
+def test_network_bound_phase_uses_link_bandwidth(run_sim: RunSim) -> None:
+    # One node: its 1.25 GB/s link is slower than four SSDs together (1.9 GB/s).
+    result = run_sim(scenario([app("a", [(0.0, 10 * GB)], nodes=1)]), "datawarp")
+    assert result["phases"][0]["io"] == pytest.approx(10 * GB / 1.25e9, rel=1e-6)
+
+
+def test_colocated_phases_share_the_device_curve(run_sim: RunSim) -> None:
+    # DataWarp puts both phases on all four buffers at once: two streams per device.
+    apps = [app("a", [(0.0, 8 * GB)]), app("b", [(0.0, 8 * GB)])]
+    result = run_sim(scenario(apps), "datawarp")
+    per_stream = SSD_WRITE * efficiency(SSD_SLOPE, 2) / 2
+    for phase in result["phases"]:
+        assert phase["io"] == pytest.approx(2 * GB / per_stream, rel=1e-6)
+    i_f = 2 * efficiency(SSD_SLOPE, 1) / efficiency(SSD_SLOPE, 2)
+    assert result["metrics"]["avg_interference_factor"] == pytest.approx(i_f, rel=1e-6)
+
+
+def test_everything_written_is_drained(run_sim: RunSim) -> None:
+    apps = [app("a", [(1.0, 6 * GB), (30.0, 6 * GB)]), app("b", [(2.0, 4 * GB)])]
+    for policy in ["datawarp", "min-stall", "fairness", "priority"]:
+        result = run_sim(scenario(apps), policy)
+        drained = sum(d["bytes"] for d in result["drains"])
+        assert drained == pytest.approx(16 * GB, rel=1e-9), policy
+        assert max(d["end"] for d in result["drains"]) >= result["metrics"]["makespan"], policy
+
+
+def test_datawarp_queues_jobs_until_stage_out_completes(run_sim: RunSim) -> None:
+    # 400 GB of buffers, two jobs of 300 GB: the second starts after the first is staged out.
+    apps = [app("a", [(0.0, 300 * GB)]), app("b", [(0.0, 300 * GB)])]
+    result = run_sim(scenario(apps), "datawarp")
+    a, b = result["apps"]
+    assert a["start"] == 0.0
+    stage_out_a = max(d["end"] for d in result["drains"] if d["start"] < b["start"])
+    assert b["start"] == pytest.approx(stage_out_a)
+    assert b["wait"] >= b["start"] > a["end"]
+
+
+def test_same_seed_gives_identical_bytes(simulator: Path, tmp_path: Path) -> None:
+    doc = scenario([app(f"x{i}", [(float(i), 5 * GB), (10.0, 5 * GB)], nodes=2) for i in range(5)])
+    src = tmp_path / "s.json"
+    src.write_text(json.dumps(doc))
+    outputs = []
+    for k in range(2):
+        out = tmp_path / f"r{k}.json"
+        subprocess.run(
+            [str(simulator), "--scenario", str(src), "--policy", "min-stall", "--out", str(out)],
+            check=True,
+        )
+        outputs.append(out.read_bytes())
+    assert outputs[0] == outputs[1]
+
+
+@pytest.mark.parametrize(
+    ("mutate", "message"),
+    [
+        (lambda d: d["buffers"].pop("capacity"), "buffers.capacity: missing"),
+        (lambda d: d["apps"][0]["phases"][0].update(size=-1), "apps[0].phases[0].size"),
+        (lambda d: d["buffers"].update(device="tape"), "devices.tape"),
+        (lambda d: d["platform"].update(compute_nodes=2), "platform.compute_nodes"),
+    ],
+)
+def test_bad_input_names_the_key_and_writes_nothing(
+    simulator: Path, tmp_path: Path, mutate: object, message: str
+) -> None:
+    doc = scenario([app("a", [(0.0, GB)])])
+    mutate(doc)  # type: ignore[operator]
+    src = tmp_path / "bad.json"
+    src.write_text(json.dumps(doc))
+    out = tmp_path / "out.json"
+    done = subprocess.run(
+        [str(simulator), "--scenario", str(src), "--policy", "fairness", "--out", str(out)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 2
+    assert message in done.stderr
+    assert not out.exists()
