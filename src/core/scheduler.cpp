@@ -101,11 +101,24 @@ void Scheduler::on_phase_complete(AppId app, int index, double now) {
   });
   if (it == running_.end()) throw std::logic_error("completion of a phase that is not running");
   const bool drainable = drain_before_app_end(app);
+  const bool read = it->request.op == Op::Read;
+  auto& owner = apps_[static_cast<size_t>(app)];
   for (BufferId b : it->buffers) {
     auto& buf = buffers_[static_cast<size_t>(b)];
     buf.phases -= 1;
-    for (auto& h : buf.held)
-      if (h.app == app && h.phase == index) h.drainable = drainable;
+    for (auto h = buf.held.begin(); h != buf.held.end();) {
+      if (h->app != app || h->phase != index) {
+        ++h;
+      } else if (read) {
+        // Read data came from the PFS: nothing to drain, the space is free again.
+        buf.used = std::max(0.0, buf.used - h->bytes);
+        owner.held_bytes -= h->bytes;
+        h = buf.held.erase(h);
+      } else {
+        h->drainable = drainable;
+        ++h;
+      }
+    }
   }
   running_.erase(it);
   recorder_.phase_completed(app, index, now);

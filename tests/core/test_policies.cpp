@@ -291,3 +291,14 @@ TEST(Scheduler, RejectsOutOfOrderEvents) {
   EXPECT_THROW(s->on_phase_request({0, 0, GB, Op::Write, 0}, 3), std::logic_error);
   EXPECT_THROW(s->on_app_end(0, 4), std::logic_error);
 }
+
+TEST(Scheduler, ReadPhasesFreeTheirSpaceWithoutDraining) {
+  Driver d("min-stall", config(1, 100 * GB));
+  d.reg(app("a"), 0);
+  d.scheduler->on_phase_request({0, 0, 40 * GB, Op::Read, 0}, 0);
+  d.scheduler->on_tick(0);
+  EXPECT_DOUBLE_EQ(d.buffers()[0].used, 40 * GB);
+  d.complete(0, 0, 10);
+  EXPECT_DOUBLE_EQ(d.buffers()[0].used, 0.0);
+  EXPECT_TRUE(d.actions.drain_starts.empty());
+}
