@@ -29,7 +29,7 @@ test-py:
 lint: setup
 	$(VENV)/bin/ruff check python tests/sim
 	$(VENV)/bin/ruff format --check python tests/sim
-	$(VENV)/bin/mypy python/harmonia
+	$(VENV)/bin/mypy --config-file python/pyproject.toml python/harmonia
 	clang-format --dry-run --Werror $$(git ls-files '*.cpp' '*.hpp')
 
 format: setup

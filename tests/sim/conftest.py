@@ -41,7 +41,12 @@ def scenario(apps: list[dict[str, Any]], **overrides: Any) -> dict[str, Any]:
                 "interference_slope": HDD_SLOPE,
             },
         },
-        "platform": {"network": "switch", "link_bw": 1.25e9, "link_latency": 0.0, "compute_nodes": 16},
+        "platform": {
+            "network": "switch",
+            "link_bw": 1.25e9,
+            "link_latency": 0.0,
+            "compute_nodes": 16,
+        },
         "buffers": {"count": 4, "device": "ssd", "capacity": 100e9},
         "pfs": {"servers": 8, "device": "hdd"},
         "scheduler": {"max_colocated": 3},
@@ -51,7 +56,9 @@ def scenario(apps: list[dict[str, Any]], **overrides: Any) -> dict[str, Any]:
     return base
 
 
-def app(name: str, phases: list[tuple[float, float]], nodes: int = 4, **extra: Any) -> dict[str, Any]:
+def app(
+    name: str, phases: list[tuple[float, float]], nodes: int = 4, **extra: Any
+) -> dict[str, Any]:
     return {
         "name": name,
         "nodes": nodes,
@@ -78,7 +85,15 @@ def run_sim(simulator: Path, tmp_path: Path) -> RunSim:
         out = tmp_path / f"{policy}.json"
         src.write_text(json.dumps(doc))
         done = subprocess.run(
-            [str(simulator), "--scenario", str(src), "--policy", policy, "--out", str(out)],
+            [
+                str(simulator),
+                "--scenario",
+                str(src),
+                "--policy",
+                policy,
+                "--out",
+                str(out),
+            ],
             capture_output=True,
             text=True,
             check=False,

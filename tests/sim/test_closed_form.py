@@ -11,8 +11,12 @@ GB = 1e9
 SSD_WRITE = 500e6
 
 
-@pytest.mark.parametrize("policy", ["datawarp", "max-bandwidth", "max-buffer-efficiency"])
-def test_single_phase_is_disk_bound_on_all_buffers(run_sim: RunSim, policy: str) -> None:
+@pytest.mark.parametrize(
+    "policy", ["datawarp", "max-bandwidth", "max-buffer-efficiency"]
+)
+def test_single_phase_is_disk_bound_on_all_buffers(
+    run_sim: RunSim, policy: str
+) -> None:
     # 10 GB over 4 buffers: each device writes 2.5 GB alone at 500 MB/s * e(1); the network
     # (4 nodes x 1.25 GB/s out, 1.25 GB/s into each buffer) needs only 2 s.
     result = run_sim(scenario([app("a", [(5.0, 10 * GB)])]), policy)
@@ -51,7 +55,9 @@ def test_everything_written_is_drained(run_sim: RunSim) -> None:
         result = run_sim(scenario(apps), policy)
         drained = sum(d["bytes"] for d in result["drains"])
         assert drained == pytest.approx(16 * GB, rel=1e-9), policy
-        assert max(d["end"] for d in result["drains"]) >= result["metrics"]["makespan"], policy
+        assert (
+            max(d["end"] for d in result["drains"]) >= result["metrics"]["makespan"]
+        ), policy
 
 
 def test_datawarp_queues_jobs_until_stage_out_completes(run_sim: RunSim) -> None:
@@ -66,14 +72,24 @@ def test_datawarp_queues_jobs_until_stage_out_completes(run_sim: RunSim) -> None
 
 
 def test_same_seed_gives_identical_bytes(simulator: Path, tmp_path: Path) -> None:
-    doc = scenario([app(f"x{i}", [(float(i), 5 * GB), (10.0, 5 * GB)], nodes=2) for i in range(5)])
+    doc = scenario(
+        [app(f"x{i}", [(float(i), 5 * GB), (10.0, 5 * GB)], nodes=2) for i in range(5)]
+    )
     src = tmp_path / "s.json"
     src.write_text(json.dumps(doc))
     outputs = []
     for k in range(2):
         out = tmp_path / f"r{k}.json"
         subprocess.run(
-            [str(simulator), "--scenario", str(src), "--policy", "min-stall", "--out", str(out)],
+            [
+                str(simulator),
+                "--scenario",
+                str(src),
+                "--policy",
+                "min-stall",
+                "--out",
+                str(out),
+            ],
             check=True,
         )
         outputs.append(out.read_bytes())
@@ -98,7 +114,15 @@ def test_bad_input_names_the_key_and_writes_nothing(
     src.write_text(json.dumps(doc))
     out = tmp_path / "out.json"
     done = subprocess.run(
-        [str(simulator), "--scenario", str(src), "--policy", "fairness", "--out", str(out)],
+        [
+            str(simulator),
+            "--scenario",
+            str(src),
+            "--policy",
+            "fairness",
+            "--out",
+            str(out),
+        ],
         capture_output=True,
         text=True,
         check=False,

@@ -1,0 +1,1 @@
+"""Harmonia front end: scenario validation, simulation runs and reports."""

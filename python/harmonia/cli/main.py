@@ -1,0 +1,18 @@
+"""The `harmonia` typer application."""
+
+import typer
+
+from harmonia.cli.demo import demo
+from harmonia.cli.report import report
+from harmonia.cli.sim import sim
+from harmonia.cli.validate import validate
+
+app = typer.Typer(
+    help="Harmonia: interference-aware burst-buffer I/O scheduling, simulated.",
+    no_args_is_help=True,
+    add_completion=False,
+)
+app.command()(validate)
+app.command()(sim)
+app.command()(demo)
+app.command()(report)

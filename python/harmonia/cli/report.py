@@ -1,0 +1,81 @@
+"""`harmonia report DIR`: the comparison table and plots of a finished `sim` run."""
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich import box
+from rich.console import Console
+from rich.table import Table
+
+from harmonia.cli import EXIT_INVALID, fail
+from harmonia.plots.metrics import plot_metrics
+from harmonia.plots.timeline import plot_timeline
+from harmonia.results import METRIC_DISPLAYS, ResultsError, RunResult, load_results
+
+# Table headers are shorter than the plot labels so the table fits about 100 columns.
+TABLE_COLUMNS = {
+    "avg_completion": "completion",
+    "avg_wait": "wait",
+    "avg_io": "I/O",
+    "avg_stall": "stall",
+    "fairness": "fairness",
+    "buffer_efficiency": "buf. eff.",
+    "avg_phase_bandwidth": "phase BW",
+    "avg_interference_factor": "I_f",
+}
+
+
+def comparison_table(results: dict[str, RunResult]) -> Table:
+    """One row per policy, one column per headline metric (averages over applications)."""
+    first = next(iter(results.values()))
+    table = Table(
+        title=f"{first.scenario} (seed {first.seed}): averages over applications",
+        box=box.SIMPLE_HEAD,
+        padding=(0, 0, 0, 1),
+        pad_edge=False,
+    )
+    table.add_column("policy", overflow="fold")
+    displays = [METRIC_DISPLAYS[key] for key in TABLE_COLUMNS]
+    for display, header in zip(displays, TABLE_COLUMNS.values(), strict=True):
+        table.add_column(f"{header}\n{display.unit}", justify="right", min_width=len(header))
+    for policy, run in results.items():
+        table.add_row(policy, *(f"{d.value(run):,.{d.digits}f}" for d in displays))
+    return table
+
+
+def _buffer_count(directory: Path) -> int:
+    path = directory / "scenario.json"
+    try:
+        return int(json.loads(path.read_text(encoding="utf-8"))["buffers"]["count"])
+    except (OSError, ValueError, KeyError, TypeError) as error:
+        raise ResultsError(f"{path}: cannot read the buffer count: {error}") from error
+
+
+def show_report(directory: Path, results: dict[str, RunResult]) -> None:
+    """Print the comparison table; write metrics.png and timeline-<policy>.png into `directory`."""
+    buffer_count = _buffer_count(directory)
+    table = comparison_table(results)
+    console = Console()
+    # Rich crops what does not fit; a terminal soft-wrapping a wide line is better than lost digits.
+    natural_width = console.measure(table, options=console.options.update_width(1000)).maximum
+    Console(width=max(console.width, natural_width)).print(table)
+    written = [directory / "metrics.png"]
+    plot_metrics(results, written[0])
+    for policy, run in results.items():
+        written.append(directory / f"timeline-{policy}.png")
+        plot_timeline(run, buffer_count, written[-1])
+    typer.echo(f"plots in {directory}: " + ", ".join(path.name for path in written))
+
+
+def report(
+    directory: Annotated[
+        Path, typer.Argument(help="Output directory of `harmonia sim` (holds <policy>.json).")
+    ],
+) -> None:
+    """Re-print the comparison table and redraw the plots from a run's result files."""
+    try:
+        show_report(directory, load_results(directory))
+    except ResultsError as error:
+        fail([str(error)], EXIT_INVALID)

@@ -1,0 +1,91 @@
+"""`harmonia sim FILE.toml`: simulate a scenario under several policies and compare them."""
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TimeElapsedColumn
+
+from harmonia.cli import EXIT_FAILED, EXIT_INVALID, fail
+from harmonia.cli.report import show_report
+from harmonia.policies import parse_policies
+from harmonia.results import ResultsError, load_results, summary, write_json
+from harmonia.scenario import ScenarioError, load_scenario, normalize
+from harmonia.simulator import RunOutcome, SimulatorNotFound, find_simulator, run_policies
+
+
+def run_scenario(scenario: Path, policy_spec: str, out: Path | None, jobs: int) -> None:
+    """Validate, simulate every policy, then write summary.json, the table and the plots.
+
+    Nothing is written unless the scenario and policies are valid and the simulator is found.
+    """
+    try:
+        normalized = normalize(load_scenario(scenario))
+    except ScenarioError as error:
+        fail(error.lines, EXIT_INVALID)
+    try:
+        policies = parse_policies(policy_spec)
+    except ValueError as error:
+        fail([f"--policy: {error}"], EXIT_INVALID)
+    try:
+        simulator = find_simulator()
+    except SimulatorNotFound as error:
+        fail([str(error)], EXIT_FAILED)
+
+    out_dir = out if out is not None else Path("results") / normalized["name"]
+    out_dir.mkdir(parents=True, exist_ok=True)
+    scenario_json = out_dir / "scenario.json"
+    write_json(scenario_json, normalized)
+
+    progress = Progress(
+        SpinnerColumn(),
+        "[progress.description]{task.description}",
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=Console(stderr=True),
+    )
+    with progress:
+        task = progress.add_task(f"simulating {normalized['name']}", total=len(policies))
+
+        def finished(outcome: RunOutcome) -> None:
+            status = "[green]done[/]" if outcome.ok else f"[red]failed ({outcome.returncode})[/]"
+            progress.console.print(f"{outcome.policy}: {status} in {outcome.seconds:.1f} s")
+            progress.advance(task)
+
+        outcomes = run_policies(simulator, scenario_json, policies, out_dir, jobs, finished)
+
+    failures = [outcome for outcome in outcomes if not outcome.ok]
+    if failures:
+        fail(
+            (
+                f"harmonia-sim failed for policy {failure.policy} (exit {failure.returncode}):\n"
+                f"{failure.stderr.rstrip()}"
+                for failure in failures
+            ),
+            EXIT_FAILED,
+        )
+    try:
+        results = load_results(out_dir, policies)
+        write_json(out_dir / "summary.json", summary(results))
+        show_report(out_dir, results)
+    except ResultsError as error:
+        fail([str(error)], EXIT_FAILED)
+
+
+def sim(
+    scenario: Annotated[Path, typer.Argument(help="Scenario TOML file.")],
+    policy: Annotated[
+        str, typer.Option(help='"all" or comma-separated policy names, e.g. "datawarp,fairness".')
+    ] = "all",
+    out: Annotated[
+        Path | None,
+        typer.Option(
+            help="Output directory (default: results/<scenario name>).", show_default=False
+        ),
+    ] = None,
+    jobs: Annotated[int, typer.Option(min=1, help="Simulator processes run at once.")] = 2,
+) -> None:
+    """Simulate a scenario under each policy, then compare the policies in a table and plots."""
+    run_scenario(scenario, policy, out, jobs)

@@ -1,0 +1,444 @@
+"""Scenario files: the TOML users write, its validation, and the normalized JSON for the simulator.
+
+The format is specified in docs/formats.md. Pydantic checks each table on its own; the checks that
+span tables (devices exist, phases fit in the buffers, nodes fit in the platform) follow in
+`_cross_table_errors`, so every error can name the key to fix.
+"""
+
+import json
+import tomllib
+from collections.abc import Callable, Iterator
+from functools import cache
+from importlib import resources
+from pathlib import Path
+from typing import Annotated, Any, Literal, Self, TypeVar
+
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    Strict,
+    TypeAdapter,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
+from pydantic_core import ErrorDetails
+
+from harmonia.units import format_size, parse_bandwidth, parse_duration, parse_size
+
+# Compute time before each synthetic phase, in time slices (docs/formats.md, paper section V-A).
+SYNTHETIC_COMPUTE_RATIO: dict[str, float] = {
+    "compute-intensive": 4.0,
+    "balanced": 1.0,
+    "data-intensive": 0.25,
+    "only-io": 0.0,
+}
+
+
+class ScenarioError(Exception):
+    """An invalid scenario. Each line of the message reads ``FILE: key.path: reason``."""
+
+    def __init__(self, lines: list[str]) -> None:
+        super().__init__("\n".join(lines))
+        self.lines = lines
+
+
+_Quantity = TypeVar("_Quantity", int, float)
+
+
+def _bounded(
+    parse: Callable[[object], _Quantity], *, allow_zero: bool
+) -> Callable[[object], _Quantity]:
+    """Wrap a unit parser so the error for a value out of range quotes the value as written."""
+
+    def validate(value: object) -> _Quantity:
+        quantity = parse(value)
+        if quantity < 0 or (quantity == 0 and not allow_zero):
+            bound = ">= 0" if allow_zero else "> 0"
+            raise ValueError(f"must be {bound}, got {json.dumps(value)}")
+        return quantity
+
+    return validate
+
+
+PositiveSize = Annotated[int, BeforeValidator(_bounded(parse_size, allow_zero=False))]
+PositiveBandwidth = Annotated[float, BeforeValidator(_bounded(parse_bandwidth, allow_zero=False))]
+Duration = Annotated[float, BeforeValidator(_bounded(parse_duration, allow_zero=True))]
+Name = Annotated[str, Field(pattern=r"^[A-Za-z0-9._-]+$")]
+# TOML has no tuples: accept an array for the pair, but keep its members strictly typed.
+CurvePoint = Annotated[
+    tuple[Annotated[int, Strict(), Field(ge=1)], Annotated[float, Strict(), Field(gt=0, le=1)]],
+    Strict(False),
+]
+
+
+class _Table(BaseModel):
+    # strict: TOML values are typed, so "4" or 4.0 where an integer belongs is a mistake.
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+
+class ScenarioInfo(_Table):
+    name: Name
+    description: str = ""
+    seed: int = Field(default=1, ge=0)
+
+
+class Device(_Table):
+    write_bw: PositiveBandwidth
+    read_bw: PositiveBandwidth
+    concurrency: int = Field(ge=1)
+    interference_slope: float | None = Field(default=None, ge=0)
+    curve: list[CurvePoint] | None = None
+
+    @field_validator("curve")
+    @classmethod
+    def _curve_starts_at_one_and_increases(
+        cls, curve: list[tuple[int, float]] | None
+    ) -> list[tuple[int, float]] | None:
+        if curve is None:
+            return None
+        counts = [n for n, _ in curve]
+        if not counts or counts[0] != 1:
+            raise ValueError("the first point must be for n = 1")
+        if any(later <= earlier for earlier, later in zip(counts, counts[1:], strict=False)):
+            raise ValueError(f"n must be strictly increasing, got {counts}")
+        return curve
+
+    @model_validator(mode="after")
+    def _one_interference_model(self) -> Self:
+        if (self.interference_slope is None) == (self.curve is None):
+            raise ValueError("give exactly one of interference_slope or curve")
+        return self
+
+
+class FatTree(_Table):
+    levels: int = Field(ge=1)
+    down: list[Annotated[int, Field(ge=1)]]
+    up: list[Annotated[int, Field(ge=1)]]
+    link_count: list[Annotated[int, Field(ge=1)]]
+
+    @field_validator("down", "up", "link_count")
+    @classmethod
+    def _one_per_level(cls, values: list[int], info: ValidationInfo) -> list[int]:
+        levels = info.data.get("levels")
+        if levels is not None and len(values) != levels:
+            raise ValueError(f"needs one value per level ({levels}), got {len(values)}")
+        return values
+
+
+class Platform(_Table):
+    network: Literal["switch", "fat-tree"]
+    link_bw: PositiveBandwidth
+    link_latency: Duration = 0.0
+    compute_nodes: int = Field(ge=1)
+    fat_tree: FatTree | None = None
+
+    @model_validator(mode="after")
+    def _fat_tree_iff_needed(self) -> Self:
+        if (self.network == "fat-tree") != (self.fat_tree is not None):
+            raise ValueError('[platform.fat_tree] must be given exactly when network = "fat-tree"')
+        return self
+
+
+class Buffers(_Table):
+    count: int = Field(ge=1)
+    device: str
+    capacity: PositiveSize
+    flush_threshold: float = Field(default=0.0, ge=0, le=1)
+    backup_flushers: int = Field(default=0, ge=0)
+
+    @field_validator("backup_flushers")
+    @classmethod
+    def _leaves_a_buffer_for_io(cls, backup_flushers: int, info: ValidationInfo) -> int:
+        count = info.data.get("count")
+        if count is not None and backup_flushers >= count:
+            raise ValueError(f"must be < buffers.count ({count}), got {backup_flushers}")
+        return backup_flushers
+
+
+class Pfs(_Table):
+    servers: int = Field(ge=1)
+    device: str
+
+
+class PriorityOptions(_Table):
+    tie: Literal["share", "fcfs"] = "share"
+
+
+class Scheduler(_Table):
+    max_colocated: int | None = Field(default=None, ge=1)
+    if_limit: float = Field(default=5.0, gt=1)
+    min_buffers: int = Field(default=1, ge=1)
+    priority: PriorityOptions = PriorityOptions()
+
+
+class Synthetic(_Table):
+    workload_class: Literal["compute-intensive", "balanced", "data-intensive", "only-io"] = Field(
+        alias="class"
+    )
+    phases: int = Field(ge=1)
+    phase_size: PositiveSize
+
+
+class Periodic(_Table):
+    steps: int = Field(ge=1)
+    bytes_per_rank: PositiveSize
+    compute: Duration
+
+
+class ExplicitPhase(_Table):
+    compute: Duration
+    size: PositiveSize
+    op: Literal["write", "read"] = "write"
+    priority: int | None = None
+
+
+class App(_Table):
+    name: str = Field(min_length=1)
+    instances: int = Field(default=1, ge=1)
+    ranks: int = Field(default=1, ge=1)
+    nodes: int = Field(default=1, ge=1)
+    arrival: Duration = 0.0
+    arrival_interval: Duration = 0.0
+    priority: int = 0
+    hint: Literal["flushable", "cached"] = "flushable"
+    workload: Literal["synthetic", "periodic", "explicit"]
+    synthetic: Synthetic | None = None
+    periodic: Periodic | None = None
+    phases: list[ExplicitPhase] | None = Field(default=None, min_length=1)
+
+    @model_validator(mode="after")
+    def _one_workload_matching(self) -> Self:
+        tables = {
+            "synthetic": ("[apps.synthetic]", self.synthetic),
+            "periodic": ("[apps.periodic]", self.periodic),
+            "explicit": ("[[apps.phases]]", self.phases),
+        }
+        present = [table for table, content in tables.values() if content is not None]
+        wanted = tables[self.workload][0]
+        if present != [wanted]:
+            raise ValueError(
+                f'workload = "{self.workload}" needs {wanted} and no other workload table,'
+                f" found {' and '.join(present) or 'none'}"
+            )
+        return self
+
+    def instance_names(self) -> list[str]:
+        """Names of the applications this entry expands into."""
+        if self.instances == 1:
+            return [self.name]
+        return [f"{self.name}-{k}" for k in range(self.instances)]
+
+
+class Scenario(_Table):
+    scenario: ScenarioInfo
+    devices: dict[str, Device] = {}
+    platform: Platform
+    buffers: Buffers
+    pfs: Pfs
+    scheduler: Scheduler = Scheduler()
+    apps: list[App] = Field(min_length=1)
+
+    def resolved_devices(self) -> dict[str, Device]:
+        """Built-in devices, overridden or extended by the scenario's [devices.*] tables."""
+        return builtin_devices() | self.devices
+
+
+@cache
+def builtin_devices() -> dict[str, Device]:
+    """The devices shipped in harmonia/data/devices.toml (paper Fig. 1 and Fig. 3)."""
+    text = resources.files("harmonia").joinpath("data/devices.toml").read_text(encoding="utf-8")
+    return TypeAdapter(dict[str, Device]).validate_python(tomllib.loads(text))
+
+
+def load_scenario(path: Path) -> Scenario:
+    """Read and validate a scenario TOML file. Raises ScenarioError listing every problem found."""
+    try:
+        document = tomllib.loads(path.read_text(encoding="utf-8"))
+    except OSError as error:
+        raise ScenarioError([f"{path}: cannot read: {error.strerror}"]) from error
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as error:
+        raise ScenarioError([f"{path}: invalid TOML: {error}"]) from error
+    try:
+        scenario = Scenario.model_validate(document)
+    except ValidationError as error:
+        raise ScenarioError(
+            [f"{path}: {_key_path(e['loc'])}: {_reason(e)}" for e in error.errors()]
+        ) from error
+    problems = list(_cross_table_errors(scenario))
+    if problems:
+        raise ScenarioError([f"{path}: {key}: {reason}" for key, reason in problems])
+    return scenario
+
+
+def _key_path(loc: tuple[int | str, ...]) -> str:
+    """("apps", 0, "synthetic", "phase_size") -> "apps[0].synthetic.phase_size"."""
+    path = ""
+    for part in loc:
+        if isinstance(part, int):
+            path += f"[{part}]"
+        else:
+            path += f".{part}" if path else part
+    return path
+
+
+def _reason(error: ErrorDetails) -> str:
+    kind = error["type"]
+    if kind == "extra_forbidden":
+        return "unknown key"
+    if kind == "missing":
+        return "missing required key"
+    if kind == "value_error":  # raised by our own validators: their message is the whole reason
+        return str(error["ctx"]["error"])
+    value = error["input"]
+    if isinstance(value, str | int | float | bool):
+        return f"{error['msg']}, got {json.dumps(value)}"
+    return str(error["msg"])
+
+
+def _phase_sizes(app: App) -> Iterator[tuple[str, int]]:
+    """Each distinct phase size of an application with the key that sets it."""
+    if app.synthetic is not None:
+        yield "synthetic.phase_size", app.synthetic.phase_size
+    if app.periodic is not None:
+        yield "periodic.bytes_per_rank", app.ranks * app.periodic.bytes_per_rank
+    for index, phase in enumerate(app.phases or []):
+        yield f"phases[{index}].size", phase.size
+
+
+def _cross_table_errors(scenario: Scenario) -> Iterator[tuple[str, str]]:
+    devices = scenario.resolved_devices()
+    for key, name in (
+        ("buffers.device", scenario.buffers.device),
+        ("pfs.device", scenario.pfs.device),
+    ):
+        if name not in devices:
+            yield key, f'unknown device "{name}" (known: {", ".join(sorted(devices))})'
+
+    buffers = scenario.buffers
+    if scenario.scheduler.min_buffers > buffers.count:
+        yield (
+            "scheduler.min_buffers",
+            f"must be <= buffers.count ({buffers.count}), got {scenario.scheduler.min_buffers}",
+        )
+
+    total_capacity = buffers.count * buffers.capacity
+    for index, app in enumerate(scenario.apps):
+        for key, size in _phase_sizes(app):
+            if size > total_capacity:
+                yield (
+                    f"apps[{index}].{key}",
+                    f"a phase of {format_size(size)} does not fit in the buffers' total capacity"
+                    f" of {format_size(total_capacity)} ({buffers.count} x"
+                    f" {format_size(buffers.capacity)})",
+                )
+
+    nodes = sum(app.instances * app.nodes for app in scenario.apps)
+    if nodes > scenario.platform.compute_nodes:
+        yield (
+            "platform.compute_nodes",
+            f"the applications need {nodes} nodes (sum over [[apps]] of instances x nodes),"
+            f" only {scenario.platform.compute_nodes} available",
+        )
+
+    seen: set[str] = set()
+    for index, app in enumerate(scenario.apps):
+        for name in app.instance_names():
+            if name in seen:
+                yield f"apps[{index}].name", f'duplicate application name "{name}"'
+            seen.add(name)
+
+
+def _expand_phases(app: App, buffer_write_bw: float) -> list[dict[str, Any]]:
+    if app.synthetic is not None:
+        # Paper IV-B: a time slice writes one phase on all buffers with no interference.
+        time_slice = app.synthetic.phase_size / buffer_write_bw
+        compute = SYNTHETIC_COMPUTE_RATIO[app.synthetic.workload_class] * time_slice
+        size, count = app.synthetic.phase_size, app.synthetic.phases
+    elif app.periodic is not None:
+        compute = app.periodic.compute
+        size, count = app.ranks * app.periodic.bytes_per_rank, app.periodic.steps
+    else:
+        return [
+            {
+                "compute": phase.compute,
+                "size": phase.size,
+                "op": phase.op,
+                "priority": app.priority if phase.priority is None else phase.priority,
+            }
+            for phase in app.phases or []
+        ]
+    return [
+        {"compute": compute, "size": size, "op": "write", "priority": app.priority}
+        for _ in range(count)
+    ]
+
+
+def _device_json(device: Device) -> dict[str, Any]:
+    interference: dict[str, Any] = (
+        {"curve": [list(point) for point in device.curve]}
+        if device.curve is not None
+        else {"interference_slope": device.interference_slope}
+    )
+    return {
+        "write_bw": device.write_bw,
+        "read_bw": device.read_bw,
+        "concurrency": device.concurrency,
+        **interference,
+    }
+
+
+def normalize(scenario: Scenario) -> dict[str, Any]:
+    """The normalized scenario of docs/formats.md section 2, ready for `json.dump`.
+
+    Units are SI base (bytes, bytes/s, s), devices resolved, and every application instance
+    expanded into an explicit list of phases.
+    """
+    devices = scenario.resolved_devices()
+    buffers = scenario.buffers
+    buffer_write_bw = buffers.count * devices[buffers.device].write_bw
+    platform: dict[str, Any] = {
+        "network": scenario.platform.network,
+        "link_bw": scenario.platform.link_bw,
+        "link_latency": scenario.platform.link_latency,
+        "compute_nodes": scenario.platform.compute_nodes,
+    }
+    if scenario.platform.fat_tree is not None:
+        platform["fat_tree"] = scenario.platform.fat_tree.model_dump()
+    scheduler: dict[str, Any] = {
+        "if_limit": scenario.scheduler.if_limit,
+        "min_buffers": scenario.scheduler.min_buffers,
+        "priority_tie": scenario.scheduler.priority.tie,
+    }
+    if scenario.scheduler.max_colocated is not None:
+        scheduler["max_colocated"] = scenario.scheduler.max_colocated
+
+    apps = []
+    for app in scenario.apps:
+        for k, name in enumerate(app.instance_names()):
+            apps.append(
+                {
+                    "name": name,
+                    "ranks": app.ranks,
+                    "nodes": app.nodes,
+                    "arrival": app.arrival + k * app.arrival_interval,
+                    "priority": app.priority,
+                    "hint": app.hint,
+                    "phases": _expand_phases(app, buffer_write_bw),
+                }
+            )
+
+    used_devices = dict.fromkeys([buffers.device, scenario.pfs.device])
+    return {
+        "name": scenario.scenario.name,
+        "seed": scenario.scenario.seed,
+        "devices": {name: _device_json(devices[name]) for name in used_devices},
+        "platform": platform,
+        "buffers": buffers.model_dump(),
+        "pfs": scenario.pfs.model_dump(),
+        "scheduler": scheduler,
+        "apps": apps,
+    }

@@ -1,0 +1,102 @@
+"""Locating and running the `harmonia-sim` binary, one process per policy."""
+
+import os
+import shutil
+import subprocess
+import time
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor, as_completed
+from dataclasses import dataclass
+from pathlib import Path
+
+import harmonia
+
+SIMULATOR_ENV = "HARMONIA_SIM"
+# The directory that holds python/ (this package's parent); the C++ build lands in its build/.
+REPO_ROOT = Path(harmonia.__file__).resolve().parents[2]
+BUILD_TREE_SIMULATOR = REPO_ROOT / "build" / "src" / "sim" / "harmonia-sim"
+
+
+class SimulatorNotFound(Exception):
+    """No `harmonia-sim` binary could be found."""
+
+
+def find_simulator() -> Path:
+    """The simulator binary: $HARMONIA_SIM, else the repository's build tree, else the PATH."""
+    if configured := os.environ.get(SIMULATOR_ENV):
+        path = Path(configured)
+        if not (path.is_file() and os.access(path, os.X_OK)):
+            raise SimulatorNotFound(f"{SIMULATOR_ENV}={configured} is not an executable file")
+        return path
+    if BUILD_TREE_SIMULATOR.is_file():
+        return BUILD_TREE_SIMULATOR
+    if on_path := shutil.which("harmonia-sim"):
+        return Path(on_path)
+    raise SimulatorNotFound(
+        f"harmonia-sim not found: set {SIMULATOR_ENV}, build it into {BUILD_TREE_SIMULATOR}"
+        " (cmake -B build && cmake --build build), or put it on the PATH"
+    )
+
+
+@dataclass(frozen=True)
+class RunOutcome:
+    """How one simulator process ended."""
+
+    policy: str
+    returncode: int
+    stderr: str
+    seconds: float
+
+    @property
+    def ok(self) -> bool:
+        return self.returncode == 0
+
+
+def run_policy(simulator: Path, scenario_json: Path, policy: str, out_json: Path) -> RunOutcome:
+    """Run the simulator for one policy and wait for it."""
+    command = [
+        str(simulator),
+        "--scenario",
+        str(scenario_json),
+        "--policy",
+        policy,
+        "--out",
+        str(out_json),
+    ]
+    start = time.monotonic()
+    try:
+        completed = subprocess.run(command, capture_output=True, text=True, check=False)
+    except OSError as error:  # e.g. not executable: report it like a failed run
+        return RunOutcome(policy, 127, f"cannot run {simulator}: {error}", 0.0)
+    return RunOutcome(policy, completed.returncode, completed.stderr, time.monotonic() - start)
+
+
+def run_policies(
+    simulator: Path,
+    scenario_json: Path,
+    policies: list[str],
+    out_dir: Path,
+    jobs: int,
+    on_finished: Callable[[RunOutcome], None],
+) -> list[RunOutcome]:
+    """Run every policy with up to `jobs` processes at once, writing `out_dir/<policy>.json`.
+
+    `on_finished` is called as each run ends. After a failure, runs not yet started are skipped:
+    the results would be discarded anyway.
+    """
+    outcomes: list[RunOutcome] = []
+    with ThreadPoolExecutor(max_workers=jobs) as pool:
+        futures: list[Future[RunOutcome]] = [
+            pool.submit(run_policy, simulator, scenario_json, policy, out_dir / f"{policy}.json")
+            for policy in policies
+        ]
+        for future in as_completed(futures):
+            if future.cancelled():
+                continue
+            outcome = future.result()
+            outcomes.append(outcome)
+            on_finished(outcome)
+            if not outcome.ok:
+                for pending in futures:
+                    pending.cancel()
+    return outcomes

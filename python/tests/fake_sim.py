@@ -1,0 +1,103 @@
+"""A stand-in for `harmonia-sim` that follows its command-line and file contract
+(docs/formats.md sections 2 and 3) and writes plausible, made-up results.
+
+Run as `fake_sim.py --scenario FILE --policy NAME --out FILE`; a policy named in the
+FAKE_SIM_FAIL environment variable fails with a message on stderr. Tests also call
+`fake_result` directly to build result directories by hand.
+"""
+
+import argparse
+import json
+import os
+import sys
+from typing import Any
+
+
+def fake_result(scenario: dict[str, Any], policy: str) -> dict[str, Any]:
+    """A result for `policy` where apps run one after another, phase k on buffer k mod count."""
+    buffer_count = scenario["buffers"]["count"]
+    # Vary the numbers by policy so bars differ.
+    slowdown = 1.0 + len(policy) / 10
+    clock = 0.0
+    apps, phases, drains = [], [], []
+    for app in scenario["apps"]:
+        start = clock
+        for index, phase in enumerate(app["phases"]):
+            granted = clock + phase["compute"]
+            end = granted + slowdown * phase["size"] / 1e9
+            buffer = index % buffer_count
+            phases.append(
+                {
+                    "app": app["name"],
+                    "index": index,
+                    "requested": granted,
+                    "granted": granted,
+                    "end": end,
+                    "buffers": [buffer],
+                    "size": phase["size"],
+                    "wait": 0.0,
+                    "io": end - granted,
+                    "io_alone": (end - granted) / slowdown,
+                }
+            )
+            drains.append(
+                {"buffer": buffer, "start": end, "end": end + 5.0, "bytes": phase["size"]}
+            )
+            clock = end
+        apps.append(
+            {
+                "name": app["name"],
+                "arrival": app["arrival"],
+                "start": start,
+                "end": clock,
+                "completion": clock - app["arrival"],
+            }
+        )
+    completions = [app["completion"] for app in apps]
+    metrics = {
+        "buffer_efficiency": 0.5 / slowdown,
+        "buffer_utilization": 0.6,
+        "remaining_capacity": 0.4,
+        "avg_phase_bandwidth": 1e9 / slowdown,
+        "fairness": max(completions) - min(completions),
+        "avg_stall": 10.0 * slowdown,
+        "avg_completion": sum(completions) / len(completions),
+        "min_completion": min(completions),
+        "max_completion": max(completions),
+        "avg_wait": 5.0 * slowdown,
+        "avg_io": 20.0 * slowdown,
+        "avg_compute": 30.0,
+        "makespan": clock,
+        "avg_app_bandwidth": 1e9 / slowdown,
+        "avg_interference_factor": slowdown,
+    }
+    return {
+        "scenario": scenario["name"],
+        "policy": policy,
+        "seed": scenario["seed"],
+        "version": "0.1.0",
+        "metrics": metrics,
+        "apps": apps,
+        "phases": phases,
+        "drains": drains,
+        "sim": {"events": len(phases)},
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    for option in ("--scenario", "--policy", "--out"):
+        parser.add_argument(option, required=True)
+    args = parser.parse_args()
+    if args.policy == os.environ.get("FAKE_SIM_FAIL"):
+        print(f"fake-sim: policy {args.policy} crashed on purpose", file=sys.stderr)
+        return 3
+    with open(args.scenario, encoding="utf-8") as scenario_file:
+        scenario = json.load(scenario_file)
+    with open(args.out, "w", encoding="utf-8") as out_file:
+        json.dump(fake_result(scenario, args.policy), out_file)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

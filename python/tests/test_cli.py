@@ -1,0 +1,148 @@
+"""The `harmonia` command line, run in-process with typer's CliRunner."""
+
+import json
+from pathlib import Path
+
+import pytest
+from support import EXAMPLES, assert_png, make_result_dir
+from typer.testing import CliRunner
+
+from harmonia.cli.main import app
+from harmonia.policies import POLICIES
+from harmonia.scenario import load_scenario, normalize
+
+runner = CliRunner()
+FIG5 = EXAMPLES / "fig5-example.toml"
+BAD = EXAMPLES / "bad" / "negative-size.toml"
+
+
+def test_validate_ok() -> None:
+    result = runner.invoke(app, ["validate", str(EXAMPLES / "section-v" / "balanced-8.toml")])
+    assert result.exit_code == 0
+    assert result.stdout == "ok: 8 applications, 96 phases\n"
+
+
+def test_validate_prints_errors_and_exits_2() -> None:
+    result = runner.invoke(app, ["validate", str(EXAMPLES / "bad" / "unknown-key.toml")])
+    assert result.exit_code == 2
+    assert "apps[0].synthetic.phase_sise: unknown key" in result.stderr
+    assert result.stdout == ""
+
+
+def test_sim_on_a_bad_file_writes_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    out = tmp_path / "out"
+    for extra in ([], ["--out", str(out)]):
+        result = runner.invoke(app, ["sim", str(BAD), *extra])
+        assert result.exit_code == 2
+        assert 'apps[0].synthetic.phase_size: must be > 0, got "-1 GB"' in result.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_sim_with_an_unknown_policy_writes_nothing(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    result = runner.invoke(app, ["sim", str(FIG5), "--policy", "datawarp,fifo", "--out", str(out)])
+    assert result.exit_code == 2
+    assert '--policy: unknown policy "fifo"' in result.stderr
+    assert not out.exists()
+
+
+def test_sim_without_a_simulator_writes_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HARMONIA_SIM", str(tmp_path / "missing"))
+    out = tmp_path / "out"
+    result = runner.invoke(app, ["sim", str(FIG5), "--out", str(out)])
+    assert result.exit_code == 1
+    assert "HARMONIA_SIM" in result.stderr and "is not an executable file" in result.stderr
+    assert not out.exists()
+
+
+@pytest.mark.usefixtures("fake_simulator")
+def test_sim_runs_every_policy_and_reports(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    result = runner.invoke(app, ["sim", str(FIG5), "--out", str(out), "--jobs", "3"])
+    assert result.exit_code == 0, result.output
+    assert json.loads((out / "scenario.json").read_text()) == normalize(load_scenario(FIG5))
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["scenario"] == "fig5-example" and summary["seed"] == 5
+    assert list(summary["policies"]) == list(POLICIES)
+    assert "avg_completion" in summary["policies"]["fairness"]
+    for policy in POLICIES:
+        assert policy in result.stdout
+        assert_png(out / f"timeline-{policy}.png")
+    assert_png(out / "metrics.png")
+
+
+@pytest.mark.usefixtures("fake_simulator")
+def test_sim_defaults_to_results_dir_and_takes_a_policy_list(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    result = runner.invoke(app, ["sim", str(FIG5), "--policy", "fairness,datawarp"])
+    assert result.exit_code == 0, result.output
+    out = tmp_path / "results" / "fig5-example"
+    summary = json.loads((out / "summary.json").read_text())
+    assert list(summary["policies"]) == ["fairness", "datawarp"]
+    assert sorted(p.name for p in out.glob("*.json")) == [
+        "datawarp.json",
+        "fairness.json",
+        "scenario.json",
+        "summary.json",
+    ]
+
+
+@pytest.mark.usefixtures("fake_simulator")
+def test_sim_failure_prints_the_simulator_stderr(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("FAKE_SIM_FAIL", "priority")
+    out = tmp_path / "out"
+    result = runner.invoke(app, ["sim", str(FIG5), "--out", str(out), "--jobs", "1"])
+    assert result.exit_code == 1
+    assert "harmonia-sim failed for policy priority (exit 3)" in result.stderr
+    assert "fake-sim: policy priority crashed on purpose" in result.stderr
+    assert not (out / "summary.json").exists()
+
+
+def test_report_prints_the_table_and_draws_the_plots(tmp_path: Path) -> None:
+    scenario = normalize(load_scenario(FIG5))
+    out = make_result_dir(tmp_path / "run", scenario)
+    result = runner.invoke(app, ["report", str(out)], env={"COLUMNS": "160"})
+    assert result.exit_code == 0, result.output
+    assert "fig5-example (seed 5)" in result.stdout
+    for policy in POLICIES:
+        assert policy in result.stdout
+        assert_png(out / f"timeline-{policy}.png")
+    assert_png(out / "metrics.png")
+
+
+def test_report_reads_only_the_policies_present(tmp_path: Path) -> None:
+    scenario = normalize(load_scenario(FIG5))
+    out = make_result_dir(tmp_path / "run", scenario, policies=("min-stall", "datawarp"))
+    result = runner.invoke(app, ["report", str(out)], env={"COLUMNS": "160"})
+    assert result.exit_code == 0, result.output
+    rows = [line.split()[0] for line in result.stdout.splitlines() if line.strip()]
+    assert "min-stall" in rows and "datawarp" in rows and "fairness" not in rows
+    assert sorted(p.name for p in out.glob("*.png")) == [
+        "metrics.png",
+        "timeline-datawarp.png",
+        "timeline-min-stall.png",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("content", "expected"),
+    [
+        ({}, "no result files"),
+        ({"fairness.json": "{}"}, "fairness.json: not a harmonia-sim result"),
+    ],
+)
+def test_report_on_a_directory_without_results(
+    tmp_path: Path, content: dict[str, str], expected: str
+) -> None:
+    for name, text in content.items():
+        (tmp_path / name).write_text(text)
+    result = runner.invoke(app, ["report", str(tmp_path)])
+    assert result.exit_code == 2
+    assert expected in result.stderr
