@@ -211,6 +211,8 @@ bool Scheduler::idle() const {
 }
 
 void Scheduler::on_tick(double now) {
+  capacity_blocked_ = false;
+  assign_flushers();
   decide(now);
   update_drains(now);
   for (BufferId b = 0; b < config_.buffer_count; ++b) {
@@ -219,32 +221,45 @@ void Scheduler::on_tick(double now) {
   }
 }
 
-void Scheduler::update_drains(double now) {
-  // Data waits on the buffers only for running applications; once none runs, everything drains.
-  const bool pressure =
-      capacity_pressure() ||
-      std::all_of(apps_.begin(), apps_.end(), [](const AppState& a) { return a.ended; });
-  const double threshold = flush_threshold();
-  int flushers = static_cast<int>(std::count_if(
-      buffers_.begin(), buffers_.end(), [](const BufferState& b) { return b.exclusive_flush; }));
+void Scheduler::assign_flushers() {
+  // Section V-D: a buffer that reaches the threshold becomes a backup flusher while a flusher
+  // slot is free, fullest first; it takes no new phase until it has drained.
+  const int slots = backup_flushers();
+  std::vector<BufferId> ready;
+  int flushers = 0;
   for (BufferId id = 0; id < config_.buffer_count; ++id) {
     auto& buf = buffers_[static_cast<size_t>(id)];
     const bool has_data = buf.drainable() > kByteEpsilon;
-    if (buf.exclusive_flush && !has_data) {
-      buf.exclusive_flush = false;
-      --flushers;
-    }
+    if (buf.exclusive_flush && !has_data) buf.exclusive_flush = false;
+    flushers += buf.exclusive_flush ? 1 : 0;
+    if (!buf.exclusive_flush && has_data && buf.used >= flush_threshold() * buf.capacity)
+      ready.push_back(id);
+  }
+  std::stable_sort(ready.begin(), ready.end(), [&](BufferId a, BufferId b) {
+    return buffers_[static_cast<size_t>(a)].used > buffers_[static_cast<size_t>(b)].used;
+  });
+  for (BufferId id : ready) {
+    if (flushers >= slots) break;
+    buffers_[static_cast<size_t>(id)].exclusive_flush = true;
+    ++flushers;
+  }
+}
+
+void Scheduler::update_drains(double now) {
+  // Data waits on the buffers only for running applications; once none runs, everything drains.
+  const bool pressure =
+      capacity_blocked_ || capacity_pressure() ||
+      std::all_of(apps_.begin(), apps_.end(), [](const AppState& a) { return a.ended; });
+  const double threshold = flush_threshold();
+  for (BufferId id = 0; id < config_.buffer_count; ++id) {
+    auto& buf = buffers_[static_cast<size_t>(id)];
+    const bool has_data = buf.drainable() > kByteEpsilon;
     const bool over_threshold = buf.used >= threshold * buf.capacity;
-    // With backup flushers, a buffer over the threshold becomes an exclusive flusher when a
-    // flusher slot is free (section V-D); only flushers drain, unless capacity runs out.
-    if (config_.backup_flushers > 0 && has_data && over_threshold && !buf.exclusive_flush &&
-        buf.phases == 0 && flushers < config_.backup_flushers) {
-      buf.exclusive_flush = true;
-      ++flushers;
-    }
+    // With backup flushers only the flushers drain, unless space runs out.
     const bool triggered =
-        config_.backup_flushers > 0 ? buf.exclusive_flush || pressure : over_threshold || pressure;
-    const bool blocked = drain_mode() == DrainMode::YieldToIO && buf.phases > 0;
+        backup_flushers() > 0 ? buf.exclusive_flush || pressure : over_threshold || pressure;
+    // Yielding drains still run when space has run out: otherwise nothing could progress.
+    const bool blocked = drain_mode() == DrainMode::YieldToIO && buf.phases > 0 && !pressure;
     const bool want = has_data && triggered && !blocked;
     if (want && !buf.draining) {
       buf.draining = true;

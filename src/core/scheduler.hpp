@@ -156,6 +156,7 @@ class Scheduler {
   virtual void on_app_drained(AppId app, double now);
   virtual DrainMode drain_mode() const { return DrainMode::Overlap; }
   virtual double flush_threshold() const { return config_.flush_threshold; }
+  virtual int backup_flushers() const { return config_.backup_flushers; }
 
   void admit(AppId app, double now);
   /// Start the pending phase (app, index) on `buffers`.
@@ -173,8 +174,12 @@ class Scheduler {
   std::vector<PendingPhase> pending_;
   std::vector<RunningPhase> running_;
   int max_colocated_;
+  /// Set by `decide` when it left a phase waiting for lack of space: drains then run regardless
+  /// of the threshold. Cleared at every tick.
+  bool capacity_blocked_ = false;
 
  private:
+  void assign_flushers();
   void update_drains(double now);
   bool capacity_pressure() const;
 

@@ -302,3 +302,24 @@ TEST(Scheduler, ReadPhasesFreeTheirSpaceWithoutDraining) {
   EXPECT_DOUBLE_EQ(d.buffers()[0].used, 0.0);
   EXPECT_TRUE(d.actions.drain_starts.empty());
 }
+
+TEST(Priority, PhaseThatDoesNotFitItsShareMakesBuffersDrain) {
+  // Threshold 100 %: drains start only under pressure. Two equal-priority phases share the four
+  // buffers two by two; the first share is too full, although the phase would fit striped over all
+  // four buffers. The policy's own refusal must count as pressure, or nothing ever moves.
+  auto cfg = config(4, 100 * GB);
+  cfg.flush_threshold = 1.0;
+  Driver d("priority", cfg);
+  d.reg(app("a", 1), 0);
+  d.reg(app("b", 1), 0);
+  d.request(0, 0, 160 * GB, 0, 1);  // 40 GB on each buffer
+  d.complete(0, 0, 10);
+  d.request(0, 1, 160 * GB, 11, 1);  // 80 GB on each buffer
+  d.complete(0, 1, 20);
+  // 45 GB per buffer of a two-buffer share: no room on any buffer.
+  d.scheduler->on_phase_request({0, 2, 90 * GB, Op::Write, 1}, 30);
+  d.scheduler->on_phase_request({1, 0, 90 * GB, Op::Write, 1}, 30);
+  d.scheduler->on_tick(30);
+  EXPECT_EQ(d.actions.grants.size(), 2u);
+  EXPECT_EQ(d.actions.drain_starts.size(), 4u);
+}

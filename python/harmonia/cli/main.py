@@ -4,6 +4,7 @@ import typer
 
 from harmonia.cli.demo import demo
 from harmonia.cli.report import report
+from harmonia.cli.reproduce import reproduce
 from harmonia.cli.sim import sim
 from harmonia.cli.validate import validate
 
@@ -16,3 +17,4 @@ app.command()(validate)
 app.command()(sim)
 app.command()(demo)
 app.command()(report)
+app.command()(reproduce)

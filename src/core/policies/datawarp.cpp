@@ -23,7 +23,9 @@ class DataWarp : public Scheduler {
   }
 
   bool drain_before_app_end(AppId) const override { return false; }
+  // Stage-out is DataWarp's only drain: no threshold, no backup flushers.
   double flush_threshold() const override { return 0.0; }
+  int backup_flushers() const override { return 0; }
 
   void on_app_drained(AppId app, double now) override {
     reserved_ -= reservation(app);

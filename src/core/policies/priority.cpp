@@ -52,7 +52,10 @@ class PriorityPolicy : public Scheduler {
       const bool fits = std::all_of(bufs.begin(), bufs.end(), [&](BufferId b) {
         return buffers_[static_cast<size_t>(b)].free() >= share;
       });
-      if (!fits) break;  // wait for drains rather than let a lower-ranked phase jump ahead
+      if (!fits) {  // wait for drains rather than let a lower-ranked phase jump ahead
+        capacity_blocked_ = true;
+        break;
+      }
       std::sort(bufs.begin(), bufs.end());
       grant(p.request.app, p.request.index, bufs, now);
       next += static_cast<size_t>(each);

@@ -1,0 +1,1 @@
+"""Experiments that run several scenarios and compare them with the papers."""
