@@ -61,8 +61,10 @@ def _metric(runs: dict[str, RunResult], policy: str, key: str) -> float:
 
 
 def _faster(runs: dict[str, RunResult], policy: str) -> str:
+    """How much lower the policy's average completion is than DataWarp's."""
     base = _metric(runs, "datawarp", "avg_completion")
-    return f"{(1 - _metric(runs, policy, 'avg_completion') / base) * 100:+.0f} % faster"
+    gain = (1 - _metric(runs, policy, "avg_completion") / base) * 100
+    return f"{gain:.0f} % faster" if gain >= 0 else f"{-gain:.0f} % slower"
 
 
 def fig6_rows(dirs: dict[str, Path]) -> list[Row]:
@@ -81,7 +83,7 @@ def fig6_rows(dirs: dict[str, Path]) -> list[Row]:
         )
     ]
     rows += [
-        Row(f"{policy} vs DataWarp, 8 instances", paper, _faster(runs, policy).replace("+", ""))
+        Row(f"{policy} vs DataWarp, 8 instances", paper, _faster(runs, policy))
         for policy, paper in paper_faster.items()
     ]
     for label, relative in FIG6.items():
