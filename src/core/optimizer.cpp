@@ -104,10 +104,8 @@ Plan optimize(const OptimizerInput& in, const Objective& obj) {
   std::vector<Choice> choice(best.size());
 
   std::vector<double> deferred(static_cast<size_t>(n));
-  for (int p = 0; p < n; ++p) {
-    const auto& c = in.candidates[static_cast<size_t>(p)];
-    deferred[static_cast<size_t>(p)] = obj.deferred_value(c, deferral(in, c));
-  }
+  for (size_t p = 0; p < deferred.size(); ++p)
+    deferred[p] = obj.deferred_value(in.candidates[p], deferral(in, in.candidates[p]));
 
   std::vector<Prediction> preds;
   for (int p = n - 1; p >= 0; --p) {

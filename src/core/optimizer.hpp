@@ -53,9 +53,13 @@ struct GroupView {
 struct Deferral {
   /// The paper's time slice: the phase's I/O time on all buffers with no interference.
   double slice = 0;
-  /// Time from now until its I/O is done: the whole pending backlog (this phase included)
-  /// written through all buffers at full speed, and at least one slice.
-  double until_done = 0;
+  /// Time from now until the whole pending backlog (this phase included) is written through
+  /// all buffers at full speed, and at least one slice: when the last phase in line is done.
+  double backlog = 0;
+
+  /// Expected time until a deferred phase is done when its place in line is unknown: halfway
+  /// between first in line (one slice) and last (the whole backlog).
+  double mean_until_done() const { return (slice + backlog) / 2; }
 };
 
 /// How the values of groups and deferred candidates make the value of a plan.

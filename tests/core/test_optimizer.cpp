@@ -59,8 +59,8 @@ TEST(Optimizer, DynamicProgramMatchesExhaustiveSearch) {
 
 TEST(Optimizer, BandwidthObjectiveGivesOnePhaseAllBuffers) {
   // Two equal phases, four idle buffers, exclusive (X = 1): one phase at full width and the other
-  // deferred behind a two-slice backlog (value 1 + 1/2 per slice) beats two phases on two
-  // buffers each (value 1/2 + 1/2).
+  // deferred, expected done after (1 + 2) / 2 slices (value 1 + 2/3 per slice), beats two phases
+  // on two buffers each (value 1/2 + 1/2).
   OptimizerInput in;
   in.device = &ssd();
   in.buffer_link_bw = 1.25e9;

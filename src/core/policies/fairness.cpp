@@ -12,7 +12,8 @@ Objective fairness_objective() {
   Objective objective;
   // Eq. 6 (last minus first completion) is not additive over groups. The DP instead minimises
   // the longest predicted phase turnaround (request to end of I/O), a bottleneck objective it
-  // solves exactly: no phase is left far behind the others. See docs/scheduling-model.md.
+  // solves exactly: no phase is left far behind the others. A deferred phase is charged the
+  // worst case, the whole backlog, since the worst case is what this objective is about.
   objective.group_value = [](const GroupView& g) {
     double worst = 0;
     for (size_t k = 0; k < g.phases.size(); ++k)
@@ -20,7 +21,7 @@ Objective fairness_objective() {
     return -worst;
   };
   objective.deferred_value = [](const Candidate& c, const Deferral& d) {
-    return -(c.waited + d.until_done);
+    return -(c.waited + d.backlog);
   };
   objective.combine = Combine::Min;
   return objective;

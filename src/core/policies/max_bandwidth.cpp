@@ -16,7 +16,7 @@ Objective max_bandwidth_objective() {
     return value;
   };
   objective.deferred_value = [](const Candidate& c, const Deferral& d) {
-    return c.bytes / (c.waited + d.until_done);
+    return c.bytes / (c.waited + d.mean_until_done());
   };
   return objective;
 }

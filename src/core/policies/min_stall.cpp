@@ -7,8 +7,8 @@ namespace harmonia::core {
 
 Objective min_stall_objective() {
   Objective objective;
-  // Eq. 7: W_time + I_time. A deferred phase waits until the backlog ahead of it is written:
-  // its predicted completion less its own interference-free I/O time.
+  // Eq. 7: W_time + I_time. A deferred phase is expected to wait for half the backlog (its
+  // expected completion less its own interference-free I/O time).
   objective.group_value = [](const GroupView& g) {
     double value = 0;
     for (size_t k = 0; k < g.phases.size(); ++k)
@@ -16,7 +16,7 @@ Objective min_stall_objective() {
     return value;
   };
   objective.deferred_value = [](const Candidate& c, const Deferral& d) {
-    return -(c.waited + d.until_done - d.slice);
+    return -(c.waited + d.mean_until_done() - d.slice);
   };
   return objective;
 }
