@@ -6,6 +6,7 @@ span tables (devices exist, phases fit in the buffers, nodes fit in the platform
 """
 
 import json
+import math
 import tomllib
 from collections.abc import Callable, Iterator
 from functools import cache
@@ -343,6 +344,17 @@ def _cross_table_errors(scenario: Scenario) -> Iterator[tuple[str, str]]:
             f"the applications need {nodes} nodes (sum over [[apps]] of instances x nodes),"
             f" only {scenario.platform.compute_nodes} available",
         )
+
+    tree = scenario.platform.fat_tree
+    if tree is not None:
+        hosts = scenario.platform.compute_nodes + buffers.count + scenario.pfs.servers
+        leaves = math.prod(tree.down)
+        if leaves < hosts:
+            yield (
+                "platform.fat_tree.down",
+                f"the tree has {leaves} leaves (the product of down), the scenario needs {hosts}"
+                " (compute nodes + buffers + PFS servers)",
+            )
 
     seen: set[str] = set()
     for index, app in enumerate(scenario.apps):

@@ -306,7 +306,7 @@ def test_normalize_custom_devices_fat_tree_and_scheduler(write_toml: Callable[[s
     text += """
 [platform.fat_tree]
 levels = 2
-down = [4, 4]
+down = [4, 6]
 up = [1, 2]
 link_count = [1, 1]
 
@@ -331,7 +331,7 @@ tie = "fcfs"
     normalized = normalize(load_scenario(write_toml(text + SYNTHETIC_APP)))
     assert normalized["platform"]["fat_tree"] == {
         "levels": 2,
-        "down": [4, 4],
+        "down": [4, 6],
         "up": [1, 2],
         "link_count": [1, 1],
     }
@@ -381,3 +381,19 @@ def test_parse_policies() -> None:
         parse_policies("datawarp,fifo")
     with pytest.raises(ValueError, match="no policy given"):
         parse_policies(" , ")
+
+
+def test_fat_tree_too_small_for_the_hosts(write_toml: Callable[[str], Path]) -> None:
+    text = BASE_SCENARIO.replace('network = "switch"', 'network = "fat-tree"')
+    text += """
+[platform.fat_tree]
+levels = 2
+down = [2, 4]
+up = [1, 2]
+link_count = [1, 1]
+"""
+    with pytest.raises(ScenarioError) as error:
+        load_scenario(write_toml(text + SYNTHETIC_APP))
+    assert "platform.fat_tree.down: the tree has 8 leaves (the product of down), the scenario" in (
+        str(error.value)
+    )

@@ -89,10 +89,4 @@ int DeviceModel::max_colocated(double if_limit) const {
   return best;
 }
 
-std::vector<std::pair<int, double>> DeviceModel::sampled_curve(int max_n) const {
-  std::vector<std::pair<int, double>> out;
-  for (int n = 1; n <= max_n; ++n) out.emplace_back(n, efficiency(n));
-  return out;
-}
-
 }  // namespace harmonia::core

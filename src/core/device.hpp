@@ -42,9 +42,6 @@ class DeviceModel {
   /// Largest n with interference_factor(n) <= limit (at least 1): the constraint X.
   int max_colocated(double if_limit) const;
 
-  /// The curve as (n, fraction) points for n = 1..max_n, for reports and the simulator.
-  std::vector<std::pair<int, double>> sampled_curve(int max_n) const;
-
  private:
   DeviceModel(std::string name, double write_bw, double read_bw, int concurrency,
               std::vector<double> efficiency_by_n);

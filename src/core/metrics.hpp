@@ -68,7 +68,6 @@ class Recorder {
   void drained(int buffer, double bytes, double now);
   void drain_stopped(int buffer, double now);
 
-  const std::vector<AppRecord>& apps() const { return apps_; }
   const std::vector<PhaseRecord>& phases() const { return phases_; }
   const std::vector<DrainRecord>& drains() const { return drains_; }
 

@@ -204,12 +204,6 @@ bool Scheduler::capacity_pressure() const {
   });
 }
 
-bool Scheduler::idle() const {
-  return std::all_of(apps_.begin(), apps_.end(), [](const AppState& a) { return a.ended; }) &&
-         std::all_of(buffers_.begin(), buffers_.end(),
-                     [](const BufferState& b) { return b.held.empty(); });
-}
-
 void Scheduler::on_tick(double now) {
   capacity_blocked_ = false;
   assign_flushers();

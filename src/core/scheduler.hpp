@@ -4,8 +4,6 @@
 
 #include <cstdint>
 #include <deque>
-#include <map>
-#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -137,13 +135,7 @@ class Scheduler {
 
   const std::vector<BufferState>& buffers() const { return buffers_; }
   const std::vector<AppState>& apps() const { return apps_; }
-  const std::vector<PendingPhase>& pending() const { return pending_; }
-  const std::vector<RunningPhase>& running() const { return running_; }
-  const SchedulerConfig& config() const { return config_; }
   const Recorder& recorder() const { return recorder_; }
-  int max_colocated() const { return max_colocated_; }
-  /// True when every registered application has ended and all data has drained.
-  bool idle() const;
 
  protected:
   /// Policy hook: called by `on_tick`; grants pending phases with `grant`.

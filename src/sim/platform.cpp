@@ -1,8 +1,5 @@
 #include "sim/platform.hpp"
 
-#include <numeric>
-#include <stdexcept>
-
 namespace sg4 = simgrid::s4u;
 
 namespace harmonia::sim {
@@ -31,14 +28,9 @@ PlatformHosts build_platform(const Scenario& s) {
   const auto& p = s.platform;
   const size_t needed =
       static_cast<size_t>(p.compute_nodes + s.scheduler.buffer_count + s.pfs_servers);
-  FatTree tree = p.tree;
-  if (!p.fat_tree) tree = {1, {static_cast<unsigned>(needed)}, {1}, {1}};
-  const size_t leaves =
-      std::accumulate(tree.down.begin(), tree.down.end(), size_t{1}, std::multiplies<>());
-  if (leaves < needed)
-    throw std::runtime_error("platform.fat_tree: " + std::to_string(leaves) +
-                             " leaves, but the scenario needs " + std::to_string(needed) +
-                             " (compute nodes + buffers + PFS servers)");
+  // A switch is a one-level fat-tree; a fat-tree's leaf count was checked against `needed` when
+  // the scenario was parsed.
+  const FatTree tree = p.fat_tree ? p.tree : FatTree{1, {static_cast<unsigned>(needed)}, {1}, {1}};
 
   PlatformHosts hosts;
   auto name_of = [&](unsigned long id) -> std::string {

@@ -1,7 +1,9 @@
 #include "sim/scenario.hpp"
 
 #include <fstream>
+#include <functional>
 #include <nlohmann/json.hpp>
+#include <numeric>
 #include <sstream>
 #include <stdexcept>
 
@@ -160,6 +162,17 @@ Scenario parse_scenario(const std::string& json_text, const std::string& source)
         root.string("name"),       seed, plat, cfg, parse_device(devices, pfs.string("device")),
         pfs.integer("servers", 1), {}};
 
+    if (plat.fat_tree) {
+      const auto leaves =
+          std::accumulate(plat.tree.down.begin(), plat.tree.down.end(), 1UL, std::multiplies<>());
+      const auto hosts =
+          static_cast<unsigned long>(plat.compute_nodes + cfg.buffer_count + s.pfs_servers);
+      if (leaves < hosts)
+        platform.fail("fat_tree.down", "the tree has " + std::to_string(leaves) +
+                                           " leaves, the scenario needs " + std::to_string(hosts) +
+                                           " (compute nodes + buffers + PFS servers)");
+    }
+
     const auto& apps = root.at("apps");
     if (!apps.is_array() || apps.empty()) root.fail("apps", "must be a non-empty list");
     int nodes_used = 0;
@@ -167,7 +180,6 @@ Scenario parse_scenario(const std::string& json_text, const std::string& source)
       const Reader a(apps[i], "apps[" + std::to_string(i) + "]");
       AppSpec app;
       app.name = a.string("name");
-      app.ranks = a.has("ranks") ? a.integer("ranks", 1) : 1;
       app.nodes = a.has("nodes") ? a.integer("nodes", 1) : 1;
       app.arrival = a.has("arrival") ? a.number("arrival", 0) : 0;
       app.priority = a.has("priority") ? a.integer("priority", -1000000) : 0;

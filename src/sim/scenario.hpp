@@ -33,7 +33,6 @@ struct PhaseSpec {
 
 struct AppSpec {
   std::string name;
-  int ranks = 1;
   int nodes = 1;
   double arrival = 0;
   int priority = 0;

@@ -103,6 +103,18 @@ def test_same_seed_gives_identical_bytes(simulator: Path, tmp_path: Path) -> Non
         (lambda d: d["apps"][0]["phases"][0].update(size=-1), "apps[0].phases[0].size"),
         (lambda d: d["buffers"].update(device="tape"), "devices.tape"),
         (lambda d: d["platform"].update(compute_nodes=2), "platform.compute_nodes"),
+        (
+            lambda d: d["platform"].update(
+                network="fat-tree",
+                fat_tree={
+                    "levels": 2,
+                    "down": [2, 4],
+                    "up": [1, 2],
+                    "link_count": [1, 1],
+                },
+            ),
+            "platform.fat_tree.down: the tree has 8 leaves, the scenario needs 28",
+        ),
     ],
 )
 def test_bad_input_names_the_key_and_writes_nothing(
@@ -130,3 +142,24 @@ def test_bad_input_names_the_key_and_writes_nothing(
     assert done.returncode == 2
     assert message in done.stderr
     assert not out.exists()
+
+
+def test_fat_tree_uplink_is_the_bottleneck(run_sim: RunSim) -> None:
+    # Two-level tree, 4 leaves per edge switch, one uplink each: the application's 4 nodes sit
+    # under edge switch 0 and the 4 buffers under edge switch 1, so all 10 GB cross one 1.25 GB/s
+    # uplink (slower than the 4 SSDs' 1.9 GB/s): 8 s instead of the switch's disk-bound 5.2 s.
+    tree = {"levels": 2, "down": [4, 3], "up": [1, 1], "link_count": [1, 1]}
+    platform = {
+        "network": "fat-tree",
+        "link_bw": 1.25e9,
+        "compute_nodes": 4,
+        "fat_tree": tree,
+    }
+    doc = scenario(
+        [app("a", [(0.0, 10 * GB)])],
+        platform=platform,
+        pfs={"servers": 4, "device": "hdd"},
+    )
+    result = run_sim(doc, "max-bandwidth")
+    assert result["phases"][0]["io"] == pytest.approx(10 * GB / 1.25e9, rel=1e-6)
+    assert sum(d["bytes"] for d in result["drains"]) == pytest.approx(10 * GB, rel=1e-9)
