@@ -1,0 +1,174 @@
+// The BBIO C API (include/harmonia/bbio.h) and the I/O phase markers.
+#include <fcntl.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <mutex>
+#include <string>
+
+#include "harmonia/bbio.h"
+#include "runtime/bbio/real.hpp"
+#include "runtime/bbio/registry.hpp"
+
+using namespace harmonia::bbio;
+
+namespace {
+
+template <class Body>
+int guarded(Body body) {
+  try {
+    return body();
+  } catch (...) {
+    errno = EIO;
+    return -1;
+  }
+}
+
+bool valid_fd(int fd) { return real().fcntl(fd, F_GETFD) >= 0; }
+
+struct PhaseState {
+  std::mutex mutex;
+  bool open = false;
+  std::string name;
+  double started = 0;
+  size_t expected = 0;
+};
+PhaseState& phases() {
+  static auto* state = new PhaseState();  // never destroyed: may be used during exit
+  return *state;
+}
+
+double now_seconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
+}
+
+/// Appends one JSON line to the phase trace, if one is configured.
+void trace(const std::string& line) {
+  const std::string path = current_config().phase_trace;
+  if (path.empty()) return;
+  const int fd = real().open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    report("HARMONIA_PHASE_TRACE=" + path + ": cannot open; phases are not traced");
+    return;
+  }
+  const std::string out = line + "\n";
+  (void)real().write(fd, out.data(), out.size());
+  real().close(fd);
+}
+
+std::string json_string(const std::string& text) {
+  std::string out = "\"";
+  for (char c : text) {
+    if (c == '"' || c == '\\') out += '\\';
+    if (static_cast<unsigned char>(c) < 0x20) {
+      char escaped[8];
+      snprintf(escaped, sizeof(escaped), "\\u%04x", c);
+      out += escaped;
+    } else {
+      out += c;
+    }
+  }
+  return out + "\"";
+}
+
+}  // namespace
+
+extern "C" {
+
+__attribute__((visibility("default"))) int BBIO_Init(const char* path, size_t size) {
+  return guarded([&] {
+    Config config = current_config();
+    if (path) {
+      if (const auto why = check_stage_dir(path); !why.empty()) {
+        errno = EINVAL;
+        return -1;
+      }
+      config.stage_dir = path;
+      config.exclude.emplace_back(path);
+    } else {
+      config.stage_dir.reset();
+    }
+    if (size > 0) config.file_capacity = size;
+    config.enabled = true;
+    if (flush_all() != 0) return -1;
+    set_config(config);
+    return 0;
+  });
+}
+
+__attribute__((visibility("default"))) int BBIO_Enable(int fd) {
+  return guarded([&] { return stage_fd(fd); });
+}
+
+__attribute__((visibility("default"))) int BBIO_Disable(int fd) {
+  if (!valid_fd(fd)) return -1;
+  return guarded([&] { return unstage(fd); });
+}
+
+__attribute__((visibility("default"))) int BBIO_Flush(int fd) {
+  if (!valid_fd(fd)) return -1;
+  StagedFile* file = staged(fd);
+  if (!file) return 0;
+  return guarded([&] {
+    std::lock_guard lock(file->mutex);
+    return file->flush();
+  });
+}
+
+__attribute__((visibility("default"))) int BBIO_Finalize(void) {
+  return guarded([] { return unstage_all(true); });
+}
+
+__attribute__((visibility("default"))) int BBIO_On_flush(int fd, BBIO_Callback cb) {
+  StagedFile* file = staged(fd);
+  if (!file) {
+    errno = valid_fd(fd) ? EINVAL : EBADF;
+    return -1;
+  }
+  std::lock_guard lock(file->mutex);
+  file->on_flush = cb;
+  return 0;
+}
+
+__attribute__((visibility("default"))) int harmonia_io_begin(const char* name,
+                                                             size_t expected_bytes) {
+  return guarded([&] {
+    auto& p = phases();
+    std::lock_guard lock(p.mutex);
+    if (p.open) {
+      errno = EALREADY;  // phases do not nest
+      return -1;
+    }
+    p.open = true;
+    p.name = name ? name : "";
+    p.started = now_seconds();
+    p.expected = expected_bytes;
+    trace("{\"event\": \"begin\", \"name\": " + json_string(p.name) +
+          ", \"pid\": " + std::to_string(getpid()) + ", \"time\": " + std::to_string(p.started) +
+          ", \"expected_bytes\": " + std::to_string(expected_bytes) + "}");
+    return 0;
+  });
+}
+
+__attribute__((visibility("default"))) int harmonia_io_end(void) {
+  return guarded([&] {
+    auto& p = phases();
+    std::lock_guard lock(p.mutex);
+    if (!p.open) {
+      errno = EINVAL;
+      return -1;
+    }
+    p.open = false;
+    const double ended = now_seconds();
+    trace("{\"event\": \"end\", \"name\": " + json_string(p.name) +
+          ", \"pid\": " + std::to_string(getpid()) + ", \"time\": " + std::to_string(ended) +
+          ", \"duration\": " + std::to_string(ended - p.started) + "}");
+    return 0;
+  });
+}
+
+}  // extern "C"

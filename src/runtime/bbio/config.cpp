@@ -1,0 +1,128 @@
+#include "runtime/bbio/config.hpp"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cctype>
+#include <cstdlib>
+#include <cstring>
+
+namespace harmonia::bbio {
+
+namespace {
+
+// System locations are never staged: the paper stages "all files outside of system directories".
+const char* const kSystemPrefixes[] = {"/proc",  "/sys", "/dev",  "/etc",  "/usr", "/lib",
+                                       "/lib64", "/bin", "/sbin", "/boot", "/run", "/var/run"};
+
+bool has_prefix(const std::string& path, const std::string& prefix) {
+  if (prefix.empty() || path.compare(0, prefix.size(), prefix) != 0) return false;
+  return path.size() == prefix.size() || prefix.back() == '/' || path[prefix.size()] == '/';
+}
+
+std::vector<std::string> split_paths(const char* text) {
+  std::vector<std::string> out;
+  std::string item;
+  for (const char* p = text;; ++p) {
+    if (*p == ':' || *p == '\0') {
+      if (!item.empty()) out.push_back(item);
+      item.clear();
+      if (*p == '\0') break;
+    } else {
+      item += *p;
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+bool Config::wants(const std::string& path) const {
+  if (!enabled) return false;
+  for (const auto& prefix : exclude)
+    if (has_prefix(path, prefix)) return false;
+  if (include.empty()) return true;
+  for (const auto& prefix : include)
+    if (has_prefix(path, prefix)) return true;
+  return false;
+}
+
+std::optional<size_t> parse_size(const std::string& text) {
+  size_t i = 0;
+  unsigned long long value = 0;
+  if (text.empty() || !std::isdigit(static_cast<unsigned char>(text[0]))) return std::nullopt;
+  while (i < text.size() && std::isdigit(static_cast<unsigned char>(text[i]))) {
+    value = value * 10 + static_cast<unsigned>(text[i] - '0');
+    if (value > (1ULL << 50)) return std::nullopt;
+    ++i;
+  }
+  std::string unit = text.substr(i);
+  unsigned shift = 0;
+  if (unit.empty() || unit == "B")
+    shift = 0;
+  else if (unit == "K" || unit == "KiB")
+    shift = 10;
+  else if (unit == "M" || unit == "MiB")
+    shift = 20;
+  else if (unit == "G" || unit == "GiB")
+    shift = 30;
+  else
+    return std::nullopt;
+  if (value == 0) return std::nullopt;
+  return static_cast<size_t>(value << shift);
+}
+
+std::string check_stage_dir(const std::string& dir) {
+  struct stat st {};
+  if (dir.empty() || dir[0] != '/') return "must be an absolute path";
+  if (stat(dir.c_str(), &st) != 0) return std::string("cannot use it: ") + std::strerror(errno);
+  if (!S_ISDIR(st.st_mode)) return "not a directory";
+  if (access(dir.c_str(), W_OK | X_OK) != 0) return "not writable";
+  return "";
+}
+
+Config config_from_environment(std::string& error) {
+  Config config;
+  for (const char* prefix : kSystemPrefixes) config.exclude.emplace_back(prefix);
+  const auto fail = [&](const std::string& message) {
+    error = message;
+    config.enabled = false;
+    return config;
+  };
+  if (const char* on = std::getenv("HARMONIA_STAGE")) {
+    if (std::strcmp(on, "0") == 0)
+      config.enabled = false;
+    else if (std::strcmp(on, "1") != 0)
+      return fail(std::string("HARMONIA_STAGE=") + on + ": must be 0 or 1");
+  }
+  if (const char* dir = std::getenv("HARMONIA_STAGE_DIR"); dir && *dir) {
+    if (auto why = check_stage_dir(dir); !why.empty())
+      return fail(std::string("HARMONIA_STAGE_DIR=") + dir + ": " + why);
+    config.stage_dir = dir;
+    config.exclude.emplace_back(dir);  // never stage the logs themselves
+  }
+  if (const char* size = std::getenv("HARMONIA_STAGE_SIZE")) {
+    const auto parsed = parse_size(size);
+    if (!parsed)
+      return fail(std::string("HARMONIA_STAGE_SIZE=") + size +
+                  ": expected a positive size such as 64M, 1G or 4096");
+    config.file_capacity = *parsed;
+  }
+  if (const char* include = std::getenv("HARMONIA_STAGE_INCLUDE")) {
+    config.include = split_paths(include);
+    for (const auto& p : config.include)
+      if (p[0] != '/')
+        return fail("HARMONIA_STAGE_INCLUDE: '" + p + "' is not an absolute path prefix");
+  }
+  if (const char* exclude = std::getenv("HARMONIA_STAGE_EXCLUDE")) {
+    for (auto& p : split_paths(exclude)) {
+      if (p[0] != '/')
+        return fail("HARMONIA_STAGE_EXCLUDE: '" + p + "' is not an absolute path prefix");
+      config.exclude.push_back(std::move(p));
+    }
+  }
+  if (const char* trace = std::getenv("HARMONIA_PHASE_TRACE")) config.phase_trace = trace;
+  return config;
+}
+
+}  // namespace harmonia::bbio

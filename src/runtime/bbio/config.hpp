@@ -1,0 +1,34 @@
+#pragma once
+// Staging configuration from the environment (docs/staging-library.md) or from BBIO_Init.
+
+#include <cstddef>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace harmonia::bbio {
+
+struct Config {
+  bool enabled = true;
+  std::optional<std::string> stage_dir;  ///< on-disk logs here; RAM when empty
+  size_t file_capacity = 256UL << 20;    ///< most bytes one file holds staged
+  std::vector<std::string> include;      ///< path prefixes to stage (empty: all)
+  std::vector<std::string> exclude;      ///< path prefixes never staged
+  std::string phase_trace;               ///< JSON-lines trace of I/O phases, if set
+
+  /// Whether a file at absolute `path` may be staged.
+  bool wants(const std::string& path) const;
+};
+
+/// Reads HARMONIA_STAGE, HARMONIA_STAGE_DIR, HARMONIA_STAGE_SIZE, HARMONIA_STAGE_INCLUDE,
+/// HARMONIA_STAGE_EXCLUDE and HARMONIA_PHASE_TRACE. On a bad value, `error` names the variable and
+/// the problem, and the returned config has staging disabled.
+Config config_from_environment(std::string& error);
+
+/// Checks that `dir` is a writable directory; returns an error message or "".
+std::string check_stage_dir(const std::string& dir);
+
+/// Parses "64M", "1G", "4096", "512KiB" (binary multiples); nullopt when malformed or zero.
+std::optional<size_t> parse_size(const std::string& text);
+
+}  // namespace harmonia::bbio

@@ -1,0 +1,436 @@
+// The interposed libc functions. Every wrapper has the same shape: if the descriptor is staged,
+// handle it under the file's lock; otherwise call the real function. No exception leaves a
+// wrapper: anything unexpected becomes errno EIO.
+#include <fcntl.h>
+#include <stdarg.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <climits>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <vector>
+
+#include "runtime/bbio/real.hpp"
+#include "runtime/bbio/registry.hpp"
+
+using namespace harmonia::bbio;
+
+#define HARMONIA_EXPORT extern "C" __attribute__((visibility("default")))
+
+namespace {
+
+/// Runs `body` (which returns -1/errno on failure) and turns exceptions into EIO.
+template <class Body>
+auto guarded(Body body) -> decltype(body()) {
+  try {
+    return body();
+  } catch (...) {
+    errno = EIO;
+    return static_cast<decltype(body())>(-1);
+  }
+}
+
+bool has_mode(int flags) { return (flags & O_CREAT) || (flags & O_TMPFILE) == O_TMPFILE; }
+
+int opened(int fd, int flags) {
+  if (fd >= 0) {
+    const int saved = errno;
+    guarded([&] {
+      consider(fd, flags);
+      return 0;
+    });
+    errno = saved;
+  }
+  return fd;
+}
+
+ssize_t staged_write(StagedFile* file, const struct iovec* iov, int count) {
+  return guarded([&] {
+    std::lock_guard lock(file->mutex);
+    return file->write(iov, count);
+  });
+}
+
+ssize_t staged_pwrite(StagedFile* file, const struct iovec* iov, int count, off64_t offset) {
+  return guarded([&] {
+    std::lock_guard lock(file->mutex);
+    return file->write_at(iov, count, offset);
+  });
+}
+
+/// Flush, let the real call run on the file, then take back the position it may have moved.
+template <class Call>
+auto flushed_then(StagedFile* file, Call call) -> decltype(call()) {
+  return guarded([&]() -> decltype(call()) {
+    std::lock_guard lock(file->mutex);
+    if (file->flush() != 0) return -1;
+    const auto result = call();
+    const int saved = errno;
+    file->adopt_file_offset();
+    errno = saved;
+    return result;
+  });
+}
+
+int flushed_dup(int fd, int new_fd) {
+  if (new_fd >= 0)
+    guarded([&] {
+      alias(fd, new_fd);
+      return 0;
+    });
+  return new_fd;
+}
+
+}  // namespace
+
+// ---- open / close ------------------------------------------------------------------------
+
+#define HARMONIA_OPEN_WRAPPER(name)                            \
+  HARMONIA_EXPORT int name(const char* path, int flags, ...) { \
+    mode_t mode = 0;                                           \
+    if (has_mode(flags)) {                                     \
+      va_list ap;                                              \
+      va_start(ap, flags);                                     \
+      mode = static_cast<mode_t>(va_arg(ap, int));             \
+      va_end(ap);                                              \
+    }                                                          \
+    return opened(real().name(path, flags, mode), flags);      \
+  }
+HARMONIA_OPEN_WRAPPER(open)
+HARMONIA_OPEN_WRAPPER(open64)
+
+#define HARMONIA_OPENAT_WRAPPER(name)                                     \
+  HARMONIA_EXPORT int name(int dirfd, const char* path, int flags, ...) { \
+    mode_t mode = 0;                                                      \
+    if (has_mode(flags)) {                                                \
+      va_list ap;                                                         \
+      va_start(ap, flags);                                                \
+      mode = static_cast<mode_t>(va_arg(ap, int));                        \
+      va_end(ap);                                                         \
+    }                                                                     \
+    return opened(real().name(dirfd, path, flags, mode), flags);          \
+  }
+HARMONIA_OPENAT_WRAPPER(openat)
+HARMONIA_OPENAT_WRAPPER(openat64)
+
+HARMONIA_EXPORT int creat(const char* path, mode_t mode) {
+  return opened(real().creat(path, mode), O_WRONLY | O_CREAT | O_TRUNC);
+}
+HARMONIA_EXPORT int creat64(const char* path, mode_t mode) {
+  return opened(real().creat64(path, mode), O_WRONLY | O_CREAT | O_TRUNC);
+}
+
+HARMONIA_EXPORT int close(int fd) {
+  if (!staged(fd)) return real().close(fd);
+  const int flushed = guarded([&] { return forget(fd); });
+  const int saved = errno;
+  const int closed = real().close(fd);
+  if (flushed != 0) {
+    errno = saved;  // the data that could not be written is the error to report
+    return -1;
+  }
+  return closed;
+}
+
+// ---- writes ------------------------------------------------------------------------------
+
+HARMONIA_EXPORT ssize_t write(int fd, const void* buf, size_t count) {
+  StagedFile* file = staged(fd);
+  if (!file) return real().write(fd, buf, count);
+  const struct iovec iov { const_cast<void*>(buf), count };
+  return staged_write(file, &iov, 1);
+}
+
+HARMONIA_EXPORT ssize_t pwrite(int fd, const void* buf, size_t count, off_t offset) {
+  StagedFile* file = staged(fd);
+  if (!file) return real().pwrite(fd, buf, count, offset);
+  const struct iovec iov { const_cast<void*>(buf), count };
+  return staged_pwrite(file, &iov, 1, offset);
+}
+
+HARMONIA_EXPORT ssize_t pwrite64(int fd, const void* buf, size_t count, off64_t offset) {
+  StagedFile* file = staged(fd);
+  if (!file) return real().pwrite64(fd, buf, count, offset);
+  const struct iovec iov { const_cast<void*>(buf), count };
+  return staged_pwrite(file, &iov, 1, offset);
+}
+
+HARMONIA_EXPORT ssize_t writev(int fd, const struct iovec* iov, int count) {
+  StagedFile* file = staged(fd);
+  if (!file) return real().writev(fd, iov, count);
+  if (count < 0 || count > IOV_MAX) {
+    errno = EINVAL;
+    return -1;
+  }
+  return staged_write(file, iov, count);
+}
+
+HARMONIA_EXPORT ssize_t pwritev(int fd, const struct iovec* iov, int count, off_t offset) {
+  StagedFile* file = staged(fd);
+  if (!file) return real().pwritev(fd, iov, count, offset);
+  if (count < 0 || count > IOV_MAX) {
+    errno = EINVAL;
+    return -1;
+  }
+  return staged_pwrite(file, iov, count, offset);
+}
+
+HARMONIA_EXPORT ssize_t pwritev64(int fd, const struct iovec* iov, int count, off64_t offset) {
+  StagedFile* file = staged(fd);
+  if (!file) return real().pwritev64(fd, iov, count, offset);
+  if (count < 0 || count > IOV_MAX) {
+    errno = EINVAL;
+    return -1;
+  }
+  return staged_pwrite(file, iov, count, offset);
+}
+
+/// pwritev2 with flags (RWF_APPEND, RWF_DSYNC, ...) asks for file-system semantics: flush first
+/// and let the real call do it. Offset -1 means "at the current position".
+static ssize_t staged_pwritev2(StagedFile* file, int fd, const struct iovec* iov, int count,
+                               off64_t offset, int flags) {
+  if (count < 0 || count > IOV_MAX) {
+    errno = EINVAL;
+    return -1;
+  }
+  if (flags != 0)
+    return flushed_then(file, [&] { return real().pwritev64v2(fd, iov, count, offset, flags); });
+  return offset == -1 ? staged_write(file, iov, count) : staged_pwrite(file, iov, count, offset);
+}
+
+HARMONIA_EXPORT ssize_t pwritev2(int fd, const struct iovec* iov, int count, off_t offset,
+                                 int flags) {
+  StagedFile* file = staged(fd);
+  if (!file) return real().pwritev2(fd, iov, count, offset, flags);
+  return staged_pwritev2(file, fd, iov, count, offset, flags);
+}
+
+HARMONIA_EXPORT ssize_t pwritev64v2(int fd, const struct iovec* iov, int count, off64_t offset,
+                                    int flags) {
+  StagedFile* file = staged(fd);
+  if (!file) return real().pwritev64v2(fd, iov, count, offset, flags);
+  return staged_pwritev2(file, fd, iov, count, offset, flags);
+}
+
+// ---- reads see every earlier write: the file is flushed first ----------------------------
+
+HARMONIA_EXPORT ssize_t read(int fd, void* buf, size_t count) {
+  StagedFile* file = staged(fd);
+  if (!file) return real().read(fd, buf, count);
+  return flushed_then(file, [&] { return real().read(fd, buf, count); });
+}
+
+HARMONIA_EXPORT ssize_t pread(int fd, void* buf, size_t count, off_t offset) {
+  StagedFile* file = staged(fd);
+  if (!file) return real().pread(fd, buf, count, offset);
+  return flushed_then(file, [&] { return real().pread(fd, buf, count, offset); });
+}
+
+HARMONIA_EXPORT ssize_t pread64(int fd, void* buf, size_t count, off64_t offset) {
+  StagedFile* file = staged(fd);
+  if (!file) return real().pread64(fd, buf, count, offset);
+  return flushed_then(file, [&] { return real().pread64(fd, buf, count, offset); });
+}
+
+HARMONIA_EXPORT ssize_t readv(int fd, const struct iovec* iov, int count) {
+  StagedFile* file = staged(fd);
+  if (!file) return real().readv(fd, iov, count);
+  return flushed_then(file, [&] { return real().readv(fd, iov, count); });
+}
+
+HARMONIA_EXPORT ssize_t preadv(int fd, const struct iovec* iov, int count, off_t offset) {
+  StagedFile* file = staged(fd);
+  if (!file) return real().preadv(fd, iov, count, offset);
+  return flushed_then(file, [&] { return real().preadv(fd, iov, count, offset); });
+}
+
+HARMONIA_EXPORT ssize_t preadv64(int fd, const struct iovec* iov, int count, off64_t offset) {
+  StagedFile* file = staged(fd);
+  if (!file) return real().preadv64(fd, iov, count, offset);
+  return flushed_then(file, [&] { return real().preadv64(fd, iov, count, offset); });
+}
+
+// ---- position, size, durability ----------------------------------------------------------
+
+HARMONIA_EXPORT off_t lseek(int fd, off_t offset, int whence) {
+  StagedFile* file = staged(fd);
+  if (!file) return real().lseek(fd, offset, whence);
+  return guarded([&]() -> off_t {
+    std::lock_guard lock(file->mutex);
+    return file->seek(offset, whence);
+  });
+}
+
+HARMONIA_EXPORT off64_t lseek64(int fd, off64_t offset, int whence) {
+  StagedFile* file = staged(fd);
+  if (!file) return real().lseek64(fd, offset, whence);
+  return guarded([&]() -> off64_t {
+    std::lock_guard lock(file->mutex);
+    return file->seek(offset, whence);
+  });
+}
+
+HARMONIA_EXPORT int ftruncate(int fd, off_t length) {
+  StagedFile* file = staged(fd);
+  if (!file) return real().ftruncate(fd, length);
+  return guarded([&] {
+    std::lock_guard lock(file->mutex);
+    if (file->flush() != 0) return -1;
+    const int result = real().ftruncate(fd, length);
+    if (result == 0) file->truncated(length);
+    return result;
+  });
+}
+
+HARMONIA_EXPORT int ftruncate64(int fd, off64_t length) {
+  StagedFile* file = staged(fd);
+  if (!file) return real().ftruncate64(fd, length);
+  return guarded([&] {
+    std::lock_guard lock(file->mutex);
+    if (file->flush() != 0) return -1;
+    const int result = real().ftruncate64(fd, length);
+    if (result == 0) file->truncated(length);
+    return result;
+  });
+}
+
+HARMONIA_EXPORT int fsync(int fd) {
+  StagedFile* file = staged(fd);
+  if (!file) return real().fsync(fd);
+  return flushed_then(file, [&] { return real().fsync(fd); });
+}
+
+HARMONIA_EXPORT int fdatasync(int fd) {
+  StagedFile* file = staged(fd);
+  if (!file) return real().fdatasync(fd);
+  return flushed_then(file, [&] { return real().fdatasync(fd); });
+}
+
+HARMONIA_EXPORT int fstat(int fd, struct stat* st) {
+  StagedFile* file = staged(fd);
+  if (!file) return real().fstat(fd, st);
+  return flushed_then(file, [&] { return real().fstat(fd, st); });
+}
+
+HARMONIA_EXPORT int fstat64(int fd, struct stat64* st) {
+  StagedFile* file = staged(fd);
+  if (!file) return real().fstat64(fd, st);
+  return flushed_then(file, [&] { return real().fstat64(fd, st); });
+}
+
+// ---- descriptors -------------------------------------------------------------------------
+
+HARMONIA_EXPORT int dup(int fd) { return flushed_dup(fd, real().dup(fd)); }
+
+HARMONIA_EXPORT int dup2(int fd, int new_fd) {
+  if (fd != new_fd && staged(new_fd)) guarded([&] { return forget(new_fd); });
+  return flushed_dup(fd, real().dup2(fd, new_fd));
+}
+
+HARMONIA_EXPORT int dup3(int fd, int new_fd, int flags) {
+  if (fd != new_fd && staged(new_fd)) guarded([&] { return forget(new_fd); });
+  return flushed_dup(fd, real().dup3(fd, new_fd, flags));
+}
+
+HARMONIA_EXPORT int fcntl(int fd, int cmd, ...) {
+  va_list ap;
+  va_start(ap, cmd);
+  void* arg = va_arg(ap, void*);  // int and pointer arguments both travel in a register
+  va_end(ap);
+  if (staged(fd)) {
+    if (cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC)
+      return flushed_dup(fd, real().fcntl(fd, cmd, arg));
+    if (cmd == F_SETFL) {
+      // A change of O_APPEND (or O_DIRECT) changes where writes go: stop staging first.
+      if (guarded([&] { return unstage(fd); }) != 0) return -1;
+    }
+  }
+  return real().fcntl(fd, cmd, arg);
+}
+
+// ---- process lifetime: staged data reaches its file exactly once -------------------------
+
+HARMONIA_EXPORT pid_t fork(void) {
+  // Parent and child would both hold (and flush) the same staged data, and share the file
+  // offsets: write it out and stop staging the inherited files before the copy is made.
+  guarded([] { return unstage_all(false); });
+  return real().fork();
+}
+
+HARMONIA_EXPORT int execve(const char* path, char* const argv[], char* const envp[]) {
+  guarded([] { return unstage_all(false); });
+  return real().execve(path, argv, envp);
+}
+
+HARMONIA_EXPORT int execv(const char* path, char* const argv[]) {
+  guarded([] { return unstage_all(false); });
+  return real().execv(path, argv);
+}
+
+HARMONIA_EXPORT int execvp(const char* file, char* const argv[]) {
+  guarded([] { return unstage_all(false); });
+  return real().execvp(file, argv);
+}
+
+HARMONIA_EXPORT int execvpe(const char* file, char* const argv[], char* const envp[]) {
+  guarded([] { return unstage_all(false); });
+  return real().execvpe(file, argv, envp);
+}
+
+HARMONIA_EXPORT int fexecve(int fd, char* const argv[], char* const envp[]) {
+  guarded([] { return unstage_all(false); });
+  return real().fexecve(fd, argv, envp);
+}
+
+/// The execl family takes its arguments as varargs; collect them and go through execve/execvp.
+static std::vector<char*> collect_args(const char* first, va_list ap) {
+  std::vector<char*> args{const_cast<char*>(first)};
+  while (args.back() != nullptr) args.push_back(va_arg(ap, char*));
+  return args;
+}
+
+HARMONIA_EXPORT int execl(const char* path, const char* arg, ...) {
+  va_list ap;
+  va_start(ap, arg);
+  auto args = collect_args(arg, ap);
+  va_end(ap);
+  return execve(path, args.data(), environ);
+}
+
+HARMONIA_EXPORT int execlp(const char* file, const char* arg, ...) {
+  va_list ap;
+  va_start(ap, arg);
+  auto args = collect_args(arg, ap);
+  va_end(ap);
+  return execvp(file, args.data());
+}
+
+HARMONIA_EXPORT int execle(const char* path, const char* arg, ...) {
+  va_list ap;
+  va_start(ap, arg);
+  auto args = collect_args(arg, ap);
+  char* const* envp = va_arg(ap, char* const*);
+  va_end(ap);
+  return execve(path, args.data(), envp);
+}
+
+HARMONIA_EXPORT void _exit(int status) {
+  guarded([] { return unstage_all(true); });
+  real()._exit(status);
+  __builtin_unreachable();
+}
+
+HARMONIA_EXPORT void _Exit(int status) {
+  guarded([] { return unstage_all(true); });
+  real()._Exit(status);
+  __builtin_unreachable();
+}
+
+/// exit() and the end of main: write everything out; stdio buffers flushed after this (glibc
+/// flushes them after the destructors) go straight to their files.
+__attribute__((destructor)) static void finalize_at_exit() {
+  guarded([] { return unstage_all(true); });
+}

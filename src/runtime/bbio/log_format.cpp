@@ -1,0 +1,126 @@
+#include "runtime/bbio/log_format.hpp"
+
+#include <cerrno>
+#include <cstring>
+#include <vector>
+
+#define XXH_INLINE_ALL
+#include <xxhash.h>
+
+#include "runtime/bbio/real.hpp"
+
+namespace harmonia::bbio {
+
+namespace {
+
+bool read_exact(int fd, void* buffer, size_t size, uint64_t offset) {
+  auto* p = static_cast<char*>(buffer);
+  while (size > 0) {
+    const ssize_t n = real().pread64(fd, p, size, static_cast<off64_t>(offset));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    p += n;
+    size -= static_cast<size_t>(n);
+    offset += static_cast<uint64_t>(n);
+  }
+  return true;
+}
+
+bool write_exact(int fd, const void* buffer, size_t size, uint64_t offset) {
+  const auto* p = static_cast<const char*>(buffer);
+  while (size > 0) {
+    const ssize_t n = real().pwrite64(fd, p, size, static_cast<off64_t>(offset));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    p += n;
+    size -= static_cast<size_t>(n);
+    offset += static_cast<uint64_t>(n);
+  }
+  return true;
+}
+
+}  // namespace
+
+size_t log_header_size(const std::string& target) {
+  return sizeof(kLogMagic) + sizeof(uint32_t) + target.size() + sizeof(uint64_t);
+}
+
+bool write_log_header(int fd, const std::string& target) {
+  std::vector<char> header(log_header_size(target));
+  char* p = header.data();
+  std::memcpy(p, kLogMagic, sizeof(kLogMagic));
+  p += sizeof(kLogMagic);
+  const auto length = static_cast<uint32_t>(target.size());
+  std::memcpy(p, &length, sizeof(length));
+  p += sizeof(length);
+  std::memcpy(p, target.data(), target.size());
+  p += target.size();
+  const uint64_t checksum = XXH3_64bits(header.data(), static_cast<size_t>(p - header.data()));
+  std::memcpy(p, &checksum, sizeof(checksum));
+  return write_exact(fd, header.data(), header.size(), 0);
+}
+
+uint64_t record_checksum(const RecordHeader& header, const void* data) {
+  XXH3_state_t state;
+  XXH3_64bits_reset(&state);
+  XXH3_64bits_update(&state, &header.magic, sizeof(header.magic));
+  XXH3_64bits_update(&state, &header.offset, sizeof(header.offset));
+  XXH3_64bits_update(&state, &header.length, sizeof(header.length));
+  XXH3_64bits_update(&state, data, header.length);
+  return XXH3_64bits_digest(&state);
+}
+
+LogScan scan_log(int fd,
+                 const std::function<bool(const RecordHeader&, const char* data)>& on_record) {
+  LogScan scan;
+  char magic[sizeof(kLogMagic)];
+  uint32_t length = 0;
+  if (!read_exact(fd, magic, sizeof(magic), 0) || std::memcmp(magic, kLogMagic, sizeof(magic)) ||
+      !read_exact(fd, &length, sizeof(length), sizeof(magic)) || length > 4096) {
+    scan.error = "not a libharmonia staging log (bad header)";
+    return scan;
+  }
+  scan.target.resize(length);
+  uint64_t stored = 0;
+  const uint64_t path_at = sizeof(magic) + sizeof(length);
+  if (!read_exact(fd, scan.target.data(), length, path_at) ||
+      !read_exact(fd, &stored, sizeof(stored), path_at + length)) {
+    scan.error = "truncated log header";
+    return scan;
+  }
+  std::vector<char> header(log_header_size(scan.target) - sizeof(stored));
+  read_exact(fd, header.data(), header.size(), 0);
+  if (XXH3_64bits(header.data(), header.size()) != stored) {
+    scan.error = "log header checksum mismatch";
+    return scan;
+  }
+
+  uint64_t at = log_header_size(scan.target);
+  std::vector<char> data;
+  while (true) {
+    RecordHeader record;
+    if (!read_exact(fd, &record, sizeof(record), at)) {
+      // A clean end has nothing at all past the last record.
+      char probe;
+      scan.torn_tail = real().pread64(fd, &probe, 1, static_cast<off64_t>(at)) == 1;
+      break;
+    }
+    if (record.magic != kRecordMagic || record.length > (1ULL << 40)) {
+      scan.torn_tail = true;
+      break;
+    }
+    data.resize(record.length);
+    if (!read_exact(fd, data.data(), record.length, at + sizeof(record)) ||
+        record_checksum(record, data.data()) != record.checksum) {
+      scan.torn_tail = true;
+      break;
+    }
+    ++scan.records;
+    scan.bytes += record.length;
+    if (!on_record(record, data.data())) break;
+    at += sizeof(record) + record.length;
+  }
+  return scan;
+}
+
+}  // namespace harmonia::bbio

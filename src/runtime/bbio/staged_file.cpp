@@ -1,0 +1,319 @@
+#include "runtime/bbio/staged_file.hpp"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <climits>
+#include <cstring>
+#include <mutex>
+#include <set>
+
+#include "runtime/bbio/log_format.hpp"
+#include "runtime/bbio/real.hpp"
+
+namespace harmonia::bbio {
+
+namespace {
+
+constexpr size_t kMaxBlock = 8UL << 20;      // RAM staging allocates in blocks of at most this
+constexpr size_t kMaxFlushRun = 64UL << 20;  // bytes one flush pwritev may carry
+
+size_t total_length(const struct iovec* iov, int count) {
+  size_t total = 0;
+  for (int i = 0; i < count; ++i) total += iov[i].iov_len;
+  return total;
+}
+
+std::string log_name(const std::string& dir) {
+  static std::atomic<unsigned> sequence{0};
+  char host[64] = "host";
+  gethostname(host, sizeof(host) - 1);
+  return dir + "/" + host + "-" + std::to_string(getpid()) + "-" + std::to_string(sequence++) +
+         kLogSuffix;
+}
+
+}  // namespace
+
+void report(const std::string& message) {
+  static std::mutex mutex;
+  static std::set<std::string> said;
+  std::lock_guard lock(mutex);
+  if (!said.insert(message).second) return;
+  const std::string line = "libharmonia: " + message + "\n";
+  (void)real().write(STDERR_FILENO, line.data(), line.size());
+}
+
+ssize_t pwritev_all(int fd, const struct iovec* iov, int count, off64_t offset) {
+  std::vector<struct iovec> rest(iov, iov + count);
+  size_t first = 0;
+  ssize_t written = 0;
+  while (first < rest.size()) {
+    const int batch = static_cast<int>(std::min<size_t>(rest.size() - first, IOV_MAX));
+    const ssize_t n = real().pwritev64(fd, rest.data() + first, batch, offset);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return -1;
+    if (n == 0) {
+      errno = EIO;
+      return -1;
+    }
+    written += n;
+    offset += n;
+    auto left = static_cast<size_t>(n);
+    while (left > 0 && first < rest.size()) {
+      const size_t take = std::min(left, rest[first].iov_len);
+      rest[first].iov_base = static_cast<char*>(rest[first].iov_base) + take;
+      rest[first].iov_len -= take;
+      left -= take;
+      if (rest[first].iov_len == 0) ++first;
+    }
+    while (first < rest.size() && rest[first].iov_len == 0) ++first;
+  }
+  return written;
+}
+
+std::unique_ptr<StagedFile> StagedFile::create(int fd, const std::string& path, int flags,
+                                               const Config& config, std::string& error) {
+  std::unique_ptr<StagedFile> file(new StagedFile());
+  file->path_ = path;
+  file->append_ = (flags & O_APPEND) != 0;
+  file->capacity_ = config.file_capacity;
+  file->block_size_ = std::min(kMaxBlock, config.file_capacity);
+  struct stat64 st {};
+  if (real().fstat64(fd, &st) != 0) {
+    error = path + ": fstat: " + std::strerror(errno);
+    return nullptr;
+  }
+  file->size_ = st.st_size;
+  file->position_ = real().lseek64(fd, 0, SEEK_CUR);
+  file->fd_ = real().fcntl(fd, F_DUPFD_CLOEXEC, 0);
+  if (file->fd_ < 0) {
+    error = path + ": cannot duplicate its descriptor: " + std::strerror(errno);
+    return nullptr;
+  }
+  if (config.stage_dir) {
+    file->log_path_ = log_name(*config.stage_dir);
+    file->log_fd_ =
+        real().open(file->log_path_.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (file->log_fd_ < 0 || !write_log_header(file->log_fd_, path)) {
+      error = file->log_path_ + ": cannot create the staging log: " + std::strerror(errno);
+      return nullptr;  // the destructor closes and removes what was created
+    }
+    file->log_start_ = file->log_end_ = log_header_size(path);
+  }
+  return file;
+}
+
+void StagedFile::release() {
+  if (fd_ >= 0) real().close(fd_);
+  if (log_fd_ >= 0) real().close(log_fd_);
+  // Only an empty log may go: anything left in it is data recovery must still replay.
+  if (!log_path_.empty() && entries_.empty()) unlink(log_path_.c_str());
+  fd_ = log_fd_ = -1;
+  log_path_.clear();
+  blocks_.clear();
+}
+
+ssize_t StagedFile::write(const struct iovec* iov, int count) {
+  const off64_t at = append_ ? size_ : position_;
+  const ssize_t n = stage(iov, count, at);
+  if (n > 0) position_ = at + n;
+  return n;
+}
+
+ssize_t StagedFile::write_at(const struct iovec* iov, int count, off64_t offset) {
+  if (offset < 0) {
+    errno = EINVAL;
+    return -1;
+  }
+  return stage(iov, count, offset);
+}
+
+ssize_t StagedFile::write_direct(const struct iovec* iov, int count, off64_t offset) {
+  if (flush() != 0) return -1;
+  const ssize_t n = pwritev_all(fd_, iov, count, offset);
+  if (n > 0) size_ = std::max(size_, offset + n);
+  return n;
+}
+
+ssize_t StagedFile::stage(const struct iovec* iov, int count, off64_t offset) {
+  const size_t total = total_length(iov, count);
+  if (total == 0) return 0;
+  if (write_through_) return write_direct(iov, count, offset);
+  if (staged_bytes_ + total > capacity_) {
+    // Full: flush, then stage; a write larger than the whole capacity goes straight through.
+    if (flush() != 0) return -1;
+    if (total > capacity_) return write_direct(iov, count, offset);
+  }
+  if (log_fd_ >= 0) {
+    if (!append_to_log(iov, count, total, offset)) {
+      report(log_path_ + ": staging log write failed (" + std::strerror(errno) +
+             "); writing through to " + path_);
+      write_through_ = true;
+      return write_direct(iov, count, offset);
+    }
+  } else {
+    append_to_memory(iov, count, offset);
+  }
+  staged_bytes_ += total;
+  size_ = std::max(size_, offset + static_cast<off64_t>(total));
+  return static_cast<ssize_t>(total);
+}
+
+bool StagedFile::append_to_log(const struct iovec* iov, int count, size_t total, off64_t offset) {
+  RecordHeader header;
+  header.offset = static_cast<uint64_t>(offset);
+  header.length = total;
+  // The checksum covers the data, which may be scattered: gather it through a temporary buffer
+  // only when there is more than one piece.
+  std::vector<char> gathered;
+  const char* data = static_cast<const char*>(iov[0].iov_base);
+  if (count > 1) {
+    gathered.reserve(total);
+    for (int i = 0; i < count; ++i)
+      gathered.insert(gathered.end(), static_cast<const char*>(iov[i].iov_base),
+                      static_cast<const char*>(iov[i].iov_base) + iov[i].iov_len);
+    data = gathered.data();
+  }
+  header.checksum = record_checksum(header, data);
+  struct iovec out[2] = {{&header, sizeof(header)}, {const_cast<char*>(data), total}};
+  if (pwritev_all(log_fd_, out, 2, static_cast<off64_t>(log_end_)) < 0) {
+    // Cut off the partial record so that the log stays a sequence of complete ones.
+    (void)real().ftruncate64(log_fd_, static_cast<off64_t>(log_end_));
+    return false;
+  }
+  entries_.push_back({offset, total, nullptr, log_end_ + sizeof(header)});
+  log_end_ += sizeof(header) + total;
+  return true;
+}
+
+void StagedFile::append_to_memory(const struct iovec* iov, int count, off64_t offset) {
+  for (int i = 0; i < count; ++i) {
+    const char* src = static_cast<const char*>(iov[i].iov_base);
+    size_t left = iov[i].iov_len;
+    while (left > 0) {
+      if (block_ < blocks_.size() && block_used_ == block_size_) {
+        ++block_;
+        block_used_ = 0;
+      }
+      if (block_ == blocks_.size()) blocks_.emplace_back(new char[block_size_]);
+      const size_t take = std::min(left, block_size_ - block_used_);
+      char* dst = blocks_[block_].get() + block_used_;
+      std::memcpy(dst, src, take);
+      // Contiguous in the file and in memory: extend the last entry (the paper's merging).
+      if (!entries_.empty() &&
+          entries_.back().offset + static_cast<off64_t>(entries_.back().length) == offset &&
+          entries_.back().data + entries_.back().length == dst)
+        entries_.back().length += take;
+      else
+        entries_.push_back({offset, take, dst, 0});
+      block_used_ += take;
+      src += take;
+      offset += static_cast<off64_t>(take);
+      left -= take;
+    }
+  }
+}
+
+int StagedFile::flush() {
+  if (entries_.empty()) {
+    (void)real().lseek64(fd_, position_, SEEK_SET);
+    return 0;
+  }
+  if (on_flush && !in_callback_) {
+    in_callback_ = true;
+    on_flush(fd_);
+    in_callback_ = false;
+  }
+  std::vector<char> bounce;
+  size_t done = 0;
+  while (done < entries_.size()) {
+    // One run: entries that continue each other in the file, written with one pwritev.
+    size_t end = done;
+    size_t run_bytes = 0;
+    std::vector<struct iovec> iov;
+    while (end < entries_.size() && iov.size() < IOV_MAX && run_bytes < kMaxFlushRun &&
+           entries_[end].offset == entries_[done].offset + static_cast<off64_t>(run_bytes)) {
+      iov.push_back({const_cast<char*>(entries_[end].data), entries_[end].length});
+      run_bytes += entries_[end].length;
+      ++end;
+    }
+    if (log_fd_ >= 0) {
+      bounce.resize(run_bytes);
+      size_t at = 0;
+      for (size_t k = done; k < end; ++k) {
+        size_t got = 0;
+        while (got < entries_[k].length) {
+          const ssize_t n =
+              real().pread64(log_fd_, bounce.data() + at + got, entries_[k].length - got,
+                             static_cast<off64_t>(entries_[k].log_at + got));
+          if (n < 0 && errno == EINTR) continue;
+          if (n <= 0) {
+            if (n == 0) errno = EIO;
+            entries_.erase(entries_.begin(), entries_.begin() + static_cast<long>(done));
+            return -1;
+          }
+          got += static_cast<size_t>(n);
+        }
+        at += entries_[k].length;
+      }
+      iov.assign(1, {bounce.data(), run_bytes});
+    }
+    if (pwritev_all(fd_, iov.data(), static_cast<int>(iov.size()), entries_[done].offset) < 0) {
+      entries_.erase(entries_.begin(), entries_.begin() + static_cast<long>(done));
+      return -1;
+    }
+    done = end;
+  }
+  entries_.clear();
+  staged_bytes_ = 0;
+  block_ = block_used_ = 0;
+  if (log_fd_ >= 0) {
+    // Everything reached the file: the records must not be replayed again.
+    (void)real().ftruncate64(log_fd_, static_cast<off64_t>(log_start_));
+    log_end_ = log_start_;
+  }
+  (void)real().lseek64(fd_, position_, SEEK_SET);
+  return 0;
+}
+
+off64_t StagedFile::seek(off64_t offset, int whence) {
+  off64_t base = 0;
+  switch (whence) {
+    case SEEK_SET:
+      base = 0;
+      break;
+    case SEEK_CUR:
+      base = position_;
+      break;
+    case SEEK_END:
+      base = size_;
+      break;
+    default:
+      // SEEK_DATA, SEEK_HOLE: the file system must see the data to answer.
+      if (flush() != 0) return -1;
+      {
+        const off64_t at = real().lseek64(fd_, offset, whence);
+        if (at >= 0) position_ = at;
+        return at;
+      }
+  }
+  if (base + offset < 0) {
+    errno = EINVAL;
+    return -1;
+  }
+  position_ = base + offset;
+  return position_;
+}
+
+void StagedFile::adopt_file_offset() {
+  const off64_t at = real().lseek64(fd_, 0, SEEK_CUR);
+  if (at >= 0) position_ = at;
+  struct stat64 st {};
+  if (real().fstat64(fd_, &st) == 0) size_ = std::max(size_, static_cast<off64_t>(st.st_size));
+}
+
+}  // namespace harmonia::bbio

@@ -1,0 +1,93 @@
+#pragma once
+// One staged open file description: the writes an application made to it, kept in RAM or in an
+// on-disk log until they are flushed to the file, in order.
+
+#include <sys/types.h>
+#include <sys/uio.h>
+
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "harmonia/bbio.h"
+#include "runtime/bbio/config.hpp"
+
+namespace harmonia::bbio {
+
+class StagedFile {
+ public:
+  /// Starts staging the open file behind `fd` (a regular file at absolute `path`, opened with
+  /// `flags`). Returns nullptr, with `error` set, when staging cannot start (the file is then
+  /// used directly).
+  static std::unique_ptr<StagedFile> create(int fd, const std::string& path, int flags,
+                                            const Config& config, std::string& error);
+  ~StagedFile() { release(); }
+  /// Closes our descriptor and the log (removing it when empty) and frees staging memory.
+  /// Only what could not be flushed stays in the log, for recovery.
+  void release();
+  StagedFile(const StagedFile&) = delete;
+  StagedFile& operator=(const StagedFile&) = delete;
+
+  // All members below must be called with `mutex` held.
+  /// write(): at the current position (the end with O_APPEND), advancing it.
+  ssize_t write(const struct iovec* iov, int count);
+  /// pwrite(): at `offset`, leaving the position alone.
+  ssize_t write_at(const struct iovec* iov, int count, off64_t offset);
+  off64_t seek(off64_t offset, int whence);
+  /// Writes every staged byte to the file, in order, and sets the file offset to the position.
+  /// Returns 0, or -1 with errno (the data not yet written stays staged).
+  int flush();
+  /// Re-reads the position from the file offset after a call that moved it (read, lseek).
+  void adopt_file_offset();
+  /// The file was truncated to `length` (after a flush).
+  void truncated(off64_t length) { size_ = length; }
+  /// Any write from now on goes straight to the file (after what is staged).
+  void write_through() { write_through_ = true; }
+  size_t staged_bytes() const { return staged_bytes_; }
+
+  std::recursive_mutex mutex;
+  BBIO_Callback on_flush = nullptr;
+  int app_fds = 0;  ///< application descriptors referring to this file; guarded by the registry
+
+ private:
+  StagedFile() = default;
+  ssize_t stage(const struct iovec* iov, int count, off64_t offset);
+  ssize_t write_direct(const struct iovec* iov, int count, off64_t offset);
+  bool append_to_log(const struct iovec* iov, int count, size_t total, off64_t offset);
+  void append_to_memory(const struct iovec* iov, int count, off64_t offset);
+
+  struct Entry {
+    off64_t offset;
+    size_t length;
+    const char* data;  // RAM: in the arena
+    uint64_t log_at;   // disk: where the data starts in the log
+  };
+
+  int fd_ = -1;  ///< our own descriptor for the same open file description
+  std::string path_;
+  bool append_ = false;
+  bool write_through_ = false;
+  bool in_callback_ = false;
+  size_t capacity_ = 0;
+  off64_t position_ = 0;
+  off64_t size_ = 0;
+  std::vector<Entry> entries_;
+  size_t staged_bytes_ = 0;
+  // RAM staging: blocks reused from one flush to the next.
+  std::vector<std::unique_ptr<char[]>> blocks_;
+  size_t block_size_ = 0;
+  size_t block_ = 0, block_used_ = 0;
+  // Disk staging.
+  int log_fd_ = -1;
+  std::string log_path_;
+  uint64_t log_start_ = 0, log_end_ = 0;
+};
+
+/// Writes all of `iov` at `offset` with the real pwritev, retrying partial writes and EINTR.
+ssize_t pwritev_all(int fd, const struct iovec* iov, int count, off64_t offset);
+
+/// Reports a problem once per message on stderr ("libharmonia: ..."), using the real write.
+void report(const std::string& message);
+
+}  // namespace harmonia::bbio
