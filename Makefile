@@ -24,18 +24,19 @@ test-cpp:
 	ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS)
 
 test-py:
-	HARMONIA_SIM=$(BUILD)/src/sim/harmonia-sim $(VENV)/bin/pytest -q python/tests tests/sim
+	HARMONIA_SIM=$(BUILD)/src/sim/harmonia-sim HARMONIA_BUILD=$(BUILD) \
+	  $(VENV)/bin/pytest -q python/tests tests/sim tests/runtime
 
 lint: setup
-	$(VENV)/bin/ruff check python tests/sim
-	$(VENV)/bin/ruff format --check python tests/sim
+	$(VENV)/bin/ruff check python tests/sim tests/runtime
+	$(VENV)/bin/ruff format --check python tests/sim tests/runtime
 	$(VENV)/bin/mypy --config-file python/pyproject.toml python/harmonia
-	clang-format --dry-run --Werror $$(git ls-files '*.cpp' '*.hpp')
+	clang-format --dry-run --Werror $$(git ls-files '*.cpp' '*.hpp' '*.c' '*.h')
 
 format: setup
-	$(VENV)/bin/ruff format python tests/sim
-	$(VENV)/bin/ruff check --fix python tests/sim
-	clang-format -i $$(git ls-files '*.cpp' '*.hpp')
+	$(VENV)/bin/ruff format python tests/sim tests/runtime
+	$(VENV)/bin/ruff check --fix python tests/sim tests/runtime
+	clang-format -i $$(git ls-files '*.cpp' '*.hpp' '*.c' '*.h')
 
 ## Speed figures for docs/benchmarks.md (not part of the tests).
 bench: build

@@ -11,31 +11,36 @@ from pathlib import Path
 
 import harmonia
 
-SIMULATOR_ENV = "HARMONIA_SIM"
 # The directory that holds python/ (this package's parent); the C++ build lands in its build/.
 REPO_ROOT = Path(harmonia.__file__).resolve().parents[2]
-BUILD_TREE_SIMULATOR = REPO_ROOT / "build" / "src" / "sim" / "harmonia-sim"
+BUILD_TREE = REPO_ROOT / "build"
 
 
 class SimulatorNotFound(Exception):
-    """No `harmonia-sim` binary could be found."""
+    """A Harmonia binary (the simulator, the recovery tool) could not be found."""
+
+
+def find_tool(name: str, env_var: str, build_path: str) -> Path:
+    """A Harmonia binary: $env_var, else the repository's build tree, else the PATH."""
+    if configured := os.environ.get(env_var):
+        path = Path(configured)
+        if not (path.is_file() and os.access(path, os.X_OK)):
+            raise SimulatorNotFound(f"{env_var}={configured} is not an executable file")
+        return path
+    built = BUILD_TREE / build_path
+    if built.is_file():
+        return built
+    if on_path := shutil.which(name):
+        return Path(on_path)
+    raise SimulatorNotFound(
+        f"{name} not found: set {env_var}, build it into {built}"
+        " (cmake -B build && cmake --build build), or put it on the PATH"
+    )
 
 
 def find_simulator() -> Path:
-    """The simulator binary: $HARMONIA_SIM, else the repository's build tree, else the PATH."""
-    if configured := os.environ.get(SIMULATOR_ENV):
-        path = Path(configured)
-        if not (path.is_file() and os.access(path, os.X_OK)):
-            raise SimulatorNotFound(f"{SIMULATOR_ENV}={configured} is not an executable file")
-        return path
-    if BUILD_TREE_SIMULATOR.is_file():
-        return BUILD_TREE_SIMULATOR
-    if on_path := shutil.which("harmonia-sim"):
-        return Path(on_path)
-    raise SimulatorNotFound(
-        f"harmonia-sim not found: set {SIMULATOR_ENV}, build it into {BUILD_TREE_SIMULATOR}"
-        " (cmake -B build && cmake --build build), or put it on the PATH"
-    )
+    """The `harmonia-sim` binary."""
+    return find_tool("harmonia-sim", "HARMONIA_SIM", "src/sim/harmonia-sim")
 
 
 @dataclass(frozen=True)

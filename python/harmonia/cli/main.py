@@ -3,6 +3,7 @@
 import typer
 
 from harmonia.cli.demo import demo
+from harmonia.cli.recover import recover
 from harmonia.cli.report import report
 from harmonia.cli.reproduce import reproduce
 from harmonia.cli.sim import sim
@@ -18,3 +19,4 @@ app.command()(sim)
 app.command()(demo)
 app.command()(report)
 app.command()(reproduce)
+app.command()(recover)

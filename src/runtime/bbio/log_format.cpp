@@ -70,15 +70,14 @@ uint64_t record_checksum(const RecordHeader& header, const void* data) {
   return XXH3_64bits_digest(&state);
 }
 
-LogScan scan_log(int fd,
-                 const std::function<bool(const RecordHeader&, const char* data)>& on_record) {
-  LogScan scan;
+void scan_log(int fd, LogScan& scan,
+              const std::function<bool(const RecordHeader&, const char* data)>& on_record) {
   char magic[sizeof(kLogMagic)];
   uint32_t length = 0;
   if (!read_exact(fd, magic, sizeof(magic), 0) || std::memcmp(magic, kLogMagic, sizeof(magic)) ||
       !read_exact(fd, &length, sizeof(length), sizeof(magic)) || length > 4096) {
     scan.error = "not a libharmonia staging log (bad header)";
-    return scan;
+    return;
   }
   scan.target.resize(length);
   uint64_t stored = 0;
@@ -86,13 +85,13 @@ LogScan scan_log(int fd,
   if (!read_exact(fd, scan.target.data(), length, path_at) ||
       !read_exact(fd, &stored, sizeof(stored), path_at + length)) {
     scan.error = "truncated log header";
-    return scan;
+    return;
   }
   std::vector<char> header(log_header_size(scan.target) - sizeof(stored));
   read_exact(fd, header.data(), header.size(), 0);
   if (XXH3_64bits(header.data(), header.size()) != stored) {
     scan.error = "log header checksum mismatch";
-    return scan;
+    return;
   }
 
   uint64_t at = log_header_size(scan.target);
@@ -120,7 +119,6 @@ LogScan scan_log(int fd,
     if (!on_record(record, data.data())) break;
     at += sizeof(record) + record.length;
   }
-  return scan;
 }
 
 }  // namespace harmonia::bbio

@@ -37,9 +37,10 @@ struct LogScan {
   std::string error;       ///< not a readable log at all (bad header)
 };
 
-/// Reads the log in `fd` from the start and calls `on_record` for every complete record in order
-/// (stopping early if it returns false). Uses only real I/O calls.
-LogScan scan_log(int fd,
-                 const std::function<bool(const RecordHeader&, const char* data)>& on_record);
+/// Reads the log in `fd` from the start into `scan` (the target is known before the first record)
+/// and calls `on_record` for every complete record in order, stopping early if it returns false.
+/// Uses only real I/O calls.
+void scan_log(int fd, LogScan& scan,
+              const std::function<bool(const RecordHeader&, const char* data)>& on_record);
 
 }  // namespace harmonia::bbio

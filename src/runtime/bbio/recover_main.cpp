@@ -99,7 +99,7 @@ int main(int argc, char** argv) {
       const int fd = real().open(path.c_str(), O_RDONLY | O_CLOEXEC);
       int target = -1;
       bool write_failed = false;
-      scan = scan_log(fd, [&](const RecordHeader& record, const char* data) {
+      scan_log(fd, scan, [&](const RecordHeader& record, const char* data) {
         if (target < 0)
           target = real().open(scan.target.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
         size_t done = 0;

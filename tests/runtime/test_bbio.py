@@ -1,0 +1,293 @@
+"""libharmonia under LD_PRELOAD: the same calls give the same results and the same file bytes as
+without it, in RAM and with an on-disk log; and the data really is staged until a flush."""
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import RECOVER, Compare, preload, run_driver
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+MODES = {
+    "ram": lambda stage: {},
+    "disk": lambda stage: {"HARMONIA_STAGE_DIR": str(stage)},
+    "ram-tiny": lambda stage: {"HARMONIA_STAGE_SIZE": "4K"},
+    "disk-tiny": lambda stage: {
+        "HARMONIA_STAGE_DIR": str(stage),
+        "HARMONIA_STAGE_SIZE": "4K",
+    },
+}
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_writes_seeks_and_reads_match_plain_io(
+    compare: Compare, stage_dir: Path, mode: str
+) -> None:
+    commands = [
+        "open", "rwct",
+        "write", "1000", "1",
+        "write", "3000", "2",
+        "lseek", "100", "set",
+        "write", "50", "3",        # overwrite inside staged data
+        "pwrite", "200", "4", "5000",  # past the end: a hole
+        "writev", "600", "5",
+        "pwritev", "300", "6", "20",
+        "lseek", "0", "cur",
+        "lseek", "-10", "end",
+        "write", "10", "7",
+        "pread", "500", "50",      # sees the overwrite
+        "fstat",
+        "ftruncate", "2500",
+        "lseek", "0", "end",
+        "write", "100", "8",
+        "lseek", "0", "set",
+        "read", "4096",
+        "fsync",
+        "close",
+    ]  # fmt: skip
+    compare(commands, MODES[mode](stage_dir))
+    assert list(stage_dir.iterdir()) == [], "logs are removed once flushed and closed"
+
+
+def test_data_is_staged_until_flush(tmp_path: Path) -> None:
+    path = tmp_path / "f.bin"
+    run = run_driver(
+        path,
+        ["open", "wct", "write", "8192", "1", "peek", "flush", "peek", "write", "10", "2",
+         "peek", "close", "peek"],
+        preload(),
+    )  # fmt: skip
+    sizes = [line["size"] for line in run.lines if line["op"] == "peek"]
+    assert sizes == [0, 8192, 8192, 8202]
+
+
+def test_append_mode_and_duplicates(compare: Compare, stage_dir: Path) -> None:
+    path_setup = ["open", "wct", "write", "100", "1", "close"]
+    commands = path_setup + [
+        "open", "wa", "write", "50", "2", "lseek", "0", "set", "write", "25", "3",
+        "lseek", "0", "cur", "dup", "write", "10", "4", "close",
+    ]  # fmt: skip
+    compare(commands, {"HARMONIA_STAGE_DIR": str(stage_dir)})
+
+
+@pytest.mark.parametrize("mode", ["ram", "disk"])
+def test_stdio_streams(compare: Compare, stage_dir: Path, mode: str) -> None:
+    commands = [
+        "fopen", "w+",
+        "fwrite", "5000", "1",
+        "fputs", "hello stdio\n",
+        "fputc", "Z",
+        "fprintf", "42",
+        "ftell",
+        "fseek", "10",
+        "fwrite", "20", "2",
+        "fileno-fsync",
+        "fclose",
+        "fopen", "a",
+        "fputs", "appended\n",
+        "fclose",
+    ]  # fmt: skip
+    compare(commands, MODES[mode](stage_dir))
+
+
+def test_fork_writes_reach_the_file_exactly_once(compare: Compare) -> None:
+    commands = ["open", "wct", "write", "3000", "1", "fork-write", "500", "2", "write", "70", "3",
+                "close"]  # fmt: skip
+    compare(commands, {})
+
+
+@pytest.mark.parametrize("mode", ["ram", "disk"])
+def test_threads_share_one_staged_file(
+    compare: Compare, stage_dir: Path, mode: str
+) -> None:
+    compare(["open", "wct", "threads", "8", "65536", "close"], MODES[mode](stage_dir))
+
+
+def test_exit_without_close_and_underscore_exit(
+    tmp_path: Path, stage_dir: Path
+) -> None:
+    for ending in ([], ["_exit"]):
+        plain, staged = tmp_path / "p.bin", tmp_path / "s.bin"
+        commands = [
+            "open",
+            "wct",
+            "write",
+            "4096",
+            "9",
+            "fopen",
+            "a",
+            "fputs",
+            "tail",
+            *ending,
+        ]
+        run_driver(plain, commands)
+        run_driver(staged, commands, preload(HARMONIA_STAGE_DIR=str(stage_dir)))
+        # _exit does not flush stdio buffers: the FILE's "tail" is lost in both runs alike.
+        assert staged.read_bytes() == plain.read_bytes()
+        assert list(stage_dir.iterdir()) == []
+
+
+def test_bad_configuration_is_reported_once_and_passes_through(tmp_path: Path) -> None:
+    for env, variable in [
+        ({"HARMONIA_STAGE_SIZE": "lots"}, "HARMONIA_STAGE_SIZE=lots"),
+        ({"HARMONIA_STAGE_DIR": str(tmp_path / "missing")}, "HARMONIA_STAGE_DIR="),
+        ({"HARMONIA_STAGE": "yes"}, "HARMONIA_STAGE=yes"),
+        ({"HARMONIA_STAGE_INCLUDE": "relative/path"}, "HARMONIA_STAGE_INCLUDE"),
+    ]:
+        path = tmp_path / "f.bin"
+        run = run_driver(
+            path, ["open", "wct", "write", "100", "1", "peek", "close"], preload(**env)
+        )
+        assert run.stderr.count("libharmonia:") == 1, run.stderr
+        assert variable in run.stderr
+        assert run.lines[2] == {"op": "peek", "size": 100}, "passed straight through"
+
+
+def test_excluded_and_read_only_files_are_not_staged(tmp_path: Path) -> None:
+    path = tmp_path / "f.bin"
+    run = run_driver(
+        path,
+        ["open", "wct", "write", "100", "1", "peek", "close"],
+        preload(HARMONIA_STAGE_EXCLUDE=str(tmp_path)),
+    )
+    assert run.lines[2] == {"op": "peek", "size": 100}
+    run = run_driver(
+        path,
+        ["open", "wct", "write", "100", "1", "peek", "close"],
+        preload(HARMONIA_STAGE_INCLUDE="/nowhere"),
+    )
+    assert run.lines[2] == {"op": "peek", "size": 100}
+
+
+def recover(stage_dir: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(RECOVER), str(stage_dir)],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
+    )
+
+
+def test_killed_application_is_recovered_from_its_log(
+    tmp_path: Path, stage_dir: Path
+) -> None:
+    plain, staged = tmp_path / "p.bin", tmp_path / "s.bin"
+    writes = ["open", "wct", "write", "5000", "1", "pwrite", "300", "2", "100", "write", "7000",
+              "3"]  # fmt: skip
+    run_driver(plain, [*writes, "close"])
+    run = run_driver(staged, [*writes, "kill"], preload(HARMONIA_STAGE_DIR=str(stage_dir)),
+                     check=False)  # fmt: skip
+    assert run.returncode == -signal.SIGKILL
+    assert staged.stat().st_size == 0, "nothing had been flushed when the process died"
+    first = recover(stage_dir)
+    assert first.returncode == 0, first.stderr
+    assert '"records": 3' in first.stdout and '"torn_tail": false' in first.stdout
+    assert staged.read_bytes() == plain.read_bytes()
+    second = recover(stage_dir)  # idempotent: nothing left to do, file unchanged
+    assert second.returncode == 0 and second.stdout == ""
+    assert staged.read_bytes() == plain.read_bytes()
+
+
+def test_torn_tail_is_ignored(tmp_path: Path, stage_dir: Path) -> None:
+    staged = tmp_path / "s.bin"
+    commands = ["open", "wct", "write", "1000", "1", "write", "1000", "2", "kill"]
+    run_driver(
+        staged, commands, preload(HARMONIA_STAGE_DIR=str(stage_dir)), check=False
+    )
+    (log,) = stage_dir.iterdir()
+    os.truncate(log, log.stat().st_size - 10)  # the second record loses its last bytes
+    result = recover(stage_dir)
+    assert '"records": 1' in result.stdout and '"torn_tail": true' in result.stdout
+    expected = tmp_path / "e.bin"
+    run_driver(expected, ["open", "wct", "write", "1000", "1", "close"])
+    assert staged.read_bytes() == expected.read_bytes()
+
+
+def test_full_stage_device_falls_back_to_writing_through(tmp_path: Path) -> None:
+    small = tmp_path / "small"
+    small.mkdir()
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(small)],
+        capture_output=True,
+        check=False,
+    )
+    if mounted.returncode != 0:
+        pytest.skip("cannot mount a small tmpfs here")
+    try:
+        plain, staged = tmp_path / "p.bin", tmp_path / "s.bin"
+        commands = ["open", "wct"] + [
+            a for k in range(8) for a in ("write", "100000", str(k))
+        ]
+        commands.append("close")
+        run_driver(plain, commands)
+        run = run_driver(staged, commands, preload(HARMONIA_STAGE_DIR=str(small)))
+        assert "writing through" in run.stderr
+        assert staged.read_bytes() == plain.read_bytes()
+    finally:
+        subprocess.run(["umount", str(small)], check=False)
+
+
+# Random operation sequences: whatever the program does, the bytes are the same.
+OPERATION = st.one_of(
+    st.tuples(st.just("write"), st.integers(0, 9000), st.integers(0, 99)),
+    st.tuples(
+        st.just("pwrite"),
+        st.integers(0, 9000),
+        st.integers(0, 99),
+        st.integers(0, 20000),
+    ),
+    st.tuples(st.just("writev"), st.integers(0, 3000), st.integers(0, 99)),
+    st.tuples(
+        st.just("lseek"), st.integers(0, 20000), st.sampled_from(["set", "cur", "end"])
+    ),
+    st.tuples(st.just("ftruncate"), st.integers(0, 20000)),
+    st.tuples(st.just("pread"), st.integers(1, 5000), st.integers(0, 20000)),
+    st.tuples(st.just("read"), st.integers(1, 5000)),
+    st.tuples(st.just("fsync")),
+)
+
+
+@settings(
+    max_examples=150,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+)
+@given(
+    ops=st.lists(OPERATION, min_size=1, max_size=25), mode=st.sampled_from(list(MODES))
+)
+def test_random_operation_sequences(
+    compare: Compare, stage_dir: Path, ops, mode: str
+) -> None:  # type: ignore[no-untyped-def]
+    commands = ["open", "rwct"]
+    for op in ops:
+        commands += [str(part) for part in op]
+    commands.append("close")
+    compare(commands, MODES[mode](stage_dir))
+
+
+def test_harmonia_recover_command(tmp_path: Path, stage_dir: Path) -> None:
+    staged = tmp_path / "s.bin"
+    commands = ["open", "wct", "write", "2048", "5", "kill"]
+    run_driver(
+        staged, commands, preload(HARMONIA_STAGE_DIR=str(stage_dir)), check=False
+    )
+    env = {**os.environ, "HARMONIA_RECOVER": str(RECOVER)}
+    cli = [sys.executable, "-m", "harmonia", "recover", str(stage_dir)]
+    first = subprocess.run(cli, capture_output=True, text=True, env=env, check=False)
+    assert first.returncode == 0, first.stderr
+    assert "replayed" in first.stdout and staged.stat().st_size == 2048
+    second = subprocess.run(cli, capture_output=True, text=True, env=env, check=False)
+    assert second.returncode == 0 and "nothing to recover" in second.stdout
+    missing = subprocess.run(
+        [*cli[:-1], str(tmp_path / "nope")],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+    )
+    assert missing.returncode == 2 and "not a directory" in missing.stderr

@@ -1,0 +1,55 @@
+"""Real external clients under libharmonia: fio with data verification, and MPI programs writing
+file-per-process with lseek+write and with pwrite."""
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+from conftest import BUILD, preload
+
+MPI_WRITER = BUILD / "tests" / "runtime" / "mpi_writer"
+
+
+@pytest.mark.parametrize("engine", ["sync", "psync", "pvsync"])
+@pytest.mark.parametrize("mode", ["ram", "disk"])
+def test_fio_verifies_its_data(tmp_path: Path, engine: str, mode: str) -> None:
+    if not shutil.which("fio"):
+        pytest.skip("fio is not installed")
+    stage = tmp_path / "stage"
+    stage.mkdir()
+    env = preload(**({"HARMONIA_STAGE_DIR": str(stage)} if mode == "disk" else {}))
+    done = subprocess.run(
+        ["fio", "--name=staged", f"--directory={tmp_path}", "--rw=randwrite", "--bs=16k",
+         "--size=8m", f"--ioengine={engine}", "--verify=crc32c", "--do_verify=1",
+         "--output-format=terse", "--terse-version=3", "--verify_state_save=0"],
+        capture_output=True, text=True, env={**os.environ, **env}, timeout=120, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    fields = done.stdout.strip().split(";")
+    assert fields[4] == "0", f"fio reported error {fields[4]}"
+    assert int(fields[5]) > 0, "verification read the data back"
+    assert list(stage.iterdir()) == []
+
+
+@pytest.mark.parametrize("mode", ["seek", "pwrite"])
+def test_mpi_file_per_process(tmp_path: Path, mode: str) -> None:
+    mpirun = shutil.which("mpirun")
+    if not mpirun or not MPI_WRITER.is_file():
+        pytest.skip("MPI is not available")
+    outputs = {}
+    for label, env in [("plain", {}), ("staged", preload())]:
+        out = tmp_path / label
+        out.mkdir()
+        command = [mpirun, "--allow-run-as-root", "--oversubscribe", "-np", "4"]
+        for key, value in env.items():
+            command += ["-x", f"{key}={value}"]
+        command += [str(MPI_WRITER), str(out), mode, "64", "65536"]
+        done = subprocess.run(
+            command, capture_output=True, text=True, timeout=120, check=False
+        )
+        assert done.returncode == 0, done.stderr
+        outputs[label] = {p.name: p.read_bytes() for p in sorted(out.iterdir())}
+    assert len(outputs["plain"]) == 4
+    assert outputs["staged"] == outputs["plain"]
