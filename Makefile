@@ -42,6 +42,7 @@ format: setup
 bench: build
 	$(BUILD)/bench/optimizer_bench --benchmark_repetitions=5 --benchmark_report_aggregates_only=true
 	scripts/bench-sim.sh
+	scripts/bench-bbio.sh
 
 clean:
 	rm -rf $(BUILD) results

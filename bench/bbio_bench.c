@@ -1,0 +1,61 @@
+/* Speed of libharmonia, run with and without LD_PRELOAD by scripts/bench-bbio.sh.
+ *
+ *   bbio_bench passthrough CALLS          ns per write(2) of 1 byte to /dev/null (not staged)
+ *   bbio_bench memcpy MIB                 GB/s of memcpy of 1 MiB blocks into fresh memory
+ *   bbio_bench stage FILE MIB             GB/s of 1 MiB write(2) calls (staged when preloaded),
+ *                                         then GB/s of close+fsync (the flush) as a second line */
+#define _GNU_SOURCE
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+static double now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+int main(int argc, char** argv) {
+  if (argc < 3) return 2;
+  const size_t mib = 1 << 20;
+  if (!strcmp(argv[1], "passthrough")) {
+    const long calls = atol(argv[2]);
+    const int fd = open("/dev/null", O_WRONLY);
+    char byte = 'x';
+    const double start = now();
+    for (long i = 0; i < calls; ++i)
+      if (write(fd, &byte, 1) != 1) return 1;
+    printf("%.2f\n", (now() - start) / (double)calls * 1e9);
+  } else if (!strcmp(argv[1], "memcpy")) {
+    const long count = atol(argv[2]);
+    char* src = malloc(mib);
+    memset(src, 7, mib);
+    char** blocks = malloc(sizeof(char*) * (size_t)count);
+    for (long i = 0; i < count; ++i) blocks[i] = malloc(mib);
+    const double start = now();
+    for (long i = 0; i < count; ++i) memcpy(blocks[i], src, mib);
+    const double seconds = now() - start;
+    printf("%.3f\n", (double)count * (double)mib / seconds / 1e9);
+  } else if (!strcmp(argv[1], "stage") && argc == 4) {
+    const long count = atol(argv[3]);
+    char* src = malloc(mib);
+    memset(src, 7, mib);
+    const int fd = open(argv[2], O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fd < 0) return 1;
+    double start = now();
+    for (long i = 0; i < count; ++i)
+      if (write(fd, src, mib) != (ssize_t)mib) return 1;
+    const double staged = now() - start;
+    start = now();
+    if (fsync(fd) != 0 || close(fd) != 0) return 1;
+    const double flushed = now() - start;
+    printf("%.3f\n%.3f\n", (double)count * (double)mib / staged / 1e9,
+           (double)count * (double)mib / flushed / 1e9);
+  } else {
+    return 2;
+  }
+  return 0;
+}

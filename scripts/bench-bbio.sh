@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Speed of libharmonia against the same machine's baselines, all measured in this one run:
+# pass-through overhead per call, staging 1 MiB writes to RAM against memcpy, and flushing a
+# staged file against fio's sequential write bandwidth to the same directory.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bench=build/bench/bbio_bench
+lib=$(realpath build/src/runtime/bbio/libharmonia.so)
+dir=${BENCH_DIR:-$(mktemp -d -p "${TMPDIR:-/tmp}")}
+trap 'rm -rf "$dir"' EXIT
+mib=${BENCH_MIB:-1024}
+
+best() {  # the lowest of five runs of a command printing one number (ns: lower is better)
+  for _ in 1 2 3 4 5; do "$@"; done | sort -g | head -1
+}
+highest() {  # the highest of three runs, per output line (GB/s: higher is better)
+  for _ in 1 2 3; do "$@" | paste -sd' '; done | sort -g -k1,1 | tail -1
+}
+plain_ns=$(best $bench passthrough 20000000)
+preload_ns=$(best env LD_PRELOAD="$lib" $bench passthrough 20000000)
+echo "pass-through write(2) to /dev/null: plain ${plain_ns} ns, preloaded ${preload_ns} ns," \
+     "overhead $(python3 -c "print(f'{$preload_ns - $plain_ns:.2f}')") ns per call"
+
+memcpy_gbs=$(highest $bench memcpy "$mib")
+read -r stage_gbs flush_gbs <<<"$(highest env LD_PRELOAD="$lib" \
+  HARMONIA_STAGE_SIZE=$((mib + 64))M $bench stage "$dir/staged.bin" "$mib")"
+echo "staging ${mib} x 1 MiB writes to RAM: ${stage_gbs} GB/s; memcpy into fresh memory:" \
+     "${memcpy_gbs} GB/s; ratio $(python3 -c "print(f'{$stage_gbs / $memcpy_gbs:.2f}')")"
+
+fio_gbs=$(fio --name=seq --directory="$dir" --rw=write --bs=1m --size="${mib}m" --ioengine=sync \
+  --end_fsync=1 --output-format=json --verify_state_save=0 |
+  python3 -c "import json,sys; print(json.load(sys.stdin)['jobs'][0]['write']['bw_bytes'] / 1e9)")
+echo "flush of the staged file (pwritev + fsync): ${flush_gbs} GB/s; fio sequential write" \
+     "(1 MiB, end_fsync): $(printf '%.3f' "$fio_gbs") GB/s; ratio" \
+     "$(python3 -c "print(f'{$flush_gbs / $fio_gbs:.2f}')")  (directory: $dir)"
