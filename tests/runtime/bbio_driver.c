@@ -208,6 +208,21 @@ int main(int argc, char** argv) {
       result(cmd, fflush(stream));
     } else if (!strcmp(cmd, "fclose")) {
       result(cmd, fclose(stream));
+    } else if (!strcmp(cmd, "exec")) {
+      /* Replace the process: staged data must reach the file before the image is gone. */
+      fflush(stdout);
+      execl("/bin/true", "true", (char*)NULL);
+      result(cmd, -1);
+    } else if (!strcmp(cmd, "pipe")) {
+      /* Pipes are never staged: what goes in comes out at once. */
+      int ends[2];
+      char out[64] = {0};
+      const int ok = pipe(ends) == 0 && write(ends[1], "through the pipe", 16) == 16 &&
+                     read(ends[0], out, sizeof out) == 16;
+      printf("{\"op\": \"pipe\", \"ret\": %d, \"sum\": %llu}\n", ok ? 0 : -1,
+             (unsigned long long)checksum(out, 16));
+      close(ends[0]);
+      close(ends[1]);
     } else if (!strcmp(cmd, "kill")) {
       fflush(stdout);
       kill(getpid(), SIGKILL);

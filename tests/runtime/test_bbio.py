@@ -94,6 +94,27 @@ def test_stdio_streams(compare: Compare, stage_dir: Path, mode: str) -> None:
     compare(commands, MODES[mode](stage_dir))
 
 
+@pytest.mark.parametrize("mode", ["ram", "disk"])
+def test_exec_flushes_first_and_pipes_pass_through(
+    compare: Compare, stage_dir: Path, mode: str
+) -> None:
+    commands = [
+        "open",
+        "wct",
+        "pipe",
+        "write",
+        "3000",
+        "1",
+        "pwrite",
+        "10",
+        "2",
+        "5000",
+        "exec",
+    ]
+    compare(commands, MODES[mode](stage_dir))
+    assert list(stage_dir.iterdir()) == []
+
+
 def test_fork_writes_reach_the_file_exactly_once(compare: Compare) -> None:
     commands = ["open", "wct", "write", "3000", "1", "fork-write", "500", "2", "write", "70", "3",
                 "close"]  # fmt: skip
