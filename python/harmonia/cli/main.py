@@ -3,6 +3,7 @@
 import typer
 
 from harmonia.cli.demo import demo
+from harmonia.cli.profile import profile_device
 from harmonia.cli.recover import recover
 from harmonia.cli.report import report
 from harmonia.cli.reproduce import reproduce
@@ -10,7 +11,7 @@ from harmonia.cli.sim import sim
 from harmonia.cli.validate import validate
 
 app = typer.Typer(
-    help="Harmonia: interference-aware burst-buffer I/O scheduling, simulated.",
+    help="Harmonia: interference-aware burst-buffer I/O scheduling.",
     no_args_is_help=True,
     add_completion=False,
 )
@@ -20,3 +21,4 @@ app.command()(demo)
 app.command()(report)
 app.command()(reproduce)
 app.command()(recover)
+app.command(name="profile")(profile_device)
