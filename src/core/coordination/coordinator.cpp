@@ -1,0 +1,199 @@
+#include "core/coordination/coordinator.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <stdexcept>
+
+namespace harmonia::core::coordination {
+
+Coordinator::Coordinator(CoordinatorConfig config) : config_(config) {
+  if (config_.pfs_servers < 1) throw std::invalid_argument("pfs_servers must be >= 1");
+  if (!(config_.window_seconds > 0)) throw std::invalid_argument("window_seconds must be > 0");
+}
+
+JobId Coordinator::on_register(const JobInfo& info, double now) {
+  if (info.processes < 1) throw std::invalid_argument("job " + info.name + ": processes < 1");
+  jobs_.push_back({info, true, false, 0, false, 0, {}});
+  changed_.push_back(true);
+  const JobId id = static_cast<JobId>(jobs_.size() - 1);
+  update(now);
+  return id;
+}
+
+namespace {
+void check(const std::vector<bool>& known, JobId job) {
+  if (job < 0 || static_cast<size_t>(job) >= known.size())
+    throw std::out_of_range("unknown job " + std::to_string(job));
+}
+}  // namespace
+
+void Coordinator::on_unregister(JobId job, double now) {
+  check(changed_, job);
+  auto& j = jobs_[static_cast<size_t>(job)];
+  j.registered = false;
+  j.in_io = false;
+  j.wants_flush = false;
+  if (token_holder_ == job) token_holder_.reset();
+  update(now);
+}
+
+void Coordinator::on_io_begin(JobId job, double now) {
+  check(changed_, job);
+  auto& j = jobs_[static_cast<size_t>(job)];
+  if (!j.registered) throw std::logic_error("I/O phase of an unregistered job");
+  if (!j.in_io) {
+    j.in_io = true;
+    j.io_since = now;
+  }
+  update(now);
+}
+
+void Coordinator::on_io_end(JobId job, double now) {
+  check(changed_, job);
+  jobs_[static_cast<size_t>(job)].in_io = false;
+  update(now);
+}
+
+void Coordinator::on_flush_request(JobId job, double now) {
+  check(changed_, job);
+  auto& j = jobs_[static_cast<size_t>(job)];
+  if (!j.registered) throw std::logic_error("flush request of an unregistered job");
+  if (!j.wants_flush) {
+    j.wants_flush = true;
+    j.flush_since = now;
+  }
+  update(now);
+}
+
+void Coordinator::on_flush_done(JobId job, double now) {
+  check(changed_, job);
+  jobs_[static_cast<size_t>(job)].wants_flush = false;
+  if (token_holder_ == job) token_holder_.reset();
+  update(now);
+}
+
+void Coordinator::on_tick(double now) { update(now); }
+
+const Directive& Coordinator::directive(JobId job) const {
+  check(changed_, job);
+  return jobs_[static_cast<size_t>(job)].directive;
+}
+
+std::vector<JobId> Coordinator::take_changed() {
+  std::vector<JobId> out;
+  for (size_t i = 0; i < changed_.size(); ++i)
+    if (changed_[i]) {
+      out.push_back(static_cast<JobId>(i));
+      changed_[i] = false;
+    }
+  return out;
+}
+
+std::vector<JobId> Coordinator::in_io_by_start() const {
+  std::vector<JobId> out;
+  for (size_t i = 0; i < jobs_.size(); ++i)
+    if (jobs_[i].registered && jobs_[i].in_io) out.push_back(static_cast<JobId>(i));
+  std::stable_sort(out.begin(), out.end(), [&](JobId a, JobId b) {
+    return jobs_[static_cast<size_t>(a)].io_since < jobs_[static_cast<size_t>(b)].io_since;
+  });
+  return out;
+}
+
+std::vector<std::vector<int>> Coordinator::proportional_split(
+    const std::vector<JobId>& jobs) const {
+  // Largest-remainder apportionment of the servers by data size, at least one server each
+  // (when there are more jobs than servers, the last jobs share the last server).
+  const int servers = config_.pfs_servers;
+  std::vector<double> weight;
+  for (JobId j : jobs) {
+    const auto& info = jobs_[static_cast<size_t>(j)].info;
+    weight.push_back(std::max(1.0, info.processes * info.bytes_per_process));
+  }
+  const double total = std::accumulate(weight.begin(), weight.end(), 0.0);
+  const int n = static_cast<int>(jobs.size());
+  std::vector<int> share(jobs.size(), 1);
+  int left = servers - n;
+  if (left > 0) {
+    std::vector<std::pair<double, size_t>> remainders;
+    int given = 0;
+    for (size_t k = 0; k < jobs.size(); ++k) {
+      const double exact = weight[k] / total * left;
+      share[k] += static_cast<int>(std::floor(exact));
+      given += static_cast<int>(std::floor(exact));
+      remainders.emplace_back(exact - std::floor(exact), k);
+    }
+    std::stable_sort(remainders.begin(), remainders.end(),
+                     [](const auto& a, const auto& b) { return a.first > b.first; });
+    for (int r = 0; r < left - given; ++r) share[remainders[static_cast<size_t>(r)].second] += 1;
+  }
+  std::vector<std::vector<int>> out;
+  int next = 0;
+  for (size_t k = 0; k < jobs.size(); ++k) {
+    std::vector<int> mine;
+    for (int s = 0; s < share[k]; ++s) mine.push_back(std::min(next + s, servers - 1));
+    next = std::min(next + share[k], servers - 1);
+    out.push_back(mine);
+  }
+  return out;
+}
+
+bool Coordinator::flush_turn(JobId job, double now) const {
+  // The jobs competing to flush: those asking, whose strategy lets them.
+  std::vector<JobId> waiting;
+  for (size_t i = 0; i < jobs_.size(); ++i) {
+    const auto& j = jobs_[i];
+    if (j.registered && j.wants_flush && strategy(static_cast<JobId>(i), now).flush_allowed)
+      waiting.push_back(static_cast<JobId>(i));
+  }
+  if (std::find(waiting.begin(), waiting.end(), job) == waiting.end()) return true;
+  switch (config_.flush_order) {
+    case FlushOrder::Free:
+      return true;
+    case FlushOrder::Token:
+    case FlushOrder::Priority:
+      return token_holder_ == job;
+    case FlushOrder::Window: {
+      const auto window = static_cast<long long>(std::floor(now / config_.window_seconds));
+      const auto turn = static_cast<size_t>(window % static_cast<long long>(waiting.size()));
+      return waiting[turn] == job;
+    }
+  }
+  return true;
+}
+
+void Coordinator::update(double now) {
+  // Token and priority ordering: a free token goes to the next waiting job.
+  if (!token_holder_ &&
+      (config_.flush_order == FlushOrder::Token || config_.flush_order == FlushOrder::Priority)) {
+    std::optional<JobId> next;
+    for (size_t i = 0; i < jobs_.size(); ++i) {
+      const auto& j = jobs_[i];
+      if (!j.registered || !j.wants_flush || !strategy(static_cast<JobId>(i), now).flush_allowed)
+        continue;
+      if (!next) {
+        next = static_cast<JobId>(i);
+        continue;
+      }
+      const auto& best = jobs_[static_cast<size_t>(*next)];
+      const bool better =
+          config_.flush_order == FlushOrder::Priority && j.info.priority != best.info.priority
+              ? j.info.priority > best.info.priority
+              : j.flush_since < best.flush_since;
+      if (better) next = static_cast<JobId>(i);
+    }
+    token_holder_ = next;
+  }
+  for (size_t i = 0; i < jobs_.size(); ++i) {
+    if (!jobs_[i].registered) continue;
+    const auto id = static_cast<JobId>(i);
+    Directive d = strategy(id, now);
+    d.flush_allowed = d.flush_allowed && flush_turn(id, now);
+    if (!(d == jobs_[i].directive)) {
+      jobs_[i].directive = d;
+      changed_[i] = true;
+    }
+  }
+}
+
+}  // namespace harmonia::core::coordination

@@ -1,0 +1,108 @@
+#pragma once
+/// @file Cross-application coordination of staging and flushing (BBIO, e-Science 2016, section
+/// III and V): jobs report their I/O phases and flush needs; a coordinator answers with one
+/// directive per job (stage or write through, may it flush now, which PFS servers to use). Pure
+/// policy code, as the burst-buffer schedulers: the daemon and tests drive the same objects.
+/// See docs/coordination.md.
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace harmonia::core::coordination {
+
+using JobId = int;
+
+struct JobInfo {
+  std::string name;
+  int processes = 1;
+  double bytes_per_process = 0;  ///< the job's declared I/O per process, for proportional splits
+  int priority = 0;              ///< higher flushes first under the priority heuristic
+};
+
+enum class Mode { WriteThrough, Stage };
+
+struct Directive {
+  Mode mode = Mode::WriteThrough;
+  bool flush_allowed = true;  ///< may write its staged data to the PFS now
+  std::vector<int> servers;   ///< PFS servers to place new files on; empty: all of them
+  bool operator==(const Directive&) const = default;
+};
+
+/// How flushes of staged data are serialised when several jobs want to flush (section V).
+enum class FlushOrder {
+  Free,      ///< every job may flush whenever its strategy allows
+  Token,     ///< one token, passed in request order; only its holder flushes
+  Window,    ///< round-robin time windows among the jobs waiting to flush
+  Priority,  ///< one at a time, highest priority first (then request order)
+};
+
+struct CoordinatorConfig {
+  int pfs_servers = 1;
+  FlushOrder flush_order = FlushOrder::Free;
+  double window_seconds = 1.0;  ///< FlushOrder::Window
+};
+
+class Coordinator {
+ public:
+  explicit Coordinator(CoordinatorConfig config);
+  virtual ~Coordinator() = default;
+
+  // Events in; `now` in seconds, never decreasing. Each returns nothing: read `directive`.
+  JobId on_register(const JobInfo& info, double now);
+  void on_unregister(JobId job, double now);
+  void on_io_begin(JobId job, double now);
+  void on_io_end(JobId job, double now);
+  /// The job holds staged data and has no other work left (its buffer is full, or it closes or
+  /// syncs a file): it would flush now if allowed.
+  void on_flush_request(JobId job, double now);
+  /// The job has written out everything it had staged.
+  void on_flush_done(JobId job, double now);
+  /// Time passes (time windows move on).
+  void on_tick(double now);
+
+  /// The directive in force for `job`.
+  const Directive& directive(JobId job) const;
+  /// Jobs whose directive changed since the last call (each listed once), for the daemon to send.
+  std::vector<JobId> take_changed();
+
+ protected:
+  struct Job {
+    JobInfo info;
+    bool registered = true;
+    bool in_io = false;
+    double io_since = 0;
+    bool wants_flush = false;
+    double flush_since = 0;
+    Directive directive;
+  };
+
+  /// Strategy hook: the mode, flush permission (before flush ordering) and servers of `job`.
+  virtual Directive strategy(JobId job, double now) const = 0;
+
+  /// Jobs currently in an I/O phase, earliest first.
+  std::vector<JobId> in_io_by_start() const;
+  /// `count` servers split among `jobs` in proportion to their data (processes x bytes per
+  /// process), each at least one; returns contiguous server lists in the order of `jobs`.
+  std::vector<std::vector<int>> proportional_split(const std::vector<JobId>& jobs) const;
+
+  CoordinatorConfig config_;
+  std::vector<Job> jobs_;
+
+ private:
+  void update(double now);
+  bool flush_turn(JobId job, double now) const;
+
+  std::vector<bool> changed_;
+  std::optional<JobId> token_holder_;
+};
+
+/// Names of the coordination strategies: none, 1a, 1b, 2a, 2b, 3a, 3b.
+std::vector<std::string> coordinator_names();
+/// A coordinator by name; throws std::invalid_argument naming an unknown strategy.
+std::unique_ptr<Coordinator> make_coordinator(const std::string& name, CoordinatorConfig config);
+/// Parses "free", "token", "window", "priority"; throws std::invalid_argument otherwise.
+FlushOrder parse_flush_order(const std::string& name);
+
+}  // namespace harmonia::core::coordination

@@ -1,0 +1,31 @@
+#include <stdexcept>
+
+#include "core/coordination/strategies.hpp"
+
+namespace harmonia::core::coordination {
+
+std::vector<std::string> coordinator_names() {
+  return {"none", "1a", "1b", "2a", "2b", "3a", "3b"};
+}
+
+std::unique_ptr<Coordinator> make_coordinator(const std::string& name, CoordinatorConfig config) {
+  if (name == "none") return make_no_coordination(config);
+  if (name == "1a") return make_staging_order(config, true, false);
+  if (name == "1b") return make_staging_order(config, true, true);
+  if (name == "2a") return make_staging_order(config, false, false);
+  if (name == "2b") return make_staging_order(config, false, true);
+  if (name == "3a") return make_partitioning(config, false);
+  if (name == "3b") return make_partitioning(config, true);
+  throw std::invalid_argument("unknown coordination strategy '" + name +
+                              "' (none, 1a, 1b, 2a, 2b, 3a, 3b)");
+}
+
+FlushOrder parse_flush_order(const std::string& name) {
+  if (name == "free") return FlushOrder::Free;
+  if (name == "token") return FlushOrder::Token;
+  if (name == "window") return FlushOrder::Window;
+  if (name == "priority") return FlushOrder::Priority;
+  throw std::invalid_argument("unknown flush order '" + name + "' (free, token, window, priority)");
+}
+
+}  // namespace harmonia::core::coordination
