@@ -273,28 +273,28 @@ HARMONIA_EXPORT off64_t lseek64(int fd, off64_t offset, int whence) {
   });
 }
 
-HARMONIA_EXPORT int ftruncate(int fd, off_t length) {
-  StagedFile* file = staged(fd);
-  if (!file) return real().ftruncate(fd, length);
+/// ftruncate: flush, truncate, and take the new size as the logical size.
+template <class Offset, class Truncate>
+static int staged_truncate(StagedFile* file, Offset length, Truncate truncate) {
   return guarded([&] {
     std::lock_guard lock(file->mutex);
     if (file->flush() != 0) return -1;
-    const int result = real().ftruncate(fd, length);
+    const int result = truncate();
     if (result == 0) file->truncated(length);
     return result;
   });
 }
 
+HARMONIA_EXPORT int ftruncate(int fd, off_t length) {
+  StagedFile* file = staged(fd);
+  if (!file) return real().ftruncate(fd, length);
+  return staged_truncate(file, length, [&] { return real().ftruncate(fd, length); });
+}
+
 HARMONIA_EXPORT int ftruncate64(int fd, off64_t length) {
   StagedFile* file = staged(fd);
   if (!file) return real().ftruncate64(fd, length);
-  return guarded([&] {
-    std::lock_guard lock(file->mutex);
-    if (file->flush() != 0) return -1;
-    const int result = real().ftruncate64(fd, length);
-    if (result == 0) file->truncated(length);
-    return result;
-  });
+  return staged_truncate(file, length, [&] { return real().ftruncate64(fd, length); });
 }
 
 HARMONIA_EXPORT int fsync(int fd) {

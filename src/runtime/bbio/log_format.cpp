@@ -13,30 +13,27 @@ namespace harmonia::bbio {
 
 namespace {
 
-bool read_exact(int fd, void* buffer, size_t size, uint64_t offset) {
-  auto* p = static_cast<char*>(buffer);
+/// Moves all `size` bytes with `io` (the real pread64 or pwrite64), resuming after short
+/// transfers and EINTR; false on error or end of file.
+template <class Buffer, class Io>
+bool transfer_exact(Io io, int fd, Buffer* buffer, size_t size, uint64_t offset) {
   while (size > 0) {
-    const ssize_t n = real().pread64(fd, p, size, static_cast<off64_t>(offset));
+    const ssize_t n = io(fd, buffer, size, static_cast<off64_t>(offset));
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) return false;
-    p += n;
+    buffer += n;
     size -= static_cast<size_t>(n);
     offset += static_cast<uint64_t>(n);
   }
   return true;
 }
 
+bool read_exact(int fd, void* buffer, size_t size, uint64_t offset) {
+  return transfer_exact(real().pread64, fd, static_cast<char*>(buffer), size, offset);
+}
+
 bool write_exact(int fd, const void* buffer, size_t size, uint64_t offset) {
-  const auto* p = static_cast<const char*>(buffer);
-  while (size > 0) {
-    const ssize_t n = real().pwrite64(fd, p, size, static_cast<off64_t>(offset));
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return false;
-    p += n;
-    size -= static_cast<size_t>(n);
-    offset += static_cast<uint64_t>(n);
-  }
-  return true;
+  return transfer_exact(real().pwrite64, fd, static_cast<const char*>(buffer), size, offset);
 }
 
 }  // namespace
