@@ -208,6 +208,9 @@ int main(int argc, char** argv) {
       result(cmd, fflush(stream));
     } else if (!strcmp(cmd, "fclose")) {
       result(cmd, fclose(stream));
+    } else if (!strcmp(cmd, "sleep")) {
+      usleep((useconds_t)(NUM(1) * 1000)); /* milliseconds */
+      i += 1;
     } else if (!strcmp(cmd, "exec")) {
       /* Replace the process: staged data must reach the file before the image is gone. */
       fflush(stdout);

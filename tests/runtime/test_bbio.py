@@ -1,6 +1,7 @@
 """libharmonia under LD_PRELOAD: the same calls give the same results and the same file bytes as
 without it, in RAM and with an on-disk log; and the data really is staged until a flush."""
 
+import json
 import os
 import signal
 import subprocess
@@ -312,3 +313,43 @@ def test_harmonia_recover_command(tmp_path: Path, stage_dir: Path) -> None:
         check=False,
     )
     assert missing.returncode == 2 and "not a directory" in missing.stderr
+
+
+def test_runtime_phase_detection_groups_io_by_idle_gaps(tmp_path: Path) -> None:
+    # Three bursts separated by 300 ms of "computation"; a 100 ms gap ends a phase.
+    trace = tmp_path / "phases.jsonl"
+    burst = ["write", "4096", "1", "write", "65536", "2", "pwrite", "100", "3", "0"]
+    commands = [
+        "open",
+        "wct",
+        *burst,
+        "sleep",
+        "300",
+        *burst,
+        "sleep",
+        "300",
+        *burst,
+        "close",
+    ]
+    run_driver(
+        tmp_path / "f.bin",
+        commands,
+        preload(HARMONIA_PHASE_TRACE=str(trace), HARMONIA_PHASE_GAP="0.1"),
+    )
+    phases = [json.loads(line) for line in trace.read_text().splitlines()]
+    assert [p["event"] for p in phases] == ["phase"] * 3
+    for phase in phases:
+        assert phase["source"] == "detected"
+        assert phase["bytes_written"] == 4096 + 65536 + 100
+        assert phase["requests"] == 3 and phase["files"] == 1
+        assert phase["request_min"] == 100 and phase["request_max"] == 65536
+        assert phase["request_sizes"] == {"64": 1, "4096": 1, "65536": 1}
+        assert phase["duration"] < 0.1
+    assert phases[1]["begin"] - phases[0]["end"] >= 0.25
+
+
+def test_phase_gap_must_be_positive(tmp_path: Path) -> None:
+    run = run_driver(
+        tmp_path / "f.bin", ["open", "wct", "close"], preload(HARMONIA_PHASE_GAP="soon")
+    )
+    assert "HARMONIA_PHASE_GAP=soon" in run.stderr

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "harmonia/bbio.h"
+#include "runtime/bbio/phases.hpp"
 #include "runtime/bbio/real.hpp"
 #include "runtime/bbio/registry.hpp"
 
@@ -38,41 +39,6 @@ struct PhaseState {
 PhaseState& phases() {
   static auto* state = new PhaseState();  // never destroyed: may be used during exit
   return *state;
-}
-
-double now_seconds() {
-  timespec ts{};
-  clock_gettime(CLOCK_REALTIME, &ts);
-  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
-}
-
-/// Appends one JSON line to the phase trace, if one is configured.
-void trace(const std::string& line) {
-  const std::string path = current_config().phase_trace;
-  if (path.empty()) return;
-  const int fd = real().open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-  if (fd < 0) {
-    report("HARMONIA_PHASE_TRACE=" + path + ": cannot open; phases are not traced");
-    return;
-  }
-  const std::string out = line + "\n";
-  (void)real().write(fd, out.data(), out.size());
-  real().close(fd);
-}
-
-std::string json_string(const std::string& text) {
-  std::string out = "\"";
-  for (char c : text) {
-    if (c == '"' || c == '\\') out += '\\';
-    if (static_cast<unsigned char>(c) < 0x20) {
-      char escaped[8];
-      snprintf(escaped, sizeof(escaped), "\\u%04x", c);
-      out += escaped;
-    } else {
-      out += c;
-    }
-  }
-  return out + "\"";
 }
 
 }  // namespace
@@ -145,11 +111,12 @@ __attribute__((visibility("default"))) int harmonia_io_begin(const char* name,
     }
     p.open = true;
     p.name = name ? name : "";
-    p.started = now_seconds();
+    p.started = wall_clock();
     p.expected = expected_bytes;
-    trace("{\"event\": \"begin\", \"name\": " + json_string(p.name) +
-          ", \"pid\": " + std::to_string(getpid()) + ", \"time\": " + std::to_string(p.started) +
-          ", \"expected_bytes\": " + std::to_string(expected_bytes) + "}");
+    trace_line(current_config().phase_trace,
+               "{\"event\": \"begin\", \"name\": " + json_string(p.name) + ", \"pid\": " +
+                   std::to_string(getpid()) + ", \"time\": " + std::to_string(p.started) +
+                   ", \"expected_bytes\": " + std::to_string(expected_bytes) + "}");
     return 0;
   });
 }
@@ -163,10 +130,11 @@ __attribute__((visibility("default"))) int harmonia_io_end(void) {
       return -1;
     }
     p.open = false;
-    const double ended = now_seconds();
-    trace("{\"event\": \"end\", \"name\": " + json_string(p.name) +
-          ", \"pid\": " + std::to_string(getpid()) + ", \"time\": " + std::to_string(ended) +
-          ", \"duration\": " + std::to_string(ended - p.started) + "}");
+    const double ended = wall_clock();
+    trace_line(current_config().phase_trace,
+               "{\"event\": \"end\", \"name\": " + json_string(p.name) + ", \"pid\": " +
+                   std::to_string(getpid()) + ", \"time\": " + std::to_string(ended) +
+                   ", \"duration\": " + std::to_string(ended - p.started) + "}");
     return 0;
   });
 }

@@ -122,6 +122,12 @@ Config config_from_environment(std::string& error) {
     }
   }
   if (const char* trace = std::getenv("HARMONIA_PHASE_TRACE")) config.phase_trace = trace;
+  if (const char* gap = std::getenv("HARMONIA_PHASE_GAP")) {
+    char* end = nullptr;
+    config.phase_gap = std::strtod(gap, &end);
+    if (end == gap || *end != '\0' || !(config.phase_gap > 0))
+      return fail(std::string("HARMONIA_PHASE_GAP=") + gap + ": expected seconds > 0, e.g. 0.5");
+  }
   return config;
 }
 

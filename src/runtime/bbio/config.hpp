@@ -15,14 +15,15 @@ struct Config {
   std::vector<std::string> include;      ///< path prefixes to stage (empty: all)
   std::vector<std::string> exclude;      ///< path prefixes never staged
   std::string phase_trace;               ///< JSON-lines trace of I/O phases, if set
+  double phase_gap = 1.0;                ///< idle seconds that end a detected phase
 
   /// Whether a file at absolute `path` may be staged.
   bool wants(const std::string& path) const;
 };
 
 /// Reads HARMONIA_STAGE, HARMONIA_STAGE_DIR, HARMONIA_STAGE_SIZE, HARMONIA_STAGE_INCLUDE,
-/// HARMONIA_STAGE_EXCLUDE and HARMONIA_PHASE_TRACE. On a bad value, `error` names the variable and
-/// the problem, and the returned config has staging disabled.
+/// HARMONIA_STAGE_EXCLUDE, HARMONIA_PHASE_TRACE and HARMONIA_PHASE_GAP. On a bad value, `error`
+/// names the variable and the problem, and the returned config has staging disabled.
 Config config_from_environment(std::string& error);
 
 /// Checks that `dir` is a writable directory; returns an error message or "".

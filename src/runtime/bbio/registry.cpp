@@ -11,6 +11,7 @@
 #include <mutex>
 #include <vector>
 
+#include "runtime/bbio/phases.hpp"
 #include "runtime/bbio/real.hpp"
 
 namespace harmonia::bbio {
@@ -190,6 +191,7 @@ int flush_all() {
 }
 
 int unstage_all(bool final) {
+  if (final) end_detected_phase();  // before taking the lock: it reads nothing of the registry
   State& s = state();
   std::lock_guard lock(s.mutex);
   int result = 0;

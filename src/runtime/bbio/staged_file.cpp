@@ -13,6 +13,7 @@
 #include <set>
 
 #include "runtime/bbio/log_format.hpp"
+#include "runtime/bbio/phases.hpp"
 #include "runtime/bbio/real.hpp"
 
 namespace harmonia::bbio {
@@ -135,7 +136,10 @@ ssize_t StagedFile::write_at(const struct iovec* iov, int count, off64_t offset)
 ssize_t StagedFile::write_direct(const struct iovec* iov, int count, off64_t offset) {
   if (flush() != 0) return -1;
   const ssize_t n = pwritev_all(fd_, iov, count, offset);
-  if (n > 0) size_ = std::max(size_, offset + n);
+  if (n > 0) {
+    size_ = std::max(size_, offset + n);
+    note_io(path_, static_cast<size_t>(n), true);
+  }
   return n;
 }
 
@@ -160,6 +164,7 @@ ssize_t StagedFile::stage(const struct iovec* iov, int count, off64_t offset) {
   }
   staged_bytes_ += total;
   size_ = std::max(size_, offset + static_cast<off64_t>(total));
+  note_io(path_, total, true);
   return static_cast<ssize_t>(total);
 }
 

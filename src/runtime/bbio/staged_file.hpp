@@ -45,6 +45,7 @@ class StagedFile {
   /// Any write from now on goes straight to the file (after what is staged).
   void write_through() { write_through_ = true; }
   size_t staged_bytes() const { return staged_bytes_; }
+  const std::string& path() const { return path_; }
 
   std::recursive_mutex mutex;
   BBIO_Callback on_flush = nullptr;
