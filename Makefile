@@ -41,6 +41,7 @@ format: setup
 ## Speed figures for docs/benchmarks.md (not part of the tests).
 bench: build
 	$(BUILD)/bench/optimizer_bench --benchmark_repetitions=5 --benchmark_report_aggregates_only=true
+	$(BUILD)/bench/requests_bench --benchmark_repetitions=5 --benchmark_report_aggregates_only=true
 	scripts/bench-sim.sh
 	scripts/bench-bbio.sh
 

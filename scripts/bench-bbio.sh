@@ -22,14 +22,30 @@ echo "pass-through write(2) to /dev/null: plain ${plain_ns} ns, preloaded ${prel
      "overhead $(python3 -c "print(f'{$preload_ns - $plain_ns:.2f}')") ns per call"
 
 memcpy_gbs=$(highest $bench memcpy "$mib")
-read -r stage_gbs flush_gbs <<<"$(highest env LD_PRELOAD="$lib" \
+read -r stage_gbs _ <<<"$(highest env LD_PRELOAD="$lib" \
   HARMONIA_STAGE_SIZE=$((mib + 64))M $bench stage "$dir/staged.bin" "$mib")"
 echo "staging ${mib} x 1 MiB writes to RAM: ${stage_gbs} GB/s; memcpy into fresh memory:" \
      "${memcpy_gbs} GB/s; ratio $(python3 -c "print(f'{$stage_gbs / $memcpy_gbs:.2f}')")"
 
-fio_gbs=$(fio --name=seq --directory="$dir" --rw=write --bs=1m --size="${mib}m" --ioengine=sync \
-  --end_fsync=1 --output-format=json --verify_state_save=0 |
-  python3 -c "import json,sys; print(json.load(sys.stdin)['jobs'][0]['write']['bw_bytes'] / 1e9)")
-echo "flush of the staged file (pwritev + fsync): ${flush_gbs} GB/s; fio sequential write" \
-     "(1 MiB, end_fsync): $(printf '%.3f' "$fio_gbs") GB/s; ratio" \
-     "$(python3 -c "print(f'{$flush_gbs / $fio_gbs:.2f}')")  (directory: $dir)"
+# Flush against the raw sequential bandwidth of the same directory, alternating the two five
+# times (the device's write-back rate drifts) and comparing medians. fio uses 64 MiB requests,
+# the largest a flush issues, and syncs at the end like the flush does.
+flushes=() fios=()
+for _ in 1 2 3 4 5; do
+  flushes+=("$(env LD_PRELOAD="$lib" HARMONIA_STAGE_SIZE=$((mib + 64))M \
+    $bench stage "$dir/staged.bin" "$mib" | tail -1)")
+  rm -f "$dir/staged.bin"
+  fios+=("$(fio --name=seq --directory="$dir" --rw=write --bs=64m --size="${mib}m" \
+    --ioengine=sync --end_fsync=1 --output-format=json --verify_state_save=0 |
+    python3 -c "import json,sys; print(json.load(sys.stdin)['jobs'][0]['write']['bw_bytes'] / 1e9)")")
+  rm -f "$dir"/seq.*
+done
+python3 - "${flushes[*]}" "${fios[*]}" <<'PY'
+import statistics, sys
+flush = [float(x) for x in sys.argv[1].split()]
+fio = [float(x) for x in sys.argv[2].split()]
+print(f"flush of the staged file (pwritev + fsync): median {statistics.median(flush):.3f} GB/s "
+      f"(runs {', '.join(f'{x:.2f}' for x in flush)}); fio sequential write (64 MiB, end_fsync): "
+      f"median {statistics.median(fio):.3f} GB/s (runs {', '.join(f'{x:.2f}' for x in fio)}); "
+      f"ratio of medians {statistics.median(flush) / statistics.median(fio):.2f}")
+PY
