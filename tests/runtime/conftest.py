@@ -1,50 +1,9 @@
 """Fixtures for libharmonia tests: run programs with and without the library and compare."""
 
-import json
-import os
-import subprocess
-from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-
-BUILD = Path(os.environ.get("HARMONIA_BUILD", "build"))
-LIBRARY = BUILD / "src" / "runtime" / "bbio" / "libharmonia.so"
-DRIVER = BUILD / "tests" / "runtime" / "bbio_driver"
-RECOVER = BUILD / "src" / "runtime" / "bbio" / "harmonia-recover"
-
-
-@dataclass
-class Run:
-    lines: list[dict[str, object]]
-    stderr: str
-    returncode: int
-
-
-def run_driver(
-    path: Path,
-    commands: list[str],
-    env: dict[str, str] | None = None,
-    check: bool = True,
-) -> Run:
-    done = subprocess.run(
-        [str(DRIVER), str(path), *commands],
-        capture_output=True,
-        text=True,
-        env={**os.environ, **(env or {})},
-        check=False,
-        timeout=120,
-    )
-    if check:
-        assert done.returncode == 0, done.stderr
-    lines = [json.loads(line) for line in done.stdout.splitlines() if line.strip()]
-    return Run(lines, done.stderr, done.returncode)
-
-
-def preload(**extra: str) -> dict[str, str]:
-    """Environment that loads libharmonia, plus HARMONIA_* settings."""
-    return {"LD_PRELOAD": str(LIBRARY.resolve()), **extra}
+from bbio_support import DRIVER, LIBRARY, RECOVER, Compare, Run, preload, run_driver
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -59,9 +18,6 @@ def stage_dir(tmp_path: Path) -> Path:
     path = tmp_path / "stage"
     path.mkdir()
     return path
-
-
-Compare = Callable[[list[str], dict[str, str]], tuple[Run, Run]]
 
 
 @pytest.fixture

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import RECOVER, Compare, preload, run_driver
+from bbio_support import RECOVER, Compare, preload, run_driver
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 

@@ -7,7 +7,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import BUILD, preload
+from bbio_support import BUILD, preload
 
 MPI_WRITER = BUILD / "tests" / "runtime" / "mpi_writer"
 

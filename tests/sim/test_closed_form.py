@@ -5,7 +5,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import SSD_SLOPE, RunSim, app, efficiency, scenario
+from sim_support import SSD_SLOPE, RunSim, app, efficiency, scenario
 
 GB = 1e9
 SSD_WRITE = 500e6
