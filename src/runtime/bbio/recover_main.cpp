@@ -54,11 +54,22 @@ bool process_alive(const LogName& log) {
   return kill(static_cast<pid_t>(log.pid), 0) == 0 || errno == EPERM;
 }
 
+/// A JSON string literal; bytes that are not printable ASCII (a damaged header's path may hold
+/// anything) are escaped, so the output is always valid JSON.
 std::string quoted(const std::string& s) {
   std::string out = "\"";
-  for (char c : s) {
-    if (c == '"' || c == '\\') out += '\\';
-    out += c;
+  for (const char c : s) {
+    const auto byte = static_cast<unsigned char>(c);
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (byte < 0x20 || byte >= 0x7f) {
+      char escaped[8];
+      std::snprintf(escaped, sizeof(escaped), "\\u%04x", byte);
+      out += escaped;
+    } else {
+      out += c;
+    }
   }
   return out + "\"";
 }
@@ -116,6 +127,7 @@ int main(int argc, char** argv) {
       if (fd >= 0) real().close(fd);
       if (!scan.error.empty()) {
         status = "error: " + scan.error;
+        scan.target.clear();  // whatever the damaged header said is not a path to trust
         ++failures;
       } else if (write_failed || (target < 0 && scan.records > 0) ||
                  (target >= 0 && real().fsync(target) != 0)) {
