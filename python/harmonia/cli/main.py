@@ -2,6 +2,7 @@
 
 import typer
 
+from harmonia.cli.annotate import annotate_command
 from harmonia.cli.demo import demo
 from harmonia.cli.profile import profile_device
 from harmonia.cli.recover import recover
@@ -22,3 +23,4 @@ app.command()(report)
 app.command()(reproduce)
 app.command()(recover)
 app.command(name="profile")(profile_device)
+app.command(name="annotate")(annotate_command)
