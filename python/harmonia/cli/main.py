@@ -4,6 +4,7 @@ import typer
 
 from harmonia.cli.annotate import annotate_command
 from harmonia.cli.demo import demo
+from harmonia.cli.phases import phases
 from harmonia.cli.profile import profile_device
 from harmonia.cli.recover import recover
 from harmonia.cli.report import report
@@ -24,3 +25,4 @@ app.command()(reproduce)
 app.command()(recover)
 app.command(name="profile")(profile_device)
 app.command(name="annotate")(annotate_command)
+app.command()(phases)
