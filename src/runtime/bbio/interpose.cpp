@@ -47,7 +47,14 @@ int opened(int fd, int flags) {
   return fd;
 }
 
+bool valid_iov_count(int count) {
+  if (count >= 0 && count <= IOV_MAX) return true;
+  errno = EINVAL;
+  return false;
+}
+
 ssize_t staged_write(StagedFile* file, const struct iovec* iov, int count) {
+  if (!valid_iov_count(count)) return -1;
   return guarded([&] {
     std::lock_guard lock(file->mutex);
     return file->write(iov, count);
@@ -55,6 +62,7 @@ ssize_t staged_write(StagedFile* file, const struct iovec* iov, int count) {
 }
 
 ssize_t staged_pwrite(StagedFile* file, const struct iovec* iov, int count, off64_t offset) {
+  if (!valid_iov_count(count)) return -1;
   return guarded([&] {
     std::lock_guard lock(file->mutex);
     return file->write_at(iov, count, offset);
@@ -161,30 +169,18 @@ HARMONIA_EXPORT ssize_t pwrite64(int fd, const void* buf, size_t count, off64_t 
 HARMONIA_EXPORT ssize_t writev(int fd, const struct iovec* iov, int count) {
   StagedFile* file = staged(fd);
   if (!file) return real().writev(fd, iov, count);
-  if (count < 0 || count > IOV_MAX) {
-    errno = EINVAL;
-    return -1;
-  }
   return staged_write(file, iov, count);
 }
 
 HARMONIA_EXPORT ssize_t pwritev(int fd, const struct iovec* iov, int count, off_t offset) {
   StagedFile* file = staged(fd);
   if (!file) return real().pwritev(fd, iov, count, offset);
-  if (count < 0 || count > IOV_MAX) {
-    errno = EINVAL;
-    return -1;
-  }
   return staged_pwrite(file, iov, count, offset);
 }
 
 HARMONIA_EXPORT ssize_t pwritev64(int fd, const struct iovec* iov, int count, off64_t offset) {
   StagedFile* file = staged(fd);
   if (!file) return real().pwritev64(fd, iov, count, offset);
-  if (count < 0 || count > IOV_MAX) {
-    errno = EINVAL;
-    return -1;
-  }
   return staged_pwrite(file, iov, count, offset);
 }
 
@@ -192,10 +188,7 @@ HARMONIA_EXPORT ssize_t pwritev64(int fd, const struct iovec* iov, int count, of
 /// and let the real call do it. Offset -1 means "at the current position".
 static ssize_t staged_pwritev2(StagedFile* file, int fd, const struct iovec* iov, int count,
                                off64_t offset, int flags) {
-  if (count < 0 || count > IOV_MAX) {
-    errno = EINVAL;
-    return -1;
-  }
+  if (!valid_iov_count(count)) return -1;
   if (flags != 0)
     return flushed_then(file, [&] { return real().pwritev64v2(fd, iov, count, offset, flags); });
   return offset == -1 ? staged_write(file, iov, count) : staged_pwrite(file, iov, count, offset);
