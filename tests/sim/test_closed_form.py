@@ -5,6 +5,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from sim_support import SSD_SLOPE, RunSim, app, efficiency, scenario
 
 GB = 1e9
@@ -163,3 +165,54 @@ def test_fat_tree_uplink_is_the_bottleneck(run_sim: RunSim) -> None:
     result = run_sim(doc, "max-bandwidth")
     assert result["phases"][0]["io"] == pytest.approx(10 * GB / 1.25e9, rel=1e-6)
     assert sum(d["bytes"] for d in result["drains"]) == pytest.approx(10 * GB, rel=1e-9)
+
+
+JSON_VALUES = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(-5, 10**12)
+    | st.floats(allow_nan=True)
+    | st.text(max_size=8),
+    lambda inner: (
+        st.lists(inner, max_size=4)
+        | st.dictionaries(st.text(max_size=12), inner, max_size=4)
+    ),
+    max_leaves=12,
+)
+
+
+@settings(
+    max_examples=80,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+)
+@given(path=st.lists(st.sampled_from(["platform", "buffers", "pfs", "scheduler", "apps", 0, "phases",
+                                      "devices", "ssd", "size", "compute", "fat_tree"]), min_size=1,
+                     max_size=4),
+       value=JSON_VALUES)  # fmt: skip
+def test_any_malformed_scenario_is_rejected_cleanly(
+    simulator: Path, tmp_path: Path, path: list[object], value: object
+) -> None:
+    # Replace one node of a valid scenario with arbitrary JSON: the simulator either runs or exits
+    # 2 with a message, never crashes, and never leaves a partial results file.
+    doc: object = scenario([app("a", [(0.0, 1e9)])])
+    node = doc
+    for key in path[:-1]:
+        if isinstance(node, dict) and isinstance(key, str) and key in node or isinstance(node, list) and isinstance(key, int) and key < len(node):
+            node = node[key]
+    last = path[-1]
+    if isinstance(node, dict) and isinstance(last, str) or isinstance(node, list) and isinstance(last, int) and last < len(node):
+        node[last] = value
+    src = tmp_path / "fuzzed.json"
+    src.write_text(json.dumps(doc))
+    out = tmp_path / "out.json"
+    out.unlink(missing_ok=True)
+    done = subprocess.run(
+        [str(simulator), "--scenario", str(src), "--policy", "min-stall", "--out", str(out)],
+        capture_output=True, text=True, check=False, timeout=60,
+    )  # fmt: skip
+    assert done.returncode in (0, 2), done.stderr
+    if done.returncode == 2:
+        assert done.stderr.startswith("harmonia-sim: ") and not out.exists()
+    else:
+        json.loads(out.read_text())
