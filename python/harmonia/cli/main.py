@@ -3,6 +3,7 @@
 import typer
 
 from harmonia.cli.annotate import annotate_command
+from harmonia.cli.bench import bench
 from harmonia.cli.demo import demo
 from harmonia.cli.phases import phases
 from harmonia.cli.profile import profile_device
@@ -26,3 +27,4 @@ app.command()(recover)
 app.command(name="profile")(profile_device)
 app.command(name="annotate")(annotate_command)
 app.command()(phases)
+app.command()(bench)

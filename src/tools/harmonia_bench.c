@@ -1,0 +1,161 @@
+/* harmonia-bench: the BBIO paper's interference microbenchmark (e-Science 2016, section V-A).
+ *
+ * The MPI processes are split into K applications (contiguous blocks of ranks). Every process
+ * writes N requests of S bytes contiguously into its own file, waiting d seconds between
+ * requests; application k starts D_k seconds after the common start. Each application's I/O
+ * phase time runs from the first open to the last close of its processes (delays included).
+ *
+ *   mpirun -np P harmonia-bench --dir DIR --apps K --requests N --size S [--delay d]
+ *          [--offsets D_0,D_1,...] [--only k] [--api posix|stdio] [--sync fsync|direct|none]
+ *
+ * With --only k, the other applications stay idle (the "alone" run interference is measured
+ * against). Rank 0 prints one JSON object: {"apps": [{"app", "ranks", "start", "end",
+ * "phase_time", "bytes"}]}. Writes must reach the device or the page cache hides interference:
+ * --sync fsync (default) syncs each file before closing it, --sync direct uses O_DIRECT. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#define MAX_APPS 64
+
+static void usage_error(int rank, const char* message) {
+  if (rank == 0) fprintf(stderr, "harmonia-bench: %s\n", message);
+  MPI_Abort(MPI_COMM_WORLD, 2);
+}
+
+static void sleep_seconds(double seconds) {
+  if (seconds <= 0) return;
+  struct timespec ts = {(time_t)seconds, (long)((seconds - (double)(time_t)seconds) * 1e9)};
+  while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+  }
+}
+
+int main(int argc, char** argv) {
+  MPI_Init(&argc, &argv);
+  int rank = 0, size = 1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+
+  const char* dir = NULL;
+  const char* api = "posix";
+  const char* sync = "fsync";
+  int apps = 1, only = -1;
+  long requests = 0, request_size = 0;
+  double delay = 0, offsets[MAX_APPS] = {0};
+  for (int i = 1; i < argc; ++i) {
+    const char* value = i + 1 < argc ? argv[i + 1] : NULL;
+    if (!value) usage_error(rank, "every option takes a value");
+    if (!strcmp(argv[i], "--dir"))
+      dir = value;
+    else if (!strcmp(argv[i], "--apps"))
+      apps = atoi(value);
+    else if (!strcmp(argv[i], "--requests"))
+      requests = atol(value);
+    else if (!strcmp(argv[i], "--size"))
+      request_size = atol(value);
+    else if (!strcmp(argv[i], "--delay"))
+      delay = atof(value);
+    else if (!strcmp(argv[i], "--only"))
+      only = atoi(value);
+    else if (!strcmp(argv[i], "--api"))
+      api = value;
+    else if (!strcmp(argv[i], "--sync"))
+      sync = value;
+    else if (!strcmp(argv[i], "--offsets")) {
+      char* copy = strdup(value);
+      int k = 0;
+      for (char* item = strtok(copy, ","); item && k < MAX_APPS; item = strtok(NULL, ","))
+        offsets[k++] = atof(item);
+      free(copy);
+    } else
+      usage_error(rank, "unknown option (see the usage in harmonia_bench.c)");
+    ++i;
+  }
+  if (!dir || requests <= 0 || request_size <= 0)
+    usage_error(rank, "--dir, --requests and --size are required, > 0");
+  if (apps < 1 || apps > MAX_APPS || apps > size)
+    usage_error(rank, "--apps must be in [1, processes]");
+  if (strcmp(api, "posix") && strcmp(api, "stdio"))
+    usage_error(rank, "--api must be posix or stdio");
+  if (strcmp(sync, "fsync") && strcmp(sync, "direct") && strcmp(sync, "none"))
+    usage_error(rank, "--sync must be fsync, direct or none");
+  const int direct = !strcmp(sync, "direct");
+  if (direct && (request_size % 4096 || strcmp(api, "posix")))
+    usage_error(rank, "--sync direct needs --api posix and a --size multiple of 4096");
+
+  const int app = (int)((long)rank * apps / size);
+  const int active = only < 0 || only == app;
+  char* buffer = NULL;
+  if (posix_memalign((void**)&buffer, 4096, (size_t)request_size) != 0)
+    MPI_Abort(MPI_COMM_WORLD, 1);
+  memset(buffer, 'a' + app % 26, (size_t)request_size);
+  char path[4096];
+  snprintf(path, sizeof path, "%s/app%d-rank%d.dat", dir, app, rank);
+
+  MPI_Barrier(MPI_COMM_WORLD);
+  const double origin = MPI_Wtime();
+  double start = 0, end = 0;
+  int failed = 0;
+  if (active) {
+    sleep_seconds(offsets[app]);
+    start = MPI_Wtime() - origin;
+    if (!strcmp(api, "posix")) {
+      const int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | (direct ? O_DIRECT : 0), 0644);
+      failed = fd < 0;
+      for (long r = 0; r < requests && !failed; ++r) {
+        if (r > 0) sleep_seconds(delay);
+        failed = write(fd, buffer, (size_t)request_size) != request_size;
+      }
+      if (!failed && !strcmp(sync, "fsync")) failed = fsync(fd) != 0;
+      if (fd >= 0) failed |= close(fd) != 0;
+    } else {
+      FILE* f = fopen(path, "w");
+      failed = f == NULL;
+      for (long r = 0; r < requests && !failed; ++r) {
+        if (r > 0) sleep_seconds(delay);
+        failed = fwrite(buffer, 1, (size_t)request_size, f) != (size_t)request_size;
+      }
+      if (!failed) failed = fflush(f) != 0 || (!strcmp(sync, "fsync") && fsync(fileno(f)) != 0);
+      if (f) failed |= fclose(f) != 0;
+    }
+    end = MPI_Wtime() - origin;
+    unlink(path);
+  }
+
+  /* Per application: the earliest start and the latest end of its processes. */
+  double starts[MAX_APPS], ends[MAX_APPS], first[MAX_APPS], last[MAX_APPS];
+  int counts[MAX_APPS] = {0}, ranks[MAX_APPS];
+  for (int k = 0; k < MAX_APPS; ++k) {
+    starts[k] = k == app && active ? start : 1e300;
+    ends[k] = k == app && active ? end : 0;
+    counts[k] = k == app ? 1 : 0;
+  }
+  MPI_Reduce(starts, first, MAX_APPS, MPI_DOUBLE, MPI_MIN, 0, MPI_COMM_WORLD);
+  MPI_Reduce(ends, last, MAX_APPS, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
+  MPI_Reduce(counts, ranks, MAX_APPS, MPI_INT, MPI_SUM, 0, MPI_COMM_WORLD);
+  int any_failed = 0;
+  MPI_Allreduce(&failed, &any_failed, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  if (rank == 0 && !any_failed) {
+    printf("{\"apps\": [");
+    int printed = 0;
+    for (int k = 0; k < apps; ++k) {
+      if (only >= 0 && k != only) continue;
+      printf(
+          "%s{\"app\": %d, \"ranks\": %d, \"start\": %.6f, \"end\": %.6f, \"phase_time\": %.6f, "
+          "\"bytes\": %ld}",
+          printed++ ? ", " : "", k, ranks[k], first[k], last[k], last[k] - first[k],
+          (long)ranks[k] * requests * request_size);
+    }
+    printf("]}\n");
+  }
+  if (rank == 0 && any_failed) fprintf(stderr, "harmonia-bench: a write failed in %s\n", dir);
+  free(buffer);
+  MPI_Finalize();
+  return any_failed;
+}
