@@ -198,10 +198,23 @@ def test_any_malformed_scenario_is_rejected_cleanly(
     doc: object = scenario([app("a", [(0.0, 1e9)])])
     node = doc
     for key in path[:-1]:
-        if isinstance(node, dict) and isinstance(key, str) and key in node or isinstance(node, list) and isinstance(key, int) and key < len(node):
+        if (
+            isinstance(node, dict)
+            and isinstance(key, str)
+            and key in node
+            or isinstance(node, list)
+            and isinstance(key, int)
+            and key < len(node)
+        ):
             node = node[key]
     last = path[-1]
-    if isinstance(node, dict) and isinstance(last, str) or isinstance(node, list) and isinstance(last, int) and last < len(node):
+    if (
+        isinstance(node, dict)
+        and isinstance(last, str)
+        or isinstance(node, list)
+        and isinstance(last, int)
+        and last < len(node)
+    ):
         node[last] = value
     src = tmp_path / "fuzzed.json"
     src.write_text(json.dumps(doc))
