@@ -1,0 +1,49 @@
+#pragma once
+/// @file The normalized run configuration (JSON written by `harmonia netsim`, documented in
+/// docs/network-interference.md): SI units, every key present.
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "netsim/placement.hpp"
+#include "netsim/traffic.hpp"
+
+namespace harmonia::netsim {
+
+struct JobConfig {
+  bool enabled = false;
+  double size = 0;  ///< bytes per message or request
+  Pacing pacing;
+  long warmup = 0;   ///< transfers per client not recorded
+  long samples = 0;  ///< transfers per client recorded after the warm-up
+  /// A finite client stops after warmup + samples transfers (a checkpoint of fixed size); an
+  /// endless one keeps sending, unrecorded, until the run ends (background traffic).
+  bool finite = false;
+};
+
+struct Config {
+  std::string name;
+  uint64_t seed = 1;
+  std::vector<unsigned> down, up;
+  double link_bw = 0;      ///< bytes/s of every link, each direction
+  double hop_latency = 0;  ///< s added per link crossed (outside the fluid solver)
+  long servers = 0;
+  ServerPlacement server_placement = ServerPlacement::IsolatedTarget;
+  ServerOrder server_order = ServerOrder::RoundRobin;
+  JobPlacement job_placement = JobPlacement::RandomNode;
+  double io_fraction = 0.5;
+  JobConfig mpi, io;
+  long max_transfers = 0;     ///< stop after this many transfers in all (0: no limit)
+  double max_time = 0;        ///< stop at this simulated time (0: no limit)
+  bool link_loads = true;     ///< write the per-link load map
+  bool keep_samples = false;  ///< write every recorded latency
+};
+
+/// Parse and check a normalized configuration; errors name the key ("mpi.size: must be > 0").
+Config parse_config(const nlohmann::json& document);
+/// Read a file and parse it; errors start with the path.
+Config load_config(const std::string& path);
+
+}  // namespace harmonia::netsim

@@ -1,0 +1,117 @@
+// harmonia-netsim: MPI and I/O traffic of two jobs on a SimGrid fat-tree (one run per process).
+#include <sys/resource.h>
+
+#include <CLI/CLI.hpp>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <optional>
+
+#include "netsim/config.hpp"
+#include "netsim/results.hpp"
+#include "netsim/route_check.hpp"
+#include "netsim/simulation.hpp"
+
+namespace sg4 = simgrid::s4u;
+using harmonia::netsim::Config;
+
+namespace {
+
+/// Write `text` to `path` through a temporary file, so a failure never leaves a partial file.
+void write_atomically(const std::string& path, const std::string& text) {
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp);
+    out << text << "\n";
+    if (!out) throw std::runtime_error(path + ": cannot write");
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0)
+    throw std::runtime_error(path + ": cannot write");
+}
+
+long peak_rss_kb() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  return usage.ru_maxrss;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App cli{
+      "Simulate MPI and I/O traffic of two jobs on a fat-tree (docs/network-interference.md)"};
+  std::string config_path, out_path, perf_path;
+  bool check = false;
+  long pairs = 200000;
+  cli.add_option("--config", config_path, "Normalized run configuration (JSON)")->required();
+  cli.add_option("--out", out_path, "Results JSON to write");
+  cli.add_option("--perf", perf_path, "Also write wall time, transfers per second and peak memory");
+  cli.add_flag("--check-routes", check, "Compare our D-mod-k routes with SimGrid's, then exit");
+  cli.add_option("--pairs", pairs, "Node pairs --check-routes compares at most")
+      ->check(CLI::PositiveNumber);
+  CLI11_PARSE(cli, argc, argv);
+
+  std::optional<Config> loaded;
+  std::optional<harmonia::netsim::Fabric> fabric;
+  std::optional<harmonia::netsim::Layout> layout;
+  try {
+    loaded = harmonia::netsim::load_config(config_path);
+    fabric.emplace(loaded->down, loaded->up);
+    const auto servers = harmonia::netsim::place_servers(*fabric, loaded->servers,
+                                                         loaded->server_placement, loaded->seed);
+    layout = harmonia::netsim::place_jobs(*fabric, servers, loaded->io_fraction,
+                                          loaded->job_placement, loaded->seed);
+  } catch (const std::exception& e) {
+    std::cerr << "harmonia-netsim: " << e.what() << "\n";
+    return 2;
+  }
+  if (!check && out_path.empty()) {
+    std::cerr << "harmonia-netsim: --out is required\n";
+    return 2;
+  }
+  const Config& config = *loaded;
+  try {
+    // Clean fluid max-min sharing: CM02 without cross-traffic, zero link latency (see
+    // docs/network-interference.md).
+    int sg_argc = 1;
+    char* sg_argv[] = {argv[0], nullptr};
+    sg4::Engine engine(&sg_argc, sg_argv);
+    xbt_log_control_set("root.thresh:critical");
+    engine.set_config("network/model:CM02");
+    engine.set_config("network/crosstraffic:0");
+
+    if (check) {
+      const auto hosts = harmonia::netsim::build_fabric(*fabric, config.link_bw);
+      const auto result = harmonia::netsim::check_routes(*fabric, hosts, pairs, config.seed);
+      const nlohmann::ordered_json report = {{"pairs", result.pairs},
+                                             {"mismatches", result.mismatches},
+                                             {"examples", result.examples}};
+      if (!out_path.empty()) write_atomically(out_path, report.dump(2));
+      std::cout << report.dump(2) << "\n";
+      return result.mismatches == 0 ? 0 : 1;
+    }
+
+    const auto started = std::chrono::steady_clock::now();
+    harmonia::netsim::Simulation simulation(config, *fabric, *layout);
+    const auto result = simulation.run();
+    const double wall =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    write_atomically(out_path,
+                     harmonia::netsim::results_json(config, *fabric, *layout, result).dump(1));
+    if (!perf_path.empty()) {
+      const long transfers = result.mpi.transfers + result.io.transfers;
+      const nlohmann::ordered_json perf = {
+          {"wall_s", wall},
+          {"simulated_s", result.end_time},
+          {"transfers", transfers},
+          {"transfers_per_s", static_cast<double>(transfers) / std::max(wall, 1e-9)},
+          {"peak_rss_kb", peak_rss_kb()}};
+      write_atomically(perf_path, perf.dump(2));
+    }
+    return 0;
+  } catch (const std::exception& e) {
+    std::cerr << "harmonia-netsim: " << e.what() << "\n";
+    return 1;
+  }
+}

@@ -1,0 +1,127 @@
+#include "netsim/simulation.hpp"
+
+#include <algorithm>
+
+namespace sg4 = simgrid::s4u;
+
+namespace harmonia::netsim {
+
+namespace {
+// Hosts only send; any speed will do.
+constexpr double kHostSpeed = 1e9;
+}  // namespace
+
+std::vector<sg4::Host*> build_fabric(const Fabric& fabric, double link_bw) {
+  auto netpoint = [](sg4::NetZone* zone, const std::vector<unsigned long>&, unsigned long id) {
+    auto* host = zone->create_host("node-" + std::to_string(id), kHostSpeed);
+    return std::make_pair(host->get_netpoint(), nullptr);
+  };
+  const std::vector<unsigned> ones(fabric.down().size(), 1);
+  // Zero latency: CM02 weights a flow's share by its route latency, which would favour short
+  // routes; propagation delay is added per hop outside the solver instead (see run_client).
+  auto* zone = sg4::create_fatTree_zone(
+      "fabric", nullptr,
+      sg4::FatTreeParams(static_cast<unsigned>(fabric.levels()), fabric.down(), fabric.up(), ones),
+      sg4::ClusterCallbacks(netpoint), link_bw, 0.0, sg4::Link::SharingPolicy::SPLITDUPLEX);
+  zone->seal();
+  auto* engine = sg4::Engine::get_instance();
+  std::vector<sg4::Host*> hosts;
+  for (long n = 0; n < fabric.nodes(); ++n)
+    hosts.push_back(engine->host_by_name("node-" + std::to_string(n)));
+  return hosts;
+}
+
+Simulation::Simulation(const Config& config, const Fabric& fabric, const Layout& layout)
+    : config_(config),
+      fabric_(fabric),
+      layout_(layout),
+      hosts_(build_fabric(fabric, config.link_bw)),
+      result_(fabric) {
+  if (config.mpi.enabled)
+    partner_ = pair_clients(static_cast<long>(layout.mpi_clients.size()), config.seed);
+  done_ = sg4::Semaphore::create(0);
+}
+
+void Simulation::stop(const char* reason) {
+  if (stopping_) return;
+  stopping_ = true;
+  result_.stop_reason = reason;
+  done_->release();
+}
+
+void Simulation::run_client(Traffic traffic, long index) {
+  const bool mpi = traffic == Traffic::Mpi;
+  const JobConfig& job = mpi ? config_.mpi : config_.io;
+  JobResult& out = mpi ? result_.mpi : result_.io;
+  const long node = mpi ? layout_.mpi_clients[static_cast<size_t>(index)]
+                        : layout_.io_clients[static_cast<size_t>(index)];
+  // Each client draws from its own stream, so a job's draws are the same alone and together.
+  Rng rng =
+      Rng::stream(config_.seed, mpi ? "mpi-client" : "io-client", static_cast<uint64_t>(index));
+  ServerCycle cycle(static_cast<long>(layout_.servers.size()), config_.server_order, rng);
+  const long partner =
+      mpi ? layout_.mpi_clients[static_cast<size_t>(partner_[static_cast<size_t>(index)])] : -1;
+  const long quota = job.warmup + job.samples;
+  const auto size = static_cast<uint64_t>(job.size);
+  std::vector<Hop> route;
+
+  sg4::this_actor::sleep_until(job.pacing.first_start(rng));
+  for (long k = 0; !stopping_; ++k) {
+    if (config_.max_transfers > 0 && result_.transfers_started >= config_.max_transfers) {
+      stop("max_transfers");
+      return;
+    }
+    const long dst = mpi ? partner : layout_.servers[static_cast<size_t>(cycle.next(rng))];
+    fabric_.route(node, dst, route);
+    ++result_.transfers_started;
+    const double start = sg4::Engine::get_clock();
+    sg4::Comm::sendto(hosts_[static_cast<size_t>(node)], hosts_[static_cast<size_t>(dst)], size);
+    // The fluid transfer is over; its last byte arrives one propagation delay later.
+    const double end =
+        sg4::Engine::get_clock() + config_.hop_latency * static_cast<double>(route.size());
+    ++out.transfers;
+    out.bytes += job.size;
+    if (config_.link_loads) result_.loads.add(traffic, route, job.size);
+    if (k >= job.warmup && k < quota) out.latencies.push_back(end - start);
+    if (k + 1 == quota) {
+      out.quota_time = std::max(out.quota_time, end);
+      if (--clients_waited_ == 0) stop("quota");
+      if (job.finite) return;
+    }
+    const double next = job.pacing.next_start(start, end, rng);
+    if (next > sg4::Engine::get_clock()) sg4::this_actor::sleep_until(next);
+  }
+}
+
+RunResult Simulation::run() {
+  for (auto [traffic, job, clients] : {std::tuple{Traffic::Mpi, &config_.mpi, &layout_.mpi_clients},
+                                       std::tuple{Traffic::Io, &config_.io, &layout_.io_clients}}) {
+    if (!job->enabled) continue;
+    (traffic == Traffic::Mpi ? result_.mpi : result_.io).clients =
+        static_cast<long>(clients->size());
+    clients_waited_ += static_cast<long>(clients->size());
+    for (size_t i = 0; i < clients->size(); ++i) {
+      const long node = (*clients)[i];
+      // Clients are daemons: the run ends when the controller below returns.
+      sg4::Actor::create((traffic == Traffic::Mpi ? "mpi-" : "io-") + std::to_string(i),
+                         hosts_[static_cast<size_t>(node)],
+                         [this, traffic, i] { run_client(traffic, static_cast<long>(i)); })
+          ->daemonize();
+    }
+  }
+  if (clients_waited_ == 0) throw std::runtime_error("no clients: both jobs are empty");
+  sg4::Actor::create("controller", hosts_.front(), [this] {
+    if (config_.max_time > 0) {
+      if (done_->acquire_timeout(config_.max_time)) stop("max_time");
+    } else {
+      done_->acquire();
+    }
+    // A client's last byte arrives one propagation delay after SimGrid's transfer ends.
+    result_.end_time =
+        std::max({sg4::Engine::get_clock(), result_.mpi.quota_time, result_.io.quota_time});
+  });
+  sg4::Engine::get_instance()->run();
+  return std::move(result_);
+}
+
+}  // namespace harmonia::netsim

@@ -1,0 +1,41 @@
+#pragma once
+/// @file The SimGrid part: the fat-tree platform and one actor per client. Everything else
+/// (routes, placement, pacing, statistics) is plain C++ that this file calls.
+
+#include <simgrid/s4u.hpp>
+#include <vector>
+
+#include "netsim/config.hpp"
+#include "netsim/fabric.hpp"
+#include "netsim/placement.hpp"
+#include "netsim/results.hpp"
+
+namespace harmonia::netsim {
+
+/// Build the SimGrid fat-tree of `fabric` (zero link latency, SPLITDUPLEX links of `link_bw`)
+/// with one host per node, named "node-<position>", and return the hosts by position. Needs an
+/// engine and may be called once per process.
+std::vector<simgrid::s4u::Host*> build_fabric(const Fabric& fabric, double link_bw);
+
+class Simulation {
+ public:
+  /// Builds the platform (see build_fabric): one simulation per process.
+  Simulation(const Config& config, const Fabric& fabric, const Layout& layout);
+  RunResult run();
+
+ private:
+  void run_client(Traffic traffic, long index);
+  void stop(const char* reason);
+
+  const Config& config_;
+  const Fabric& fabric_;
+  const Layout& layout_;
+  std::vector<simgrid::s4u::Host*> hosts_;
+  std::vector<long> partner_;  // MPI client -> partner client
+  RunResult result_;
+  long clients_waited_ = 0;  // clients that have not completed their quota yet
+  bool stopping_ = false;
+  simgrid::s4u::SemaphorePtr done_;
+};
+
+}  // namespace harmonia::netsim
