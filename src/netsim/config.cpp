@@ -85,6 +85,7 @@ JobConfig parse_job(const Reader& r) {
   job.warmup = r.integer("warmup", 0);
   job.samples = r.integer("samples", 1);
   job.finite = r.boolean("finite");
+  job.measured = r.boolean("measured");
   return job;
 }
 
@@ -127,7 +128,8 @@ Config parse_config(const json& document) {
 
   c.mpi = parse_job(root.child("mpi"));
   c.io = parse_job(root.child("io"));
-  if (!c.mpi.enabled && !c.io.enabled) root.fail("mpi.enabled", "at least one job must be enabled");
+  if (!(c.mpi.enabled && c.mpi.measured) && !(c.io.enabled && c.io.measured))
+    root.fail("mpi.measured", "at least one enabled job must be measured");
 
   const Reader limits = root.child("limits");
   c.max_transfers = limits.integer("max_transfers", 0);

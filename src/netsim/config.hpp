@@ -21,6 +21,9 @@ struct JobConfig {
   /// A finite client stops after warmup + samples transfers (a checkpoint of fixed size); an
   /// endless one keeps sending, unrecorded, until the run ends (background traffic).
   bool finite = false;
+  /// The run lasts until every client of every measured job has recorded its samples; a job
+  /// that is not measured runs in the background (recording samples while the run lasts).
+  bool measured = true;
 };
 
 struct Config {

@@ -24,6 +24,7 @@ ordered_json job_json(const JobConfig& job, const JobResult& r, double end_time)
   out["warmup"] = job.warmup;
   out["samples_per_client"] = job.samples;
   out["finite"] = job.finite;
+  out["measured"] = job.measured;
   out["transfers"] = r.transfers;
   out["bytes"] = r.bytes;
   out["throughput"] = end_time > 0 ? r.bytes / end_time : 0.0;

@@ -85,7 +85,7 @@ void Simulation::run_client(Traffic traffic, long index) {
     if (k >= job.warmup && k < quota) out.latencies.push_back(end - start);
     if (k + 1 == quota) {
       out.quota_time = std::max(out.quota_time, end);
-      if (--clients_waited_ == 0) stop("quota");
+      if (job.measured && --clients_waited_ == 0) stop("quota");
       if (job.finite) return;
     }
     const double next = job.pacing.next_start(start, end, rng);
@@ -99,7 +99,7 @@ RunResult Simulation::run() {
     if (!job->enabled) continue;
     (traffic == Traffic::Mpi ? result_.mpi : result_.io).clients =
         static_cast<long>(clients->size());
-    clients_waited_ += static_cast<long>(clients->size());
+    if (job->measured) clients_waited_ += static_cast<long>(clients->size());
     for (size_t i = 0; i < clients->size(); ++i) {
       const long node = (*clients)[i];
       // Clients are daemons: the run ends when the controller below returns.
@@ -109,7 +109,7 @@ RunResult Simulation::run() {
           ->daemonize();
     }
   }
-  if (clients_waited_ == 0) throw std::runtime_error("no clients: both jobs are empty");
+  if (clients_waited_ == 0) throw std::runtime_error("no clients: the measured jobs are empty");
   sg4::Actor::create("controller", hosts_.front(), [this] {
     if (config_.max_time > 0) {
       if (done_->acquire_timeout(config_.max_time)) stop("max_time");

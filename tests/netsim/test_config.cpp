@@ -8,8 +8,9 @@ using nlohmann::json;
 
 namespace {
 json valid() {
-  const json job = {{"enabled", true}, {"size", 4096}, {"interval", 5e-4}, {"window", 0},
-                    {"jitter", 0.05},  {"warmup", 2},  {"samples", 10},    {"finite", false}};
+  const json job = {{"enabled", true}, {"size", 4096},    {"interval", 5e-4},
+                    {"window", 0},     {"jitter", 0.05},  {"warmup", 2},
+                    {"samples", 10},   {"finite", false}, {"measured", true}};
   return {{"name", "t"},
           {"seed", 3},
           {"fabric",
@@ -60,8 +61,8 @@ TEST(Config, ErrorsNameTheKey) {
   EXPECT_NE(error_of(doc).find("fabric.up"), std::string::npos);
   doc = valid();
   doc["mpi"]["enabled"] = false;
-  doc["io"]["enabled"] = false;
-  EXPECT_NE(error_of(doc).find("at least one job"), std::string::npos);
+  doc["io"]["measured"] = false;
+  EXPECT_NE(error_of(doc).find("at least one enabled job must be measured"), std::string::npos);
   doc = valid();
   doc["jobs"]["io_fraction"] = 1.5;
   EXPECT_EQ(error_of(doc), "jobs.io_fraction: must be <= 1");
