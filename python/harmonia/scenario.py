@@ -1,8 +1,9 @@
 """Scenario files: the TOML users write, its validation, and the normalized JSON for the simulator.
 
-The format is specified in docs/formats.md. Pydantic checks each table on its own; the checks that
-span tables (devices exist, phases fit in the buffers, nodes fit in the platform) follow in
-`_cross_table_errors`, so every error can name the key to fix.
+The format is specified in docs/formats.md. Pydantic checks each table on its own; then the
+workload files of imported applications (docs/formats.md section 4) are read, relative to the
+scenario; the checks that span tables (devices exist, phases fit in the buffers, nodes fit in the
+platform) follow in `_cross_table_errors`, so every error can name the key to fix.
 """
 
 import json
@@ -19,6 +20,7 @@ from pydantic import (
     BeforeValidator,
     ConfigDict,
     Field,
+    PrivateAttr,
     Strict,
     TypeAdapter,
     ValidationError,
@@ -197,6 +199,76 @@ class ExplicitPhase(_Table):
     priority: int | None = None
 
 
+class ImportedPhase(_Table):
+    """One I/O phase of an imported workload file (docs/formats.md section 4)."""
+
+    compute: Duration  # since the previous phase ended, or since the job started
+    start: Duration  # since the job started
+    duration: Duration
+    op: Literal["write", "read"]
+    size: PositiveSize
+    ranks: int = Field(ge=1)
+    requests: int = Field(ge=0)
+    request_size: int = Field(ge=0)  # mean bytes per request
+    request_histogram: dict[str, Annotated[int, Field(ge=0)]] = {}
+    files: list[str] = []
+    file_count: int = Field(default=0, ge=0)
+
+
+class ImportedApp(_Table):
+    name: str = Field(min_length=1)
+    exe: str = ""
+    ranks: int = Field(ge=1)
+    run_time: Duration
+    jobid: int = 0
+    start_time: str = ""
+    bytes_written: int = Field(ge=0)
+    bytes_read: int = Field(ge=0)
+    tail: Duration = 0.0  # from the end of the last phase to the end of the job
+    phases: list[ImportedPhase] = Field(min_length=1)
+
+
+class WorkloadInfo(_Table):
+    format: Literal[1]
+    source: str
+    source_sha256: str = ""
+    imported_by: str = ""
+    layer: str
+    timing: str
+    gap_threshold: Duration
+    lacks: list[str] = []
+    notes: list[str] = []
+
+
+class WorkloadFile(_Table):
+    """A workload file written by `harmonia import-darshan`."""
+
+    workload: WorkloadInfo
+    apps: list[ImportedApp] = Field(min_length=1)
+
+
+class Imported(_Table):
+    file: str = Field(min_length=1)  # relative to the scenario file
+    # Bounded so that scaled sizes stay finite floats: phases are int64 bytes in Darshan logs.
+    scale: float = Field(default=1.0, gt=0, le=1e9, allow_inf_nan=False)
+    app: str | None = None
+    # The application read from `file`, set by load_scenario once the file is validated.
+    _source: ImportedApp | None = PrivateAttr(default=None)
+
+    def attach(self, source: ImportedApp) -> None:
+        """Keep the application read from `file` (the model itself stays frozen)."""
+        self._source = source
+
+    def source(self) -> ImportedApp:
+        if self._source is None:
+            raise RuntimeError(f"{self.file} was not loaded: read scenarios with load_scenario")
+        return self._source
+
+    def scaled(self, size: int) -> int:
+        """A phase size times `scale`, never below one byte (the simulator needs size > 0)."""
+        return max(1, round(size * self.scale))
+
+
 class App(_Table):
     name: str = Field(min_length=1)
     instances: int = Field(default=1, ge=1)
@@ -206,10 +278,11 @@ class App(_Table):
     arrival_interval: Duration = 0.0
     priority: int = 0
     hint: Literal["flushable", "cached"] = "flushable"
-    workload: Literal["synthetic", "periodic", "explicit"]
+    workload: Literal["synthetic", "periodic", "explicit", "imported"]
     synthetic: Synthetic | None = None
     periodic: Periodic | None = None
     phases: list[ExplicitPhase] | None = Field(default=None, min_length=1)
+    imported: Imported | None = None
 
     @model_validator(mode="after")
     def _one_workload_matching(self) -> Self:
@@ -217,6 +290,7 @@ class App(_Table):
             "synthetic": ("[apps.synthetic]", self.synthetic),
             "periodic": ("[apps.periodic]", self.periodic),
             "explicit": ("[[apps.phases]]", self.phases),
+            "imported": ("[apps.imported]", self.imported),
         }
         present = [table for table, content in tables.values() if content is not None]
         wanted = tables[self.workload][0]
@@ -232,6 +306,12 @@ class App(_Table):
         if self.instances == 1:
             return [self.name]
         return [f"{self.name}-{k}" for k in range(self.instances)]
+
+    def resolved_ranks(self) -> int:
+        """`ranks` as written, else for an imported workload the ranks of its log."""
+        if self.imported is not None and "ranks" not in self.model_fields_set:
+            return self.imported.source().ranks
+        return self.ranks
 
 
 class Scenario(_Table):
@@ -255,24 +335,76 @@ def builtin_devices() -> dict[str, Device]:
     return TypeAdapter(dict[str, Device]).validate_python(tomllib.loads(text))
 
 
-def load_scenario(path: Path) -> Scenario:
-    """Read and validate a scenario TOML file. Raises ScenarioError listing every problem found."""
+def _read_toml(path: Path) -> dict[str, Any]:
     try:
-        document = tomllib.loads(path.read_text(encoding="utf-8"))
+        return tomllib.loads(path.read_text(encoding="utf-8"))
     except OSError as error:
         raise ScenarioError([f"{path}: cannot read: {error.strerror}"]) from error
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as error:
         raise ScenarioError([f"{path}: invalid TOML: {error}"]) from error
+
+
+_Model = TypeVar("_Model", bound=BaseModel)
+
+
+def _validate(model: type[_Model], document: dict[str, Any], path: Path) -> _Model:
     try:
-        scenario = Scenario.model_validate(document)
+        return model.model_validate(document)
     except ValidationError as error:
         raise ScenarioError(
             [f"{path}: {_key_path(e['loc'])}: {_reason(e)}" for e in error.errors()]
         ) from error
+
+
+def load_workload(path: Path) -> WorkloadFile:
+    """Read and validate a workload file (docs/formats.md section 4). Raises ScenarioError."""
+    return _validate(WorkloadFile, _read_toml(path), path)
+
+
+def load_scenario(path: Path) -> Scenario:
+    """Read and validate a scenario TOML file. Raises ScenarioError listing every problem found.
+
+    Imported workloads are read too, from paths relative to the scenario file.
+    """
+    scenario = _validate(Scenario, _read_toml(path), path)
+    problems_in_imports = list(_load_imports(scenario, path))
+    if problems_in_imports:
+        raise ScenarioError(problems_in_imports)
     problems = list(_cross_table_errors(scenario))
     if problems:
         raise ScenarioError([f"{path}: {key}: {reason}" for key, reason in problems])
     return scenario
+
+
+def _load_imports(scenario: Scenario, path: Path) -> Iterator[str]:
+    """Read the workload file of each imported application; yield error lines."""
+    for index, app in enumerate(scenario.apps):
+        if app.imported is None:
+            continue
+        key = f"apps[{index}].imported"
+        workload_path = path.parent / app.imported.file
+        if not workload_path.is_file():
+            yield f"{path}: {key}.file: no such file: {workload_path}"
+            continue
+        try:
+            workload = load_workload(workload_path)
+        except ScenarioError as error:
+            yield from error.lines
+            continue
+        names = [source.name for source in workload.apps]
+        wanted = app.imported.app
+        if wanted is None and len(names) > 1:
+            yield (
+                f"{path}: {key}.app: {workload_path} holds {len(names)} applications"
+                f" ({', '.join(names)}), choose one"
+            )
+        elif wanted is not None and wanted not in names:
+            yield (
+                f'{path}: {key}.app: no application "{wanted}" in {workload_path}'
+                f" (it holds {', '.join(names)})"
+            )
+        else:
+            app.imported.attach(workload.apps[names.index(wanted) if wanted else 0])
 
 
 def _key_path(loc: tuple[int | str, ...]) -> str:
@@ -308,6 +440,10 @@ def _phase_sizes(app: App) -> Iterator[tuple[str, int]]:
         yield "periodic.bytes_per_rank", app.ranks * app.periodic.bytes_per_rank
     for index, phase in enumerate(app.phases or []):
         yield f"phases[{index}].size", phase.size
+    if app.imported is not None:
+        # One line for the largest phase is enough to say the workload does not fit.
+        largest = max(phase.size for phase in app.imported.source().phases)
+        yield "imported", app.imported.scaled(largest)
 
 
 def _cross_table_errors(scenario: Scenario) -> Iterator[tuple[str, str]]:
@@ -373,6 +509,17 @@ def _expand_phases(app: App, buffer_write_bw: float) -> list[dict[str, Any]]:
     elif app.periodic is not None:
         compute = app.periodic.compute
         size, count = app.ranks * app.periodic.bytes_per_rank, app.periodic.steps
+    elif app.imported is not None:
+        imported = app.imported
+        return [
+            {
+                "compute": phase.compute,
+                "size": imported.scaled(phase.size),
+                "op": phase.op,
+                "priority": app.priority,
+            }
+            for phase in imported.source().phases
+        ]
     else:
         return [
             {
@@ -434,7 +581,7 @@ def normalize(scenario: Scenario) -> dict[str, Any]:
             apps.append(
                 {
                     "name": name,
-                    "ranks": app.ranks,
+                    "ranks": app.resolved_ranks(),
                     "nodes": app.nodes,
                     "arrival": app.arrival + k * app.arrival_interval,
                     "priority": app.priority,
