@@ -22,7 +22,7 @@ bool may_flush(const Coordinator& c, JobId j) { return c.directive(j).flush_allo
 }  // namespace
 
 TEST(Coordination, RegistryKnowsEveryStrategyAndRejectsUnknown) {
-  EXPECT_EQ(coordinator_names().size(), 7u);
+  EXPECT_EQ(coordinator_names().size(), 8u);
   for (const auto& name : coordinator_names())
     EXPECT_NE(make_coordinator(name, servers(8)), nullptr);
   EXPECT_THROW(make_coordinator("4c", servers(8)), std::invalid_argument);
@@ -206,4 +206,47 @@ TEST(Coordination, UnregisteredJobsReleaseTheirTurnAndBadIdsThrow) {
   EXPECT_THROW(c->on_io_begin(42, 4), std::out_of_range);
   EXPECT_THROW(c->on_io_begin(a, 4), std::logic_error);
   EXPECT_THROW(c->on_register(JobInfo{"zero", 0, 1, 0}, 5), std::invalid_argument);
+}
+
+TEST(Coordination, ThrottleSlowsLaterComersOnlyWhileSeveralWrite) {
+  CoordinatorConfig config = servers(8);
+  config.throttle_gap = 0.003;
+  auto c = make_coordinator("throttle", config);
+  const JobId a = c->on_register(job("A"), 0), b = c->on_register(job("B"), 0),
+              x = c->on_register(job("C"), 0);
+  c->on_io_begin(a, 1);
+  EXPECT_EQ(c->directive(a).min_request_gap, 0) << "alone: full speed";
+  c->on_io_begin(b, 2);
+  c->on_io_begin(x, 3);
+  EXPECT_EQ(c->directive(a).min_request_gap, 0) << "the first comer keeps its pace";
+  EXPECT_EQ(c->directive(b).min_request_gap, 0.003);
+  EXPECT_EQ(c->directive(x).min_request_gap, 0.003);
+  EXPECT_FALSE(stages(*c, b)) << "throttling, not staging";
+  c->on_io_end(a, 4);
+  EXPECT_EQ(c->directive(b).min_request_gap, 0) << "B is now first";
+  EXPECT_EQ(c->directive(x).min_request_gap, 0.003);
+  c->on_io_end(x, 5);
+  EXPECT_EQ(c->directive(b).min_request_gap, 0) << "alone again";
+  EXPECT_EQ(c->directive(x).min_request_gap, 0) << "out of its phase";
+  config.throttle_gap = 0;
+  EXPECT_THROW(make_coordinator("throttle", config), std::invalid_argument);
+}
+
+TEST(Coordination, IdleJobsKeepTheirDirectivesAndAreNotRecomputed) {
+  // Many registered jobs, few in I/O phases: phase events change only the competing jobs'
+  // directives, and take_changed lists exactly those.
+  for (const char* name : {"2a", "3b", "throttle"}) {
+    auto c = make_coordinator(name, servers(8));
+    std::vector<JobId> ids;
+    for (int k = 0; k < 1000; ++k) ids.push_back(c->on_register(job("J"), 0));
+    c->take_changed();
+    c->on_io_begin(ids[10], 1);
+    c->on_io_begin(ids[500], 2);
+    const auto changed = c->take_changed();
+    for (JobId id : changed) EXPECT_TRUE(id == 10 || id == 500) << name << ": job " << id;
+    EXPECT_FALSE(changed.empty()) << name;
+    c->on_io_end(ids[10], 3);
+    c->on_io_end(ids[500], 4);
+    for (JobId id : ids) EXPECT_EQ(c->directive(id), Directive{}) << name << ": job " << id;
+  }
 }

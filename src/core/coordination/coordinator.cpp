@@ -17,7 +17,8 @@ JobId Coordinator::on_register(const JobInfo& info, double now) {
   jobs_.push_back({info, true, false, 0, false, 0, {}});
   changed_.push_back(true);
   const JobId id = static_cast<JobId>(jobs_.size() - 1);
-  update(now);
+  ++membership_version_;
+  update(now, id, true);
   return id;
 }
 
@@ -28,14 +29,25 @@ void check(const std::vector<bool>& known, JobId job) {
 }
 }  // namespace
 
+void Coordinator::set_competing(JobId job) {
+  const auto& j = jobs_[static_cast<size_t>(job)];
+  if (j.registered && (j.in_io || j.wants_flush))
+    competing_.insert(job);
+  else
+    competing_.erase(job);
+}
+
 void Coordinator::on_unregister(JobId job, double now) {
   check(changed_, job);
   auto& j = jobs_[static_cast<size_t>(job)];
   j.registered = false;
   j.in_io = false;
   j.wants_flush = false;
+  set_competing(job);
+  not_default_.erase(job);
   if (token_holder_ == job) token_holder_.reset();
-  update(now);
+  ++membership_version_;
+  update(now, job, true);
 }
 
 void Coordinator::on_io_begin(JobId job, double now) {
@@ -46,13 +58,15 @@ void Coordinator::on_io_begin(JobId job, double now) {
     j.in_io = true;
     j.io_since = now;
   }
-  update(now);
+  set_competing(job);
+  update(now, job, false);
 }
 
 void Coordinator::on_io_end(JobId job, double now) {
   check(changed_, job);
   jobs_[static_cast<size_t>(job)].in_io = false;
-  update(now);
+  set_competing(job);
+  update(now, job, false);
 }
 
 void Coordinator::on_flush_request(JobId job, double now) {
@@ -63,17 +77,19 @@ void Coordinator::on_flush_request(JobId job, double now) {
     j.wants_flush = true;
     j.flush_since = now;
   }
-  update(now);
+  set_competing(job);
+  update(now, job, false);
 }
 
 void Coordinator::on_flush_done(JobId job, double now) {
   check(changed_, job);
   jobs_[static_cast<size_t>(job)].wants_flush = false;
+  set_competing(job);
   if (token_holder_ == job) token_holder_.reset();
-  update(now);
+  update(now, job, false);
 }
 
-void Coordinator::on_tick(double now) { update(now); }
+void Coordinator::on_tick(double now) { update(now, std::nullopt, false); }
 
 const Directive& Coordinator::directive(JobId job) const {
   check(changed_, job);
@@ -90,10 +106,12 @@ std::vector<JobId> Coordinator::take_changed() {
   return out;
 }
 
+void Coordinator::plan(double) {}
+
 std::vector<JobId> Coordinator::in_io_by_start() const {
   std::vector<JobId> out;
-  for (size_t i = 0; i < jobs_.size(); ++i)
-    if (jobs_[i].registered && jobs_[i].in_io) out.push_back(static_cast<JobId>(i));
+  for (JobId id : competing_)
+    if (jobs_[static_cast<size_t>(id)].in_io) out.push_back(id);
   std::stable_sort(out.begin(), out.end(), [&](JobId a, JobId b) {
     return jobs_[static_cast<size_t>(a)].io_since < jobs_[static_cast<size_t>(b)].io_since;
   });
@@ -102,6 +120,7 @@ std::vector<JobId> Coordinator::in_io_by_start() const {
 
 std::vector<std::vector<int>> Coordinator::proportional_split(
     const std::vector<JobId>& jobs) const {
+  if (jobs.empty()) return {};
   // Largest-remainder apportionment of the servers by data size, at least one server each
   // (when there are more jobs than servers, the last jobs share the last server).
   const int servers = config_.pfs_servers;
@@ -138,61 +157,75 @@ std::vector<std::vector<int>> Coordinator::proportional_split(
   return out;
 }
 
-bool Coordinator::flush_turn(JobId job, double now) const {
-  // The jobs competing to flush: those asking, whose strategy lets them.
-  std::vector<JobId> waiting;
-  for (size_t i = 0; i < jobs_.size(); ++i) {
-    const auto& j = jobs_[i];
-    if (j.registered && j.wants_flush && strategy(static_cast<JobId>(i), now).flush_allowed)
-      waiting.push_back(static_cast<JobId>(i));
+void Coordinator::update(double now, std::optional<JobId> event_job, bool membership_changed) {
+  plan(now);
+  // The jobs whose directive may change: the competing ones, those that had a directive other
+  // than the default (they may have just stopped competing), the job of the event, and everyone
+  // when the strategy looks at idle jobs and the membership changed.
+  std::set<JobId> candidates = competing_;
+  if (membership_changed && depends_on_idle_jobs()) {
+    for (size_t i = 0; i < jobs_.size(); ++i) candidates.insert(static_cast<JobId>(i));
+  } else {
+    candidates.insert(not_default_.begin(), not_default_.end());
+    if (event_job) candidates.insert(*event_job);
   }
-  if (std::find(waiting.begin(), waiting.end(), job) == waiting.end()) return true;
-  switch (config_.flush_order) {
-    case FlushOrder::Free:
-      return true;
-    case FlushOrder::Token:
-    case FlushOrder::Priority:
-      return token_holder_ == job;
-    case FlushOrder::Window: {
-      const auto window = static_cast<long long>(std::floor(now / config_.window_seconds));
-      const auto turn = static_cast<size_t>(window % static_cast<long long>(waiting.size()));
-      return waiting[turn] == job;
-    }
-  }
-  return true;
-}
+  std::vector<std::pair<JobId, Directive>> decided;
+  for (JobId id : candidates)
+    if (jobs_[static_cast<size_t>(id)].registered) decided.emplace_back(id, strategy(id, now));
 
-void Coordinator::update(double now) {
-  // Token and priority ordering: a free token goes to the next waiting job.
-  if (!token_holder_ &&
-      (config_.flush_order == FlushOrder::Token || config_.flush_order == FlushOrder::Priority)) {
-    std::optional<JobId> next;
-    for (size_t i = 0; i < jobs_.size(); ++i) {
-      const auto& j = jobs_[i];
-      if (!j.registered || !j.wants_flush || !strategy(static_cast<JobId>(i), now).flush_allowed)
-        continue;
-      if (!next) {
-        next = static_cast<JobId>(i);
+  // Flush ordering among the jobs competing to flush: those asking, whose strategy lets them
+  // (all of them are competing, hence candidates), by id.
+  std::vector<JobId> waiting;
+  for (const auto& [id, d] : decided)
+    if (jobs_[static_cast<size_t>(id)].wants_flush && d.flush_allowed) waiting.push_back(id);
+  const bool token_order =
+      config_.flush_order == FlushOrder::Token || config_.flush_order == FlushOrder::Priority;
+  if (token_order && !token_holder_) {
+    // A free token goes to the next waiting job.
+    for (JobId id : waiting) {
+      if (!token_holder_) {
+        token_holder_ = id;
         continue;
       }
-      const auto& best = jobs_[static_cast<size_t>(*next)];
+      const auto& j = jobs_[static_cast<size_t>(id)];
+      const auto& best = jobs_[static_cast<size_t>(*token_holder_)];
       const bool better =
           config_.flush_order == FlushOrder::Priority && j.info.priority != best.info.priority
               ? j.info.priority > best.info.priority
               : j.flush_since < best.flush_since;
-      if (better) next = static_cast<JobId>(i);
+      if (better) token_holder_ = id;
     }
-    token_holder_ = next;
   }
-  for (size_t i = 0; i < jobs_.size(); ++i) {
-    if (!jobs_[i].registered) continue;
-    const auto id = static_cast<JobId>(i);
-    Directive d = strategy(id, now);
-    d.flush_allowed = d.flush_allowed && flush_turn(id, now);
-    if (!(d == jobs_[i].directive)) {
-      jobs_[i].directive = d;
-      changed_[i] = true;
+  std::optional<JobId> window_owner;
+  if (config_.flush_order == FlushOrder::Window && !waiting.empty()) {
+    const auto window = static_cast<long long>(std::floor(now / config_.window_seconds));
+    window_owner = waiting[static_cast<size_t>(window % static_cast<long long>(waiting.size()))];
+  }
+  const auto flush_turn = [&](JobId id) {
+    if (std::find(waiting.begin(), waiting.end(), id) == waiting.end()) return true;
+    switch (config_.flush_order) {
+      case FlushOrder::Free:
+        return true;
+      case FlushOrder::Token:
+      case FlushOrder::Priority:
+        return token_holder_ == id;
+      case FlushOrder::Window:
+        return window_owner == id;
     }
+    return true;
+  };
+
+  for (auto& [id, d] : decided) {
+    d.flush_allowed = d.flush_allowed && flush_turn(id);
+    auto& job = jobs_[static_cast<size_t>(id)];
+    if (!(d == job.directive)) {
+      job.directive = d;
+      changed_[static_cast<size_t>(id)] = true;
+    }
+    if (d == Directive{})
+      not_default_.erase(id);
+    else
+      not_default_.insert(id);
   }
 }
 

@@ -5,8 +5,10 @@
 /// policy code, as the burst-buffer schedulers: the daemon and tests drive the same objects.
 /// See docs/coordination.md.
 
+#include <cstdint>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -25,8 +27,9 @@ enum class Mode { WriteThrough, Stage };
 
 struct Directive {
   Mode mode = Mode::WriteThrough;
-  bool flush_allowed = true;  ///< may write its staged data to the PFS now
-  std::vector<int> servers;   ///< PFS servers to place new files on; empty: all of them
+  bool flush_allowed = true;   ///< may write its staged data to the PFS now
+  std::vector<int> servers;    ///< PFS servers to place new files on; empty: all of them
+  double min_request_gap = 0;  ///< seconds the job must leave between the starts of two writes
   bool operator==(const Directive&) const = default;
 };
 
@@ -42,6 +45,7 @@ struct CoordinatorConfig {
   int pfs_servers = 1;
   FlushOrder flush_order = FlushOrder::Free;
   double window_seconds = 1.0;  ///< FlushOrder::Window
+  double throttle_gap = 0.001;  ///< the "throttle" strategy's minimum gap between writes
 };
 
 class Coordinator {
@@ -78,27 +82,42 @@ class Coordinator {
     Directive directive;
   };
 
+  /// Called once per update, before `strategy` is asked about jobs: precompute what their
+  /// directives share (a line, a split), so that an update costs what the competing jobs cost.
+  virtual void plan(double now);
   /// Strategy hook: the mode, flush permission (before flush ordering) and servers of `job`.
   virtual Directive strategy(JobId job, double now) const = 0;
+  /// Whether directives depend on registered jobs outside any I/O phase (static partitioning):
+  /// then a registration or unregistration recomputes every job.
+  virtual bool depends_on_idle_jobs() const { return false; }
 
+  /// Registered jobs in an I/O phase or holding data to flush (the only ones a directive other
+  /// than the default can concern, unless `depends_on_idle_jobs`), by id.
+  const std::set<JobId>& competing() const { return competing_; }
   /// Jobs currently in an I/O phase, earliest first.
   std::vector<JobId> in_io_by_start() const;
   /// `count` servers split among `jobs` in proportion to their data (processes x bytes per
   /// process), each at least one; returns contiguous server lists in the order of `jobs`.
   std::vector<std::vector<int>> proportional_split(const std::vector<JobId>& jobs) const;
+  /// Changes on every registration and unregistration, so strategies can cache by it.
+  std::uint64_t membership_version() const { return membership_version_; }
 
   CoordinatorConfig config_;
   std::vector<Job> jobs_;
 
  private:
-  void update(double now);
-  bool flush_turn(JobId job, double now) const;
+  /// Recomputes the directives `event_job`'s event may have changed.
+  void update(double now, std::optional<JobId> event_job, bool membership_changed);
+  void set_competing(JobId job);
 
   std::vector<bool> changed_;
+  std::set<JobId> competing_;
+  std::set<JobId> not_default_;  ///< jobs whose directive is not the default one
+  std::uint64_t membership_version_ = 0;
   std::optional<JobId> token_holder_;
 };
 
-/// Names of the coordination strategies: none, 1a, 1b, 2a, 2b, 3a, 3b.
+/// Names of the coordination strategies: none, 1a, 1b, 2a, 2b, 3a, 3b, throttle.
 std::vector<std::string> coordinator_names();
 /// A coordinator by name; throws std::invalid_argument naming an unknown strategy.
 std::unique_ptr<Coordinator> make_coordinator(const std::string& name, CoordinatorConfig config);

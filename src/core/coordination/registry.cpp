@@ -5,7 +5,7 @@
 namespace harmonia::core::coordination {
 
 std::vector<std::string> coordinator_names() {
-  return {"none", "1a", "1b", "2a", "2b", "3a", "3b"};
+  return {"none", "1a", "1b", "2a", "2b", "3a", "3b", "throttle"};
 }
 
 std::unique_ptr<Coordinator> make_coordinator(const std::string& name, CoordinatorConfig config) {
@@ -16,8 +16,9 @@ std::unique_ptr<Coordinator> make_coordinator(const std::string& name, Coordinat
   if (name == "2b") return make_staging_order(config, false, true);
   if (name == "3a") return make_partitioning(config, false);
   if (name == "3b") return make_partitioning(config, true);
+  if (name == "throttle") return make_throttle(config);
   throw std::invalid_argument("unknown coordination strategy '" + name +
-                              "' (none, 1a, 1b, 2a, 2b, 3a, 3b)");
+                              "' (none, 1a, 1b, 2a, 2b, 3a, 3b, throttle)");
 }
 
 FlushOrder parse_flush_order(const std::string& name) {

@@ -19,23 +19,21 @@ class StagingOrder final : public Coordinator {
       : Coordinator(config), newest_first_(newest_first), flush_on_request_(flush_on_request) {}
 
  protected:
-  Directive strategy(JobId job, double) const override {
+  void plan(double) override {
     // The line: jobs in a phase, or holding data to flush, by the time they joined it.
-    std::vector<JobId> line;
-    for (size_t i = 0; i < jobs_.size(); ++i) {
-      const auto& j = jobs_[i];
-      if (j.registered && (j.in_io || j.wants_flush)) line.push_back(static_cast<JobId>(i));
-    }
+    line_.assign(competing().begin(), competing().end());
     const auto joined = [&](JobId id) {
       const auto& j = jobs_[static_cast<size_t>(id)];
       return j.in_io ? j.io_since : j.flush_since;
     };
-    std::stable_sort(line.begin(), line.end(), [&](JobId a, JobId b) {
+    std::stable_sort(line_.begin(), line_.end(), [&](JobId a, JobId b) {
       return newest_first_ ? joined(a) > joined(b) : joined(a) < joined(b);
     });
+  }
+
+  Directive strategy(JobId job, double) const override {
     Directive d;
-    if (line.empty() || line.front() == job ||
-        std::find(line.begin(), line.end(), job) == line.end())
+    if (line_.empty() || line_.front() == job || !competing().contains(job))
       return d;  // at the head, or not competing: write through
     d.mode = Mode::Stage;
     d.flush_allowed = flush_on_request_;
@@ -45,6 +43,7 @@ class StagingOrder final : public Coordinator {
  private:
   bool newest_first_;
   bool flush_on_request_;
+  std::vector<JobId> line_;
 };
 
 }  // namespace

@@ -13,5 +13,7 @@ std::unique_ptr<Coordinator> make_staging_order(CoordinatorConfig config, bool n
                                                 bool flush_on_request);
 /// 3a (static) and 3b (`dynamic`).
 std::unique_ptr<Coordinator> make_partitioning(CoordinatorConfig config, bool dynamic);
+/// "throttle": later comers leave `throttle_gap` between writes while several jobs write.
+std::unique_ptr<Coordinator> make_throttle(CoordinatorConfig config);
 
 }  // namespace harmonia::core::coordination
