@@ -9,6 +9,7 @@
 #include <string>
 
 #include "harmonia/bbio.h"
+#include "runtime/bbio/agent.hpp"
 #include "runtime/bbio/phases.hpp"
 #include "runtime/bbio/real.hpp"
 #include "runtime/bbio/registry.hpp"
@@ -117,6 +118,7 @@ __attribute__((visibility("default"))) int harmonia_io_begin(const char* name,
                "{\"event\": \"begin\", \"name\": " + json_string(p.name) + ", \"pid\": " +
                    std::to_string(getpid()) + ", \"time\": " + std::to_string(p.started) +
                    ", \"expected_bytes\": " + std::to_string(expected_bytes) + "}");
+    agent::phase_begin(p.name, expected_bytes);
     return 0;
   });
 }
@@ -135,6 +137,7 @@ __attribute__((visibility("default"))) int harmonia_io_end(void) {
                "{\"event\": \"end\", \"name\": " + json_string(p.name) + ", \"pid\": " +
                    std::to_string(getpid()) + ", \"time\": " + std::to_string(ended) +
                    ", \"duration\": " + std::to_string(ended - p.started) + "}");
+    agent::phase_end();
     return 0;
   });
 }

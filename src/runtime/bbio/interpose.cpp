@@ -13,6 +13,7 @@
 #include <cstring>
 #include <vector>
 
+#include "runtime/bbio/agent.hpp"
 #include "runtime/bbio/real.hpp"
 #include "runtime/bbio/registry.hpp"
 
@@ -346,6 +347,13 @@ HARMONIA_EXPORT int fcntl(int fd, int cmd, ...) {
 
 // ---- process lifetime: staged data reaches its file exactly once -------------------------
 
+/// The process ends: write everything out, then leave the scheduler daemon.
+static int finish_process() {
+  const int result = unstage_all(true);
+  agent::shutdown();
+  return result;
+}
+
 HARMONIA_EXPORT pid_t fork(void) {
   // Parent and child would both hold (and flush) the same staged data, and share the file
   // offsets: write it out and stop staging the inherited files before the copy is made.
@@ -411,19 +419,17 @@ HARMONIA_EXPORT int execle(const char* path, const char* arg, ...) {
 }
 
 HARMONIA_EXPORT void _exit(int status) {
-  guarded([] { return unstage_all(true); });
+  guarded(finish_process);
   real()._exit(status);
   __builtin_unreachable();
 }
 
 HARMONIA_EXPORT void _Exit(int status) {
-  guarded([] { return unstage_all(true); });
+  guarded(finish_process);
   real()._Exit(status);
   __builtin_unreachable();
 }
 
 /// exit() and the end of main: write everything out; stdio buffers flushed after this (glibc
 /// flushes them after the destructors) go straight to their files.
-__attribute__((destructor)) static void finalize_at_exit() {
-  guarded([] { return unstage_all(true); });
-}
+__attribute__((destructor)) static void finalize_at_exit() { guarded(finish_process); }

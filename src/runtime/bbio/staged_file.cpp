@@ -12,11 +12,18 @@
 #include <mutex>
 #include <set>
 
+#include "runtime/bbio/agent.hpp"
 #include "runtime/bbio/log_format.hpp"
 #include "runtime/bbio/phases.hpp"
 #include "runtime/bbio/real.hpp"
 
 namespace harmonia::bbio {
+
+namespace {
+std::atomic<size_t> staged_in_process{0};  // staged_bytes_ summed over the files
+}  // namespace
+
+size_t staged_total() { return staged_in_process.load(std::memory_order_relaxed); }
 
 namespace {
 
@@ -115,6 +122,8 @@ void StagedFile::release() {
   if (!log_path_.empty() && entries_.empty()) unlink(log_path_.c_str());
   fd_ = log_fd_ = -1;
   log_path_.clear();
+  staged_in_process -= staged_bytes_;  // what stays in the log is recovery's now
+  staged_bytes_ = 0;
   blocks_.clear();
 }
 
@@ -146,7 +155,11 @@ ssize_t StagedFile::write_direct(const struct iovec* iov, int count, off64_t off
 ssize_t StagedFile::stage(const struct iovec* iov, int count, off64_t offset) {
   const size_t total = total_length(iov, count);
   if (total == 0) return 0;
+  agent::before_write(total);
   if (write_through_) return write_direct(iov, count, offset);
+  // The scheduler daemon says write through: do, once what is staged may go first.
+  if (!agent::stage_writes() && (entries_.empty() || agent::flush_permitted()))
+    return write_direct(iov, count, offset);
   if (staged_bytes_ + total > capacity_) {
     // Full: flush, then stage; a write larger than the whole capacity goes straight through.
     if (flush() != 0) return -1;
@@ -163,6 +176,7 @@ ssize_t StagedFile::stage(const struct iovec* iov, int count, off64_t offset) {
     append_to_memory(iov, count, offset);
   }
   staged_bytes_ += total;
+  staged_in_process += total;
   size_ = std::max(size_, offset + static_cast<off64_t>(total));
   note_io(path_, total, true);
   return static_cast<ssize_t>(total);
@@ -228,6 +242,7 @@ int StagedFile::flush() {
     (void)real().lseek64(fd_, position_, SEEK_SET);
     return 0;
   }
+  agent::before_flush(staged_bytes_);
   if (on_flush && !in_callback_) {
     in_callback_ = true;
     on_flush(fd_);
@@ -274,6 +289,7 @@ int StagedFile::flush() {
     done = end;
   }
   entries_.clear();
+  staged_in_process -= staged_bytes_;
   staged_bytes_ = 0;
   block_ = block_used_ = 0;
   if (log_fd_ >= 0) {
@@ -282,6 +298,7 @@ int StagedFile::flush() {
     log_end_ = log_start_;
   }
   (void)real().lseek64(fd_, position_, SEEK_SET);
+  agent::after_flush(staged_total());
   return 0;
 }
 

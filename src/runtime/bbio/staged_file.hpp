@@ -88,6 +88,9 @@ class StagedFile {
 /// Writes all of `iov` at `offset` with the real pwritev, retrying partial writes and EINTR.
 ssize_t pwritev_all(int fd, const struct iovec* iov, int count, off64_t offset);
 
+/// Bytes staged in this process, over all files.
+size_t staged_total();
+
 /// Reports a problem once per message on stderr ("libharmonia: ..."), using the real write.
 void report(const std::string& message);
 

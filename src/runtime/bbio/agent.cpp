@@ -1,0 +1,592 @@
+#include "runtime/bbio/agent.hpp"
+
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cmath>
+#include <condition_variable>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "control/control.pb-c.h"
+#include "control/frame.hpp"
+#include "runtime/bbio/config.hpp"
+#include "runtime/bbio/real.hpp"
+#include "runtime/bbio/registry.hpp"
+#include "runtime/bbio/staged_file.hpp"
+
+namespace harmonia::bbio::agent {
+
+namespace {
+
+namespace wire = harmonia::control;
+
+/// How long a daemon may stay silent with a request outstanding before we write through.
+constexpr double kUnresponsive = 1.0;
+/// How long a process waits for the reply that starts a phase or registers it.
+constexpr double kReplyWait = 1.0;
+/// Heartbeats and phase-end checks run at least this often.
+constexpr double kPoll = 0.25;
+/// Reconnection attempts to a daemon that is gone.
+constexpr double kRetry = 0.5;
+
+double now() {
+  timespec ts{};
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
+}
+
+const char* first_env(std::initializer_list<const char*> names) {
+  for (const char* name : names)
+    if (const char* value = std::getenv(name); value && *value) return value;
+  return nullptr;
+}
+
+unsigned long env_number(std::initializer_list<const char*> names, unsigned long fallback) {
+  const char* text = first_env(names);
+  if (!text) return fallback;
+  char* end = nullptr;
+  const unsigned long value = std::strtoul(text, &end, 10);
+  return end != text && *end == '\0' ? value : fallback;
+}
+
+struct Identity {
+  std::string job, name, host;
+  uint32_t rank = 0, ranks = 1;
+  int32_t priority = 0;
+  double bytes_per_process = 0;
+};
+
+/// Who this process is, from the resource manager's environment (docs/control.md).
+Identity identity() {
+  Identity id;
+  char host[256] = {0};
+  gethostname(host, sizeof(host) - 1);
+  id.host = host;
+  if (const char* job = first_env({"HARMONIA_JOB"})) {
+    id.job = job;
+  } else if (const char* slurm = first_env({"SLURM_JOB_ID"})) {
+    id.job = std::string("slurm-") + slurm;
+    if (const char* step = first_env({"SLURM_STEP_ID"})) id.job += std::string(".") + step;
+  } else if (const char* mpi = first_env({"PMIX_NAMESPACE", "OMPI_MCA_orte_ess_jobid"})) {
+    id.job = std::string("mpi-") + mpi + "@" + id.host;
+  } else {
+    id.job = "pid-" + std::to_string(getpid()) + "@" + id.host;
+  }
+  if (const char* name = first_env({"HARMONIA_JOB_NAME", "SLURM_JOB_NAME"}))
+    id.name = name;
+  else
+    id.name = program_invocation_short_name;
+  id.rank = static_cast<uint32_t>(
+      env_number({"SLURM_PROCID", "OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK"}, 0));
+  id.ranks =
+      static_cast<uint32_t>(env_number({"SLURM_NTASKS", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE"}, 1));
+  if (const char* priority = first_env({"HARMONIA_PRIORITY"}))
+    id.priority = static_cast<int32_t>(std::strtol(priority, nullptr, 10));
+  if (const char* bytes = first_env({"HARMONIA_BYTES_PER_PROCESS"}))
+    id.bytes_per_process = std::max(0.0, std::strtod(bytes, nullptr));
+  return id;
+}
+
+/// `envelope` (with its body set by the caller) as one frame.
+std::string frame_of(Harmonia__Control__Envelope& envelope) {
+  const size_t length = harmonia__control__envelope__get_packed_size(&envelope);
+  std::string frame(wire::kHeaderBytes + length, '\0');
+  auto* bytes = reinterpret_cast<uint8_t*>(frame.data());
+  wire::put_header(bytes, static_cast<uint32_t>(length));
+  harmonia__control__envelope__pack(&envelope, bytes + wire::kHeaderBytes);
+  return frame;
+}
+
+int connect_to(const std::string& address) {
+  if (address.rfind("tcp:", 0) == 0) {
+    const std::string spec = address.substr(4);
+    const auto colon = spec.rfind(':');
+    if (colon == std::string::npos) return -1;
+    addrinfo hints{};
+    hints.ai_socktype = SOCK_STREAM;
+    addrinfo* found = nullptr;
+    if (getaddrinfo(spec.substr(0, colon).c_str(), spec.substr(colon + 1).c_str(), &hints,
+                    &found) != 0)
+      return -1;
+    const int fd = socket(found->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    const bool ok = fd >= 0 && connect(fd, found->ai_addr, found->ai_addrlen) == 0;
+    freeaddrinfo(found);
+    if (!ok) {
+      if (fd >= 0) real().close(fd);
+      return -1;
+    }
+    const int yes = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &yes, sizeof(yes));
+    return fd;
+  }
+  const std::string path = address.rfind("unix:", 0) == 0 ? address.substr(5) : address;
+  sockaddr_un where{};
+  where.sun_family = AF_UNIX;
+  if (path.size() >= sizeof(where.sun_path)) return -1;
+  std::memcpy(where.sun_path, path.c_str(), path.size() + 1);
+  const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return -1;
+  if (connect(fd, reinterpret_cast<sockaddr*>(&where), sizeof(where)) != 0) {
+    real().close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+bool send_all(int fd, const std::string& bytes) {
+  size_t sent = 0;
+  while (sent < bytes.size()) {
+    const ssize_t n = send(fd, bytes.data() + sent, bytes.size() - sent, MSG_NOSIGNAL);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    sent += static_cast<size_t>(n);
+  }
+  return true;
+}
+
+class Agent {
+ public:
+  explicit Agent(std::string address) : address_(std::move(address)), pid_(getpid()) {
+    std::string ignored;
+    phase_gap_ = config_from_environment(ignored).phase_gap;
+    if (pipe2(wake_, O_CLOEXEC | O_NONBLOCK) != 0) wake_[0] = wake_[1] = -1;
+    thread_ = std::thread([this] { run(); });
+    thread_.detach();
+    // The first write waits (briefly) for the registration, so that it already follows the
+    // daemon's directive.
+    std::unique_lock lock(mutex_);
+    changed_.wait_for(lock, std::chrono::duration<double>(kReplyWait),
+                      [this] { return attempted_; });
+  }
+
+  pid_t pid() const { return pid_; }
+
+  bool stage() const { return stage_.load(std::memory_order_relaxed); }
+  bool flush_allowed() const { return flush_allowed_.load(std::memory_order_relaxed); }
+
+  void before_flush() {
+    std::unique_lock lock(mutex_);
+    if (!connected_) return;
+    if (!wants_flush_) {
+      wants_flush_ = true;
+      Harmonia__Control__FlushRequest body = HARMONIA__CONTROL__FLUSH_REQUEST__INIT;
+      body.staged_bytes = staged_total();
+      Harmonia__Control__Envelope e = HARMONIA__CONTROL__ENVELOPE__INIT;
+      e.body_case = HARMONIA__CONTROL__ENVELOPE__BODY_FLUSH_REQUEST;
+      e.flush_request = &body;
+      const uint64_t seq = enqueue(lock, e);
+      await_reply(lock, seq);
+    }
+    // Stage and block: wait for the turn, or for the daemon to go away.
+    changed_.wait(lock, [this] { return !connected_ || flush_allowed_.load(); });
+  }
+
+  void after_flush(size_t still_staged) {
+    std::unique_lock lock(mutex_);
+    if (still_staged > 0 || !wants_flush_) return;
+    wants_flush_ = false;
+    if (!connected_) return;
+    Harmonia__Control__FlushDone body = HARMONIA__CONTROL__FLUSH_DONE__INIT;
+    Harmonia__Control__Envelope e = HARMONIA__CONTROL__ENVELOPE__INIT;
+    e.body_case = HARMONIA__CONTROL__ENVELOPE__BODY_FLUSH_DONE;
+    e.flush_done = &body;
+    (void)enqueue(lock, e);
+  }
+
+  void before_write() {
+    const double gap = min_gap_.load(std::memory_order_relaxed);
+    if (gap > 0) {
+      // Throttle: the starts of two writes of this process are at least `gap` apart.
+      double start = now();
+      double expected = next_write_.load();
+      double mine;
+      do {
+        mine = std::max(start, expected);
+      } while (!next_write_.compare_exchange_weak(expected, mine + gap));
+      if (mine > start) {
+        const double wait = mine - start;
+        timespec ts{static_cast<time_t>(wait), static_cast<long>((wait - std::floor(wait)) * 1e9)};
+        while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+        }
+      }
+    }
+    if (declared_.load(std::memory_order_relaxed)) return;
+    last_write_.store(now(), std::memory_order_relaxed);
+    if (!in_phase_.load(std::memory_order_relaxed)) begin_phase("", 0, true);
+  }
+
+  void begin_phase(const std::string& name, size_t expected, bool detected) {
+    std::unique_lock lock(mutex_);
+    if (!detected) declared_ = true;
+    if (in_phase_) return;
+    in_phase_ = true;
+    detected_phase_ = detected;
+    if (!connected_) return;
+    Harmonia__Control__PhaseBegin body = HARMONIA__CONTROL__PHASE_BEGIN__INIT;
+    body.name = const_cast<char*>(name.c_str());
+    body.expected_bytes = expected;
+    body.detected = detected;
+    Harmonia__Control__Envelope e = HARMONIA__CONTROL__ENVELOPE__INIT;
+    e.body_case = HARMONIA__CONTROL__ENVELOPE__BODY_PHASE_BEGIN;
+    e.phase_begin = &body;
+    // Wait for the reply: the phase's first write then follows the directive it brings.
+    await_reply(lock, enqueue(lock, e));
+  }
+
+  void end_phase() {
+    std::unique_lock lock(mutex_);
+    end_phase(lock);
+  }
+
+  void shutdown() {
+    std::unique_lock lock(mutex_);
+    end_phase(lock);
+    if (!connected_) return;
+    Harmonia__Control__Unregister body = HARMONIA__CONTROL__UNREGISTER__INIT;
+    Harmonia__Control__Envelope e = HARMONIA__CONTROL__ENVELOPE__INIT;
+    e.body_case = HARMONIA__CONTROL__ENVELOPE__BODY_UNREGISTER;
+    e.unregister = &body;
+    await_reply(lock, enqueue(lock, e));
+    stopping_ = true;
+  }
+
+ private:
+  void end_phase(std::unique_lock<std::mutex>& lock) {
+    if (!in_phase_) return;
+    in_phase_ = false;
+    detected_phase_ = false;
+    if (!connected_) return;
+    Harmonia__Control__PhaseEnd body = HARMONIA__CONTROL__PHASE_END__INIT;
+    Harmonia__Control__Envelope e = HARMONIA__CONTROL__ENVELOPE__INIT;
+    e.body_case = HARMONIA__CONTROL__ENVELOPE__BODY_PHASE_END;
+    e.phase_end = &body;
+    (void)enqueue(lock, e);
+  }
+
+  uint64_t enqueue(std::unique_lock<std::mutex>&, Harmonia__Control__Envelope& e) {
+    e.seq = next_seq_++;
+    outbox_.push_back(frame_of(e));
+    if (wake_[1] >= 0) (void)real().write(wake_[1], "x", 1);
+    return e.seq;
+  }
+
+  void await_reply(std::unique_lock<std::mutex>& lock, uint64_t seq) {
+    changed_.wait_for(lock, std::chrono::duration<double>(kReplyWait),
+                      [&] { return !connected_ || replied_ >= seq; });
+  }
+
+  /// Without a daemon: write through, flush freely, no pacing.
+  void fall_back() {
+    stage_ = false;
+    flush_allowed_ = true;
+    min_gap_ = 0;
+  }
+
+  void apply(const Harmonia__Control__Directive* d) {
+    if (!d) return;
+    stage_ = d->mode == HARMONIA__CONTROL__MODE__MODE_STAGE;
+    flush_allowed_ = d->flush_allowed;
+    min_gap_ = d->min_request_gap > 0 && d->min_request_gap < 10 ? d->min_request_gap : 0;
+  }
+
+  /// Handles one frame from the daemon (mutex held).
+  void receive(const uint8_t* data, size_t length) {
+    Harmonia__Control__Envelope* e = harmonia__control__envelope__unpack(nullptr, length, data);
+    if (!e) {
+      report("HARMONIA_SCHEDD=" + address_ + ": the daemon sent a malformed frame");
+      return;
+    }
+    switch (e->body_case) {
+      case HARMONIA__CONTROL__ENVELOPE__BODY_DIRECTIVE:
+        apply(e->directive);
+        break;
+      case HARMONIA__CONTROL__ENVELOPE__BODY_REGISTERED:
+        apply(e->registered->directive);
+        if (e->registered->lease_seconds > 0) lease_ = e->registered->lease_seconds;
+        break;
+      case HARMONIA__CONTROL__ENVELOPE__BODY_ERROR:
+        report("HARMONIA_SCHEDD=" + address_ + ": " +
+               (e->error->message ? e->error->message : "error"));
+        break;
+      default:
+        break;
+    }
+    if (e->seq > replied_) replied_ = e->seq;
+    harmonia__control__envelope__free_unpacked(e, nullptr);
+  }
+
+  /// Connects and registers, restating this process's phase and flush state. Returns the
+  /// connected socket or -1.
+  int attach() {
+    const int fd = connect_to(address_);
+    if (fd < 0) return -1;
+    const Identity id = identity();
+    Harmonia__Control__RegisterProcess body = HARMONIA__CONTROL__REGISTER_PROCESS__INIT;
+    body.protocol_version = HARMONIA__CONTROL__VERSION__VERSION_CURRENT;
+    body.job = const_cast<char*>(id.job.c_str());
+    body.name = const_cast<char*>(id.name.c_str());
+    body.rank = id.rank;
+    body.ranks = id.ranks;
+    body.priority = id.priority;
+    body.bytes_per_process = id.bytes_per_process;
+    body.pid = static_cast<uint32_t>(getpid());
+    body.host = const_cast<char*>(id.host.c_str());
+    Harmonia__Control__Envelope e = HARMONIA__CONTROL__ENVELOPE__INIT;
+    e.body_case = HARMONIA__CONTROL__ENVELOPE__BODY_REGISTER_PROCESS;
+    e.register_process = &body;
+    {
+      std::lock_guard lock(mutex_);
+      body.in_phase = in_phase_;
+      body.wants_flush = wants_flush_;
+      e.seq = next_seq_++;
+    }
+    if (!send_all(fd, frame_of(e))) {
+      real().close(fd);
+      return -1;
+    }
+    // The reply: Registered, or an Error (wrong version, another user's job) that no retry fixes.
+    std::vector<uint8_t> input;
+    const double deadline = now() + kReplyWait;
+    while (now() < deadline) {
+      pollfd p{fd, POLLIN, 0};
+      if (poll(&p, 1, static_cast<int>((deadline - now()) * 1000) + 1) <= 0) continue;
+      uint8_t chunk[4096];
+      const ssize_t n = recv(fd, chunk, sizeof(chunk), 0);
+      if (n <= 0) break;
+      input.insert(input.end(), chunk, chunk + n);
+      const auto scan = wire::scan_frame(input.data(), input.size(), wire::kMaxReplyBytes);
+      if (scan.kind != wire::FrameScan::Kind::Frame) continue;
+      Harmonia__Control__Envelope* reply = harmonia__control__envelope__unpack(
+          nullptr, scan.body_length, input.data() + wire::kHeaderBytes);
+      const bool registered =
+          reply && reply->body_case == HARMONIA__CONTROL__ENVELOPE__BODY_REGISTERED;
+      if (reply && !registered) {
+        report("HARMONIA_SCHEDD=" + address_ + ": registration refused: " +
+               (reply->body_case == HARMONIA__CONTROL__ENVELOPE__BODY_ERROR
+                    ? std::string(reply->error->message)
+                    : std::string("unexpected reply")) +
+               "; writing through without coordination");
+        refused_ = true;
+      }
+      if (registered) {
+        std::lock_guard lock(mutex_);
+        receive(input.data() + wire::kHeaderBytes, scan.body_length);
+      }
+      if (reply) harmonia__control__envelope__free_unpacked(reply, nullptr);
+      if (registered) return fd;
+      break;
+    }
+    real().close(fd);
+    return -1;
+  }
+
+  void run() {
+    std::vector<uint8_t> input;
+    int fd = -1;
+    double last_sent = 0, last_heard = 0;
+    for (;;) {
+      if (fd < 0) {
+        fd = refused_ ? -1 : attach();
+        std::unique_lock lock(mutex_);
+        attempted_ = true;
+        if (fd >= 0) {
+          connected_ = true;
+          input.clear();
+          outbox_.clear();  // events of the old connection: restated by the registration
+          replied_ = next_seq_ - 1;
+          last_sent = last_heard = now();
+        } else {
+          report_once_unreachable();
+        }
+        changed_.notify_all();
+        if (fd < 0) {
+          changed_.wait_for(lock, std::chrono::duration<double>(kRetry),
+                            [this] { return stopping_; });
+          if (stopping_) return;
+          continue;
+        }
+      }
+      pollfd polled[2] = {{fd, POLLIN, 0}, {wake_[0], POLLIN, 0}};
+      (void)poll(polled, wake_[0] >= 0 ? 2 : 1, static_cast<int>(kPoll * 1000));
+      bool lost = false;
+      std::deque<std::string> sending;
+      {
+        std::unique_lock lock(mutex_);
+        if (polled[1].revents & POLLIN) {
+          char drain[64];
+          while (real().read(wake_[0], drain, sizeof(drain)) > 0) {
+          }
+        }
+        const double t = now();
+        // A detected phase ends after an idle gap.
+        if (detected_phase_ && t - last_write_.load() > phase_gap_) end_phase(lock);
+        if (t - last_sent > std::min(kPoll, lease_ / 3)) {
+          Harmonia__Control__Heartbeat body = HARMONIA__CONTROL__HEARTBEAT__INIT;
+          Harmonia__Control__Envelope e = HARMONIA__CONTROL__ENVELOPE__INIT;
+          e.body_case = HARMONIA__CONTROL__ENVELOPE__BODY_HEARTBEAT;
+          e.heartbeat = &body;
+          (void)enqueue(lock, e);
+        }
+        sending.swap(outbox_);
+        if (replied_ + 1 < next_seq_ && t - last_heard > kUnresponsive) lost = true;
+        if (stopping_ && sending.empty()) lost = true;
+      }
+      for (const std::string& frame : sending) {
+        if (!send_all(fd, frame)) {
+          lost = true;
+          break;
+        }
+        last_sent = now();
+      }
+      if (!lost && (polled[0].revents & (POLLIN | POLLHUP | POLLERR))) {
+        uint8_t chunk[65536];
+        const ssize_t n = recv(fd, chunk, sizeof(chunk), MSG_DONTWAIT);
+        if (n > 0) {
+          input.insert(input.end(), chunk, chunk + n);
+          last_heard = now();
+        } else if (n == 0 || (errno != EAGAIN && errno != EINTR)) {
+          lost = true;
+        }
+        std::lock_guard lock(mutex_);
+        for (;;) {
+          const auto scan = wire::scan_frame(input.data(), input.size(), wire::kMaxReplyBytes);
+          if (scan.kind == wire::FrameScan::Kind::TooLarge) {
+            lost = true;
+            break;
+          }
+          if (scan.kind != wire::FrameScan::Kind::Frame) break;
+          receive(input.data() + wire::kHeaderBytes, scan.body_length);
+          input.erase(input.begin(),
+                      input.begin() + static_cast<long>(wire::kHeaderBytes + scan.body_length));
+        }
+        changed_.notify_all();
+      }
+      if (lost) {
+        real().close(fd);
+        fd = -1;
+        std::lock_guard lock(mutex_);
+        connected_ = false;
+        fall_back();
+        changed_.notify_all();
+        if (stopping_) return;
+        report("HARMONIA_SCHEDD=" + address_ +
+               ": lost the scheduler daemon; writing through until it is back");
+      }
+    }
+  }
+
+  void report_once_unreachable() {
+    if (!warned_unreachable_)
+      report("HARMONIA_SCHEDD=" + address_ +
+             ": cannot reach the scheduler daemon; writing through until it is reachable");
+    warned_unreachable_ = true;
+  }
+
+  static size_t staged_total() { return harmonia::bbio::staged_total(); }
+
+  std::string address_;
+  pid_t pid_;
+  double phase_gap_ = 1.0;
+  int wake_[2] = {-1, -1};
+  std::thread thread_;
+
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  bool attempted_ = false;  ///< the first connection attempt is over
+  bool connected_ = false;
+  bool stopping_ = false;
+  bool refused_ = false;
+  bool warned_unreachable_ = false;
+  bool wants_flush_ = false;
+  bool detected_phase_ = false;
+  std::atomic<bool> in_phase_{false};
+  std::atomic<bool> declared_{false};
+  std::deque<std::string> outbox_;
+  uint64_t next_seq_ = 1, replied_ = 0;
+  double lease_ = 10;
+
+  std::atomic<bool> stage_{false};
+  std::atomic<bool> flush_allowed_{true};
+  std::atomic<double> min_gap_{0};
+  std::atomic<double> next_write_{0};
+  std::atomic<double> last_write_{0};
+};
+
+const char* address() {
+  static const char* value = std::getenv("HARMONIA_SCHEDD");
+  return value && *value ? value : nullptr;
+}
+
+std::mutex creation;
+std::atomic<Agent*> current{nullptr};
+
+/// This process's agent (created on first use; a forked child makes its own), or nullptr.
+Agent* get() {
+  if (!address()) return nullptr;
+  Agent* a = current.load(std::memory_order_acquire);
+  if (a && a->pid() == getpid()) return a;
+  std::lock_guard lock(creation);
+  a = current.load();
+  if (a && a->pid() == getpid()) return a;
+  // Never destroyed: its thread lives as long as the process. A parent's agent, inherited by a
+  // forked child, is abandoned (its thread did not survive the fork).
+  a = new Agent(address());
+  current.store(a, std::memory_order_release);
+  return a;
+}
+
+}  // namespace
+
+bool configured() { return address() != nullptr; }
+
+bool stage_writes() {
+  Agent* a = get();
+  return !a || a->stage();
+}
+
+bool flush_permitted() {
+  Agent* a = get();
+  return !a || a->flush_allowed();
+}
+
+void before_flush(size_t) {
+  if (Agent* a = get()) a->before_flush();
+}
+
+void after_flush(size_t still_staged) {
+  if (Agent* a = get()) a->after_flush(still_staged);
+}
+
+void before_write(size_t) {
+  if (Agent* a = get()) a->before_write();
+}
+
+void phase_begin(const std::string& name, size_t expected_bytes) {
+  if (Agent* a = get()) a->begin_phase(name, expected_bytes, false);
+}
+
+void phase_end() {
+  if (Agent* a = get()) a->end_phase();
+}
+
+void shutdown() {
+  Agent* a = current.load(std::memory_order_acquire);
+  if (a && a->pid() == getpid()) a->shutdown();
+}
+
+}  // namespace harmonia::bbio::agent

@@ -1,0 +1,35 @@
+#pragma once
+// The agent: when HARMONIA_SCHEDD names a scheduler daemon, this process registers with it as a
+// process of its job, reports its I/O phases (declared with harmonia_io_begin/end, or detected
+// from its writes), asks before flushing staged data, and follows the directives it gets:
+// stage or write through, flush or wait, pace writes. Without a daemon, or when the daemon is
+// gone, everything behaves as plain libharmonia with writes going straight through.
+// docs/control.md describes the protocol and the rules.
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace harmonia::bbio::agent {
+
+/// Whether HARMONIA_SCHEDD is set (read once per process).
+bool configured();
+/// Whether new writes should be staged now: always without an agent; with one, as the daemon
+/// says (and never while it is unreachable).
+bool stage_writes();
+/// Whether staged data may be flushed now without waiting (no agent, no daemon, or allowed).
+bool flush_permitted();
+/// Before flushing `staged` bytes: asks the daemon and blocks until it allows the flush, or
+/// until it cannot be reached (then the flush goes ahead).
+void before_flush(size_t staged);
+/// After a flush: when nothing is staged in the process any more, tells the daemon.
+void after_flush(size_t still_staged);
+/// A write of `bytes` is about to start: honours the throttle and detects phases.
+void before_write(size_t bytes);
+/// Declared phases (harmonia_io_begin/end); the detector stays off once they are used.
+void phase_begin(const std::string& name, size_t expected_bytes);
+void phase_end();
+/// At exit: ends a detected phase and unregisters (best effort).
+void shutdown();
+
+}  // namespace harmonia::bbio::agent

@@ -1,0 +1,125 @@
+#include "schedd/client.hpp"
+
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <stdexcept>
+
+#include "control/frame.hpp"
+
+namespace harmonia::schedd {
+
+namespace {
+
+std::runtime_error failure(const std::string& what) {
+  return std::runtime_error(what + ": " + std::strerror(errno));
+}
+
+int connect_unix(const std::string& path) {
+  sockaddr_un address{};
+  address.sun_family = AF_UNIX;
+  if (path.size() >= sizeof(address.sun_path))
+    throw std::runtime_error("socket path " + path + " is too long");
+  std::memcpy(address.sun_path, path.c_str(), path.size() + 1);
+  const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0 || connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0) {
+    const auto error = failure("cannot connect to " + path);
+    if (fd >= 0) close(fd);
+    throw error;
+  }
+  return fd;
+}
+
+int connect_tcp(const std::string& spec) {
+  const auto colon = spec.rfind(':');
+  if (colon == std::string::npos) throw std::runtime_error("tcp:" + spec + ": expected HOST:PORT");
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* found = nullptr;
+  if (const int rc = getaddrinfo(spec.substr(0, colon).c_str(), spec.substr(colon + 1).c_str(),
+                                 &hints, &found);
+      rc != 0)
+    throw std::runtime_error("tcp:" + spec + ": " + gai_strerror(rc));
+  const int fd = socket(found->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  const bool ok = fd >= 0 && connect(fd, found->ai_addr, found->ai_addrlen) == 0;
+  freeaddrinfo(found);
+  if (!ok) {
+    const auto error = failure("cannot connect to tcp:" + spec);
+    if (fd >= 0) close(fd);
+    throw error;
+  }
+  const int yes = 1;
+  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &yes, sizeof(yes));
+  return fd;
+}
+
+}  // namespace
+
+Client::Client(const std::string& address) {
+  if (address.rfind("tcp:", 0) == 0)
+    fd_ = connect_tcp(address.substr(4));
+  else
+    fd_ = connect_unix(address.rfind("unix:", 0) == 0 ? address.substr(5) : address);
+}
+
+Client::~Client() {
+  if (fd_ >= 0) close(fd_);
+}
+
+void Client::send(control::Envelope request) {
+  if (request.seq() == 0) request.set_seq(next_seq_++);
+  const size_t length = request.ByteSizeLong();
+  std::string frame(control::kHeaderBytes + length, '\0');
+  auto* bytes = reinterpret_cast<std::uint8_t*>(frame.data());
+  control::put_header(bytes, static_cast<std::uint32_t>(length));
+  request.SerializeWithCachedSizesToArray(bytes + control::kHeaderBytes);
+  size_t sent = 0;
+  while (sent < frame.size()) {
+    const ssize_t n = ::send(fd_, frame.data() + sent, frame.size() - sent, MSG_NOSIGNAL);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) throw failure("send to harmonia-schedd");
+    sent += static_cast<size_t>(n);
+  }
+}
+
+control::Envelope Client::receive() {
+  for (;;) {
+    const auto scan = control::scan_frame(input_.data(), input_.size(), control::kMaxReplyBytes);
+    if (scan.kind == control::FrameScan::Kind::TooLarge)
+      throw std::runtime_error("harmonia-schedd sent a frame of " +
+                               std::to_string(scan.body_length) + " bytes");
+    if (scan.kind == control::FrameScan::Kind::Frame) {
+      control::Envelope reply;
+      const bool ok = reply.ParseFromArray(input_.data() + control::kHeaderBytes,
+                                           static_cast<int>(scan.body_length));
+      input_.erase(input_.begin(),
+                   input_.begin() + static_cast<long>(control::kHeaderBytes + scan.body_length));
+      if (!ok) throw std::runtime_error("harmonia-schedd sent a malformed frame");
+      return reply;
+    }
+    std::uint8_t chunk[65536];
+    const ssize_t n = recv(fd_, chunk, sizeof(chunk), 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) throw failure("receive from harmonia-schedd");
+    if (n == 0) throw std::runtime_error("harmonia-schedd closed the connection");
+    input_.insert(input_.end(), chunk, chunk + n);
+  }
+}
+
+control::Envelope Client::call(control::Envelope request) {
+  request.set_seq(next_seq_++);
+  const std::uint64_t seq = request.seq();
+  send(std::move(request));
+  for (;;) {
+    control::Envelope reply = receive();
+    if (reply.seq() == seq) return reply;
+  }
+}
+
+}  // namespace harmonia::schedd

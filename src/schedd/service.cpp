@@ -1,0 +1,289 @@
+#include "schedd/service.hpp"
+
+#include <algorithm>
+#include <stdexcept>
+
+namespace harmonia::schedd {
+
+namespace coord = core::coordination;
+using control::Envelope;
+using control::Error;
+
+namespace {
+
+constexpr size_t kMaxKeyLength = 256;
+
+void set_error(Envelope& reply, Error::Code code, const std::string& message) {
+  auto* error = reply.mutable_error();
+  error->set_code(code);
+  error->set_message(message);
+}
+
+}  // namespace
+
+Service::Service(ServiceConfig config, double now)
+    : config_(std::move(config)),
+      started_(now),
+      coordinator_(coord::make_coordinator(config_.strategy, config_.coordinator)) {
+  if (!(config_.lease_seconds > 0)) throw std::invalid_argument("lease_seconds must be > 0");
+}
+
+void Service::on_connect(ConnectionId connection, std::optional<uid_t> uid, double now) {
+  connections_[connection] = Connection{uid, now, {}, false, false};
+}
+
+void Service::on_malformed(ConnectionId connection, double, std::vector<Outgoing>& out) {
+  ++requests_;
+  Envelope reply;
+  set_error(reply, Error::CODE_MALFORMED, "the frame does not hold a valid Envelope");
+  out.push_back({connection, std::move(reply)});
+}
+
+void Service::on_message(ConnectionId connection, const Envelope& request, double now,
+                         std::vector<Outgoing>& out) {
+  ++requests_;
+  const auto it = connections_.find(connection);
+  if (it == connections_.end()) return;  // the server reports only connections it announced
+  it->second.last_seen = now;
+  Envelope reply;
+  reply.set_seq(request.seq());
+  handle(connection, it->second, request, now, reply);
+  out.push_back({connection, std::move(reply)});
+  push_changes(connection, out);
+}
+
+void Service::handle(ConnectionId id, Connection& connection, const Envelope& request, double now,
+                     Envelope& reply) {
+  using Body = Envelope::BodyCase;
+  const Body body = request.body_case();
+  switch (body) {
+    case Body::kRegisterProcess:
+      register_process(id, connection, request.register_process(), now, reply);
+      return;
+    case Body::kStatusRequest:
+      fill_status(now, *reply.mutable_status());
+      return;
+    case Body::kHeartbeat:
+    case Body::kPhaseBegin:
+    case Body::kPhaseEnd:
+    case Body::kFlushRequest:
+    case Body::kFlushDone:
+    case Body::kUnregister:
+      break;
+    case Body::kRegistered:
+    case Body::kDirective:
+    case Body::kStatus:
+    case Body::kError:
+      set_error(reply, Error::CODE_NOT_A_REQUEST, "replies and pushes go from the daemon only");
+      return;
+    case Body::BODY_NOT_SET:
+      set_error(reply, Error::CODE_UNKNOWN_MESSAGE,
+                "no message this daemon knows (protocol version " +
+                    std::to_string(control::VERSION_CURRENT) + ")");
+      return;
+  }
+  if (connection.job.empty()) {
+    if (body == Body::kHeartbeat) {
+      reply.mutable_directive();  // a ping from a tool: the default directive
+      return;
+    }
+    set_error(reply, Error::CODE_NOT_REGISTERED, "send RegisterProcess first");
+    return;
+  }
+  Job& job = jobs_.at(connection.job);
+  switch (body) {
+    case Body::kPhaseBegin:
+      if (!connection.in_phase) job.phases += 1;
+      set_phase(connection, job, true, now);
+      break;
+    case Body::kPhaseEnd:
+      set_phase(connection, job, false, now);
+      break;
+    case Body::kFlushRequest:
+      set_wants_flush(connection, job, true, now);
+      break;
+    case Body::kFlushDone:
+      set_wants_flush(connection, job, false, now);
+      break;
+    case Body::kUnregister: {
+      leave(id, connection, now);
+      reply.mutable_directive();  // nothing holds it any more: write through
+      return;
+    }
+    default:
+      break;
+  }
+  fill_directive(job, *reply.mutable_directive());
+}
+
+void Service::register_process(ConnectionId id, Connection& connection,
+                               const control::RegisterProcess& request, double now,
+                               Envelope& reply) {
+  if (!connection.job.empty()) {
+    set_error(reply, Error::CODE_ALREADY_REGISTERED,
+              "this connection already stands for a process of job " + connection.job);
+    return;
+  }
+  if (request.protocol_version() != control::VERSION_CURRENT) {
+    set_error(reply, Error::CODE_VERSION,
+              "protocol version " + std::to_string(request.protocol_version()) +
+                  " is not supported (this daemon speaks " +
+                  std::to_string(control::VERSION_CURRENT) + ")");
+    return;
+  }
+  if (request.job().empty() || request.job().size() > kMaxKeyLength ||
+      request.name().size() > kMaxKeyLength) {
+    set_error(reply, Error::CODE_INVALID,
+              "RegisterProcess.job must be 1 to 256 bytes, name at most 256");
+    return;
+  }
+  if (!(request.bytes_per_process() >= 0) || request.bytes_per_process() > 1e18) {
+    set_error(reply, Error::CODE_INVALID, "RegisterProcess.bytes_per_process out of range");
+    return;
+  }
+  auto found = jobs_.find(request.job());
+  if (found != jobs_.end() && found->second.uid && connection.uid &&
+      *found->second.uid != *connection.uid) {
+    set_error(reply, Error::CODE_FORBIDDEN, "job " + request.job() + " belongs to another user");
+    return;
+  }
+  if (found == jobs_.end()) {
+    Job job;
+    job.name = request.name().empty() ? request.job() : request.name();
+    job.uid = connection.uid;
+    job.ranks = std::max<std::uint32_t>(1, request.ranks());
+    job.priority = request.priority();
+    job.registered_at = now;
+    coord::JobInfo info{job.name, static_cast<int>(std::min<std::uint32_t>(job.ranks, 1u << 30)),
+                        request.bytes_per_process(), job.priority};
+    job.id = coordinator_->on_register(info, now);
+    if (job_of_id_.size() <= static_cast<size_t>(job.id))
+      job_of_id_.resize(static_cast<size_t>(job.id) + 1);
+    job_of_id_[static_cast<size_t>(job.id)] = request.job();
+    found = jobs_.emplace(request.job(), std::move(job)).first;
+  }
+  Job& job = found->second;
+  job.processes.insert(id);
+  connection.job = request.job();
+  // A process re-registering with a restarted daemon brings its state back.
+  if (request.in_phase()) {
+    job.phases += 1;
+    set_phase(connection, job, true, now);
+  }
+  if (request.wants_flush()) set_wants_flush(connection, job, true, now);
+  auto* registered = reply.mutable_registered();
+  registered->set_protocol_version(control::VERSION_CURRENT);
+  registered->set_lease_seconds(config_.lease_seconds);
+  fill_directive(job, *registered->mutable_directive());
+}
+
+void Service::set_phase(Connection& connection, Job& job, bool in_phase, double now) {
+  if (connection.in_phase == in_phase) return;
+  connection.in_phase = in_phase;
+  if (in_phase) {
+    if (job.in_phase++ == 0) coordinator_->on_io_begin(job.id, now);
+  } else {
+    if (--job.in_phase == 0) coordinator_->on_io_end(job.id, now);
+  }
+}
+
+void Service::set_wants_flush(Connection& connection, Job& job, bool wants, double now) {
+  if (connection.wants_flush == wants) return;
+  connection.wants_flush = wants;
+  if (wants) {
+    if (job.wants_flush++ == 0) coordinator_->on_flush_request(job.id, now);
+  } else {
+    if (--job.wants_flush == 0) coordinator_->on_flush_done(job.id, now);
+  }
+}
+
+void Service::leave(ConnectionId id, Connection& connection, double now) {
+  if (connection.job.empty()) return;
+  const auto found = jobs_.find(connection.job);
+  connection.job.clear();
+  if (found == jobs_.end()) return;
+  Job& job = found->second;
+  set_phase(connection, job, false, now);
+  set_wants_flush(connection, job, false, now);
+  job.processes.erase(id);
+  if (job.processes.empty()) {
+    coordinator_->on_unregister(job.id, now);
+    job_of_id_[static_cast<size_t>(job.id)].clear();
+    jobs_.erase(found);
+  }
+}
+
+void Service::on_disconnect(ConnectionId connection, double now, std::vector<Outgoing>& out) {
+  const auto it = connections_.find(connection);
+  if (it == connections_.end()) return;
+  leave(connection, it->second, now);
+  connections_.erase(it);
+  push_changes(connection, out);
+}
+
+std::vector<ConnectionId> Service::on_tick(double now, std::vector<Outgoing>& out) {
+  std::vector<ConnectionId> expired;
+  for (const auto& [id, connection] : connections_)
+    if (now - connection.last_seen > config_.lease_seconds) expired.push_back(id);
+  for (ConnectionId id : expired) {
+    leave(id, connections_.at(id), now);
+    connections_.erase(id);
+  }
+  coordinator_->on_tick(now);
+  push_changes(0, out);
+  return expired;
+}
+
+void Service::push_changes(ConnectionId except, std::vector<Outgoing>& out) {
+  for (coord::JobId id : coordinator_->take_changed()) {
+    const std::string& key = job_of_id_[static_cast<size_t>(id)];
+    if (key.empty()) continue;  // the job ended
+    Job& job = jobs_.at(key);
+    job.epoch += 1;
+    for (ConnectionId process : job.processes) {
+      if (process == except) continue;  // its reply carries the directive
+      Envelope push;
+      fill_directive(job, *push.mutable_directive());
+      out.push_back({process, std::move(push)});
+    }
+  }
+}
+
+void Service::fill_directive(const Job& job, control::Directive& out) const {
+  const coord::Directive& d = coordinator_->directive(job.id);
+  out.set_mode(d.mode == coord::Mode::Stage ? control::MODE_STAGE : control::MODE_WRITE_THROUGH);
+  out.set_flush_allowed(d.flush_allowed);
+  for (int server : d.servers) out.add_servers(static_cast<std::uint32_t>(server));
+  out.set_min_request_gap(d.min_request_gap);
+  out.set_epoch(job.epoch);
+}
+
+void Service::fill_status(double now, control::Status& out) const {
+  out.set_strategy(config_.strategy);
+  const char* orders[] = {"free", "token", "window", "priority"};
+  out.set_flush_order(orders[static_cast<int>(config_.coordinator.flush_order)]);
+  out.set_pfs_servers(static_cast<std::uint32_t>(config_.coordinator.pfs_servers));
+  out.set_uptime_seconds(now - started_);
+  out.set_requests(requests_);
+  out.set_connections(static_cast<std::uint32_t>(connections_.size()));
+  std::vector<const std::string*> keys;
+  for (const auto& entry : jobs_) keys.push_back(&entry.first);
+  std::sort(keys.begin(), keys.end(), [](auto* a, auto* b) { return *a < *b; });
+  for (const std::string* key_ptr : keys) {
+    const std::string& key = *key_ptr;
+    const Job& job = jobs_.at(key);
+    auto* s = out.add_jobs();
+    s->set_job(key);
+    s->set_name(job.name);
+    s->set_processes(static_cast<std::uint32_t>(job.processes.size()));
+    s->set_ranks(job.ranks);
+    s->set_priority(job.priority);
+    s->set_in_phase(job.in_phase);
+    s->set_wants_flush(job.wants_flush);
+    fill_directive(job, *s->mutable_directive());
+    s->set_registered_seconds(now - job.registered_at);
+    s->set_phases(job.phases);
+  }
+}
+
+}  // namespace harmonia::schedd

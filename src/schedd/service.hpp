@@ -1,0 +1,102 @@
+#pragma once
+/// @file The scheduler daemon's state machine: the job registry, the processes of each job (one
+/// connection each), their phases and flush requests, leases, and the directives the policy core
+/// decides. No sockets and no threads: the server (server.hpp) feeds it decoded requests and
+/// sends what it returns; tests and the fuzzer drive it directly. See docs/control.md.
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include "control/control.pb.h"
+#include "core/coordination/coordinator.hpp"
+
+namespace harmonia::schedd {
+
+using ConnectionId = std::uint64_t;
+
+struct ServiceConfig {
+  std::string strategy = "none";  ///< a coordination strategy (core/coordination registry)
+  core::coordination::CoordinatorConfig coordinator;
+  double lease_seconds = 10;  ///< a process silent this long is dropped
+};
+
+/// A message for one connection.
+struct Outgoing {
+  ConnectionId to;
+  control::Envelope message;
+};
+
+class Service {
+ public:
+  /// Throws std::invalid_argument naming a bad strategy or setting.
+  Service(ServiceConfig config, double now);
+
+  /// A new connection; `uid` is the peer's user on a Unix socket (nullopt over TCP).
+  void on_connect(ConnectionId connection, std::optional<uid_t> uid, double now);
+  /// One decoded request: appends its reply, and the directives it changed, to `out`.
+  void on_message(ConnectionId connection, const control::Envelope& request, double now,
+                  std::vector<Outgoing>& out);
+  /// A frame that does not hold an Envelope: an error reply.
+  void on_malformed(ConnectionId connection, double now, std::vector<Outgoing>& out);
+  /// The connection is gone: its process leaves its job (the job ends with its last process).
+  void on_disconnect(ConnectionId connection, double now, std::vector<Outgoing>& out);
+  /// Time passes: flush windows move, and processes silent for a lease are dropped. Returns the
+  /// connections dropped, for the server to close.
+  std::vector<ConnectionId> on_tick(double now, std::vector<Outgoing>& out);
+
+  size_t job_count() const { return jobs_.size(); }
+  size_t connection_count() const { return connections_.size(); }
+  const ServiceConfig& config() const { return config_; }
+
+ private:
+  struct Connection {
+    std::optional<uid_t> uid;
+    double last_seen = 0;
+    std::string job;  ///< empty until registered
+    bool in_phase = false;
+    bool wants_flush = false;
+  };
+  struct Job {
+    core::coordination::JobId id = 0;
+    std::string name;
+    std::optional<uid_t> uid;
+    std::uint32_t ranks = 1;
+    std::int32_t priority = 0;
+    double registered_at = 0;
+    std::unordered_set<ConnectionId> processes;
+    std::uint32_t in_phase = 0;
+    std::uint32_t wants_flush = 0;
+    std::uint64_t phases = 0;
+    std::uint64_t epoch = 0;
+  };
+
+  void handle(ConnectionId id, Connection& connection, const control::Envelope& request, double now,
+              control::Envelope& reply);
+  void register_process(ConnectionId id, Connection& connection,
+                        const control::RegisterProcess& request, double now,
+                        control::Envelope& reply);
+  void set_phase(Connection& connection, Job& job, bool in_phase, double now);
+  void set_wants_flush(Connection& connection, Job& job, bool wants, double now);
+  void leave(ConnectionId id, Connection& connection, double now);
+  /// Pushes changed directives to every process of the changed jobs but `except`.
+  void push_changes(ConnectionId except, std::vector<Outgoing>& out);
+  void fill_directive(const Job& job, control::Directive& out) const;
+  void fill_status(double now, control::Status& out) const;
+
+  ServiceConfig config_;
+  double started_;
+  std::unique_ptr<core::coordination::Coordinator> coordinator_;
+  std::unordered_map<ConnectionId, Connection> connections_;
+  std::unordered_map<std::string, Job> jobs_;
+  std::vector<std::string> job_of_id_;  ///< core job id -> job key ("" once the job ended)
+  std::uint64_t requests_ = 0;
+};
+
+}  // namespace harmonia::schedd
