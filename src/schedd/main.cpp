@@ -1,4 +1,5 @@
 // harmonia-schedd: the scheduler daemon of the coordination service (docs/control.md).
+#include <google/protobuf/stubs/logging.h>
 #include <sys/resource.h>
 
 #include <CLI/CLI.hpp>
@@ -42,6 +43,9 @@ int main(int argc, char** argv) {
     limit.rlim_cur = limit.rlim_max;
     setrlimit(RLIMIT_NOFILE, &limit);
   }
+  // Malformed frames get an error reply; libprotobuf's own log line for each would let any
+  // client fill the daemon's log.
+  google::protobuf::SetLogHandler(nullptr);
   try {
     service.coordinator.flush_order = coord::parse_flush_order(flush_order);
     Service state(service, monotonic_seconds());

@@ -64,6 +64,14 @@ unsigned long env_number(std::initializer_list<const char*> names, unsigned long
   return end != text && *end == '\0' ? value : fallback;
 }
 
+/// `text` with every byte outside printable ASCII replaced by '?': protobuf strings must be UTF-8,
+/// and environment variables need not be.
+std::string printable(std::string text) {
+  for (char& c : text)
+    if (static_cast<unsigned char>(c) < 0x20 || static_cast<unsigned char>(c) > 0x7e) c = '?';
+  return text;
+}
+
 struct Identity {
   std::string job, name, host;
   uint32_t rank = 0, ranks = 1;
@@ -99,6 +107,9 @@ Identity identity() {
     id.priority = static_cast<int32_t>(std::strtol(priority, nullptr, 10));
   if (const char* bytes = first_env({"HARMONIA_BYTES_PER_PROCESS"}))
     id.bytes_per_process = std::max(0.0, std::strtod(bytes, nullptr));
+  id.job = printable(id.job.substr(0, 256));
+  id.name = printable(id.name.substr(0, 256));
+  id.host = printable(id.host);
   return id;
 }
 
@@ -238,7 +249,8 @@ class Agent {
     detected_phase_ = detected;
     if (!connected_) return;
     Harmonia__Control__PhaseBegin body = HARMONIA__CONTROL__PHASE_BEGIN__INIT;
-    body.name = const_cast<char*>(name.c_str());
+    const std::string safe_name = printable(name.substr(0, 256));
+    body.name = const_cast<char*>(safe_name.c_str());
     body.expected_bytes = expected;
     body.detected = detected;
     Harmonia__Control__Envelope e = HARMONIA__CONTROL__ENVELOPE__INIT;

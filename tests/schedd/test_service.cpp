@@ -1,0 +1,210 @@
+// The scheduler daemon's state machine, driven with requests as the server would decode them.
+#include <gtest/gtest.h>
+
+#include "schedd/service.hpp"
+
+using namespace harmonia::schedd;
+using harmonia::control::Envelope;
+using harmonia::control::Error;
+
+namespace {
+
+ServiceConfig config(const std::string& strategy, double lease = 10) {
+  ServiceConfig c;
+  c.strategy = strategy;
+  c.coordinator.pfs_servers = 8;
+  c.lease_seconds = lease;
+  return c;
+}
+
+Envelope registration(const std::string& job, bool in_phase = false, std::uint32_t version = 1) {
+  Envelope e;
+  auto* r = e.mutable_register_process();
+  r->set_protocol_version(version);
+  r->set_job(job);
+  r->set_ranks(4);
+  r->set_bytes_per_process(16e6);
+  r->set_in_phase(in_phase);
+  return e;
+}
+
+Envelope phase_begin() {
+  Envelope e;
+  e.mutable_phase_begin();
+  return e;
+}
+Envelope phase_end() {
+  Envelope e;
+  e.mutable_phase_end();
+  return e;
+}
+Envelope flush_request() {
+  Envelope e;
+  e.mutable_flush_request();
+  return e;
+}
+
+/// A service with a clock and helpers that return the reply to each request.
+struct Harness {
+  explicit Harness(ServiceConfig c) : service(std::move(c), 0) {}
+  Service service;
+  double now = 0;
+  std::vector<Outgoing> pushes;
+
+  void connect(ConnectionId id, std::optional<uid_t> uid = 1000) {
+    service.on_connect(id, uid, now);
+  }
+  Envelope call(ConnectionId id, Envelope request, std::uint64_t seq = 7) {
+    request.set_seq(seq);
+    std::vector<Outgoing> out;
+    service.on_message(id, request, now, out);
+    EXPECT_FALSE(out.empty());
+    EXPECT_EQ(out.front().to, id);
+    EXPECT_EQ(out.front().message.seq(), seq) << "the reply echoes the request's seq";
+    Envelope reply = out.front().message;
+    pushes.insert(pushes.end(), out.begin() + 1, out.end());
+    return reply;
+  }
+  bool stages(const Envelope& reply) {
+    const auto& d = reply.has_registered() ? reply.registered().directive() : reply.directive();
+    return d.mode() == harmonia::control::MODE_STAGE;
+  }
+};
+
+}  // namespace
+
+TEST(Service, RejectsBadStrategyAndLease) {
+  EXPECT_THROW(Service(config("4c"), 0), std::invalid_argument);
+  EXPECT_THROW(Service(config("2a", 0), 0), std::invalid_argument);
+}
+
+TEST(Service, RegistersAndRepliesWithTheDirective) {
+  Harness h(config("2a"));
+  h.connect(1);
+  const Envelope reply = h.call(1, registration("A"));
+  ASSERT_TRUE(reply.has_registered());
+  EXPECT_EQ(reply.registered().protocol_version(), 1u);
+  EXPECT_EQ(reply.registered().lease_seconds(), 10);
+  EXPECT_FALSE(h.stages(reply));
+  EXPECT_EQ(h.service.job_count(), 1u);
+}
+
+TEST(Service, OutOfOrderUnknownAndForeignMessagesGetErrors) {
+  Harness h(config("2a"));
+  h.connect(1);
+  EXPECT_EQ(h.call(1, phase_begin()).error().code(), Error::CODE_NOT_REGISTERED);
+  EXPECT_EQ(h.call(1, Envelope()).error().code(), Error::CODE_UNKNOWN_MESSAGE);
+  Envelope directive;
+  directive.mutable_directive();
+  EXPECT_EQ(h.call(1, directive).error().code(), Error::CODE_NOT_A_REQUEST);
+  EXPECT_EQ(h.call(1, registration("A", false, 2)).error().code(), Error::CODE_VERSION);
+  EXPECT_EQ(h.call(1, registration("")).error().code(), Error::CODE_INVALID);
+  EXPECT_EQ(h.call(1, registration(std::string(300, 'x'))).error().code(), Error::CODE_INVALID);
+  ASSERT_TRUE(h.call(1, registration("A")).has_registered());
+  EXPECT_EQ(h.call(1, registration("B")).error().code(), Error::CODE_ALREADY_REGISTERED);
+  std::vector<Outgoing> out;
+  h.service.on_malformed(1, 0, out);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].message.error().code(), Error::CODE_MALFORMED);
+}
+
+TEST(Service, AJobBelongsToTheUserWhoRegisteredIt) {
+  Harness h(config("2a"));
+  h.connect(1, 1000);
+  h.connect(2, 1001);
+  h.connect(3, 1000);
+  ASSERT_TRUE(h.call(1, registration("A")).has_registered());
+  EXPECT_EQ(h.call(2, registration("A")).error().code(), Error::CODE_FORBIDDEN);
+  EXPECT_TRUE(h.call(3, registration("A")).has_registered()) << "the same user: one more process";
+}
+
+TEST(Service, Strategy2aStagesTheSecomComerAndPushesChanges) {
+  Harness h(config("2a"));
+  h.connect(1);
+  h.connect(2);
+  h.call(1, registration("A"));
+  h.call(2, registration("B"));
+  EXPECT_FALSE(h.stages(h.call(1, phase_begin())));
+  EXPECT_TRUE(h.stages(h.call(2, phase_begin()))) << "B stages: A is writing";
+  const Envelope asked = h.call(2, flush_request());
+  EXPECT_FALSE(asked.directive().flush_allowed()) << "stage and block";
+  h.pushes.clear();
+  h.call(1, phase_end());
+  ASSERT_EQ(h.pushes.size(), 1u) << "B is told at once";
+  EXPECT_EQ(h.pushes[0].to, 2u);
+  EXPECT_EQ(h.pushes[0].message.seq(), 0u) << "pushes carry seq 0";
+  EXPECT_TRUE(h.pushes[0].message.directive().flush_allowed());
+  EXPECT_GT(h.pushes[0].message.directive().epoch(), 0u);
+}
+
+TEST(Service, AJobIsInItsPhaseWhileAnyOfItsProcessesIs) {
+  Harness h(config("2a"));
+  for (ConnectionId id : {1, 2, 3}) h.connect(id);
+  h.call(1, registration("A"));
+  h.call(2, registration("A"));
+  h.call(3, registration("B"));
+  h.call(1, phase_begin());
+  h.call(2, phase_begin());
+  EXPECT_TRUE(h.stages(h.call(3, phase_begin())));
+  h.call(1, phase_end());
+  EXPECT_TRUE(h.stages(h.call(3, phase_begin()))) << "A's second process still writes";
+  h.call(2, phase_end());
+  EXPECT_FALSE(h.stages(h.call(3, phase_begin()))) << "A is done: B writes";
+}
+
+TEST(Service, ADeadProcessReleasesItsJobAndAReRegistrationRestoresState) {
+  Harness h(config("2a"));
+  h.connect(1);
+  h.connect(2);
+  h.call(1, registration("A"));
+  h.call(2, registration("B"));
+  h.call(1, phase_begin());
+  EXPECT_TRUE(h.stages(h.call(2, phase_begin())));
+  std::vector<Outgoing> out;
+  h.service.on_disconnect(1, 1, out);
+  EXPECT_EQ(h.service.job_count(), 1u) << "A ended with its only process";
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].message.directive().mode(), harmonia::control::MODE_WRITE_THROUGH);
+  // A restarted daemon: B comes back mid-phase, A too; A joined the line first this time.
+  Harness fresh(config("2a"));
+  fresh.connect(5);
+  fresh.connect(6);
+  EXPECT_FALSE(fresh.stages(fresh.call(6, registration("B", true))));
+  EXPECT_TRUE(fresh.stages(fresh.call(5, registration("A", true))));
+}
+
+TEST(Service, SilentProcessesLoseTheirLease) {
+  Harness h(config("2a", 2.0));
+  h.connect(1);
+  h.connect(2);
+  h.call(1, registration("A"));
+  h.call(2, registration("B"));
+  h.now = 1.5;
+  h.call(2, Envelope(phase_begin()));  // B speaks; A stays silent
+  std::vector<Outgoing> out;
+  EXPECT_TRUE(h.service.on_tick(1.9, out).empty());
+  const auto dropped = h.service.on_tick(2.5, out);
+  EXPECT_EQ(dropped, (std::vector<ConnectionId>{1}));
+  EXPECT_EQ(h.service.job_count(), 1u);
+}
+
+TEST(Service, StatusListsJobsInOrder) {
+  Harness h(config("3a"));
+  for (ConnectionId id : {1, 2}) h.connect(id);
+  h.call(2, registration("b-job"));
+  h.call(1, registration("a-job"));
+  h.call(1, phase_begin());
+  Envelope request;
+  request.mutable_status_request();
+  const Envelope reply = h.call(1, request);
+  ASSERT_TRUE(reply.has_status());
+  const auto& status = reply.status();
+  EXPECT_EQ(status.strategy(), "3a");
+  ASSERT_EQ(status.jobs_size(), 2);
+  EXPECT_EQ(status.jobs(0).job(), "a-job");
+  EXPECT_EQ(status.jobs(0).in_phase(), 1u);
+  EXPECT_EQ(status.jobs(0).phases(), 1u);
+  EXPECT_EQ(status.jobs(0).directive().servers_size() + status.jobs(1).directive().servers_size(),
+            8)
+      << "3a splits the 8 servers";
+}
