@@ -11,7 +11,10 @@ from harmonia.cli.profile import profile_device
 from harmonia.cli.recover import recover
 from harmonia.cli.report import report
 from harmonia.cli.reproduce import reproduce
+from harmonia.cli.run import run
+from harmonia.cli.schedd import schedd
 from harmonia.cli.sim import sim
+from harmonia.cli.status import status
 from harmonia.cli.validate import validate
 
 app = typer.Typer(
@@ -30,3 +33,6 @@ app.command(name="annotate")(annotate_command)
 app.command()(phases)
 app.command()(bench)
 app.command(name="import-darshan")(import_darshan)
+app.command()(schedd)
+app.command(context_settings={"allow_interspersed_args": False})(run)
+app.command()(status)

@@ -1,0 +1,90 @@
+"""The coordination service from Python: the site configuration of `harmonia schedd`, where the
+daemon listens, and how to run a job under libharmonia (docs/control.md)."""
+
+import os
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from harmonia.scenario import ScenarioError, _read_toml, _validate
+from harmonia.simulator import find_tool
+
+DEFAULT_SOCKET = "/tmp/harmonia-schedd.sock"
+
+
+def default_address() -> str:
+    """$HARMONIA_SCHEDD, else the default Unix socket."""
+    return os.environ.get("HARMONIA_SCHEDD") or DEFAULT_SOCKET
+
+
+class _Table(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Schedd(_Table):
+    socket: str = DEFAULT_SOCKET  # "" to listen on TCP only
+    tcp: str = ""  # "HOST:PORT"; TCP has no authentication: keep it on a trusted network
+    strategy: Literal["none", "1a", "1b", "2a", "2b", "3a", "3b", "throttle"] = "none"
+    flush_order: Literal["free", "token", "window", "priority"] = "free"
+    window: float = Field(default=1.0, gt=0, allow_inf_nan=False)  # seconds, flush_order=window
+    pfs_servers: int = Field(default=1, ge=1, le=65536)
+    throttle_gap: float = Field(default=0.001, gt=0, le=10, allow_inf_nan=False)  # seconds
+    lease: float = Field(default=10.0, gt=0, le=3600, allow_inf_nan=False)  # seconds
+    tick: float = Field(default=0.05, ge=0.001, le=10, allow_inf_nan=False)  # seconds
+
+
+class SiteConfig(_Table):
+    schedd: Schedd = Schedd()
+
+
+def load_site_config(path: Path) -> SiteConfig:
+    """Read and validate a site file; raises ScenarioError with `FILE: key: reason` lines."""
+    config = _validate(SiteConfig, _read_toml(path), path)
+    if not config.schedd.socket and not config.schedd.tcp:
+        raise ScenarioError([f"{path}: schedd.socket: give a socket path or schedd.tcp"])
+    return config
+
+
+def daemon_command(config: SiteConfig) -> list[str]:
+    """The harmonia-schedd command line for `config`."""
+    s = config.schedd
+    command = [
+        str(find_tool("harmonia-schedd", "HARMONIA_SCHEDD_BIN", "src/schedd/harmonia-schedd"))
+    ]
+    if s.socket:
+        command += ["--socket", s.socket]
+    if s.tcp:
+        command += ["--tcp", s.tcp]
+    command += [
+        "--strategy", s.strategy,
+        "--flush-order", s.flush_order,
+        "--window", repr(s.window),
+        "--pfs-servers", str(s.pfs_servers),
+        "--throttle-gap", repr(s.throttle_gap),
+        "--lease", repr(s.lease),
+        "--tick", repr(s.tick),
+    ]  # fmt: skip
+    return command
+
+
+def library_path() -> Path:
+    """libharmonia.so, for LD_PRELOAD."""
+    return find_tool("libharmonia.so", "HARMONIA_LIBRARY", "src/runtime/bbio/libharmonia.so")
+
+
+def job_environment(
+    address: str, job: str | None = None, priority: int | None = None
+) -> dict[str, str]:
+    """What `harmonia run` adds to a job's environment."""
+    preload = os.environ.get("LD_PRELOAD", "")
+    library = str(library_path().resolve())
+    env = {
+        "LD_PRELOAD": f"{library}:{preload}" if preload else library,
+        "HARMONIA_SCHEDD": address,
+    }
+    if job is not None:
+        env["HARMONIA_JOB"] = job
+    if priority is not None:
+        env["HARMONIA_PRIORITY"] = str(priority)
+    return env

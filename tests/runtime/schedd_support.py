@@ -1,0 +1,115 @@
+"""Helpers for tests of harmonia-schedd and the agent: a daemon on a temporary socket, and jobs
+that write under libharmonia."""
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from bbio_support import BUILD, LIBRARY
+
+SCHEDD = BUILD / "src" / "schedd" / "harmonia-schedd"
+SCHEDCTL = BUILD / "src" / "schedd" / "harmonia-schedctl"
+WRITER = Path(__file__).with_name("slow_writer.py")
+
+
+def start_daemon(address: Path, *args: str) -> subprocess.Popen[str]:
+    daemon = subprocess.Popen(
+        [str(SCHEDD), "--socket", str(address), "--tick", "0.01", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        try:
+            with socket.socket(socket.AF_UNIX) as probe:
+                probe.connect(str(address))
+            return daemon
+        except OSError:
+            if daemon.poll() is not None:
+                raise AssertionError(
+                    f"harmonia-schedd exited: {daemon.stderr.read() if daemon.stderr else ''}"
+                )
+            time.sleep(0.02)
+    daemon.kill()
+    raise AssertionError("harmonia-schedd did not start listening")
+
+
+def stop_daemon(daemon: subprocess.Popen[str], hard: bool = False) -> None:
+    if daemon.poll() is None:
+        daemon.send_signal(signal.SIGKILL if hard else signal.SIGTERM)
+    daemon.wait(timeout=10)
+
+
+@contextmanager
+def running_daemon(address: Path, *args: str) -> Iterator[subprocess.Popen[str]]:
+    daemon = start_daemon(address, *args)
+    try:
+        yield daemon
+    finally:
+        stop_daemon(daemon)
+
+
+def status(address: Path) -> dict[str, Any]:
+    done = subprocess.run(
+        [str(SCHEDCTL), "--address", str(address), "status", "--compact"],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=10,
+    )
+    result: dict[str, Any] = json.loads(done.stdout)
+    return result
+
+
+def job_env(address: Path, job: str, **extra: str) -> dict[str, str]:
+    return {
+        **os.environ,
+        "LD_PRELOAD": str(LIBRARY.resolve()),
+        "HARMONIA_SCHEDD": str(address),
+        "HARMONIA_JOB": job,
+        **extra,
+    }
+
+
+def start_writer(
+    address: Path, job: str, path: Path, chunks: int, pause: float, **extra: str
+) -> subprocess.Popen[str]:
+    """A job writing `chunks` 1 MB chunks to `path`, `pause` seconds apart, then closing it; it
+    prints a JSON line of wall-clock times (open, writes done, close done)."""
+    return subprocess.Popen(
+        [sys.executable, str(WRITER), str(path), str(chunks), str(pause)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=job_env(address, job, **extra),
+    )
+
+
+def finish(writer: subprocess.Popen[str], timeout: float = 30) -> dict[str, Any]:
+    out, err = writer.communicate(timeout=timeout)
+    assert writer.returncode == 0, err
+    result: dict[str, Any] = json.loads(out)
+    result["stderr"] = err
+    return result
+
+
+def expected_bytes(chunks: int) -> bytes:
+    return b"".join(bytes([65 + k % 26]) * 1_000_000 for k in range(chunks))
+
+
+def wait_until(predicate: Any, timeout: float = 10, step: float = 0.02) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(step)
+    return False

@@ -1,0 +1,197 @@
+"""harmonia-schedd with real jobs under libharmonia: directives followed, daemon failures
+survived, malformed input refused (docs/control.md)."""
+
+import os
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from schedd_support import (
+    expected_bytes,
+    finish,
+    job_env,
+    running_daemon,
+    start_daemon,
+    start_writer,
+    status,
+    stop_daemon,
+    wait_until,
+)
+
+
+def jobs_by_key(address: Path) -> dict[str, dict[str, object]]:
+    return {job["job"]: job for job in status(address)["jobs"]}
+
+
+def test_strategy_2a_makes_the_second_comer_stage_and_wait(tmp_path: Path) -> None:
+    address = tmp_path / "schedd.sock"
+    with running_daemon(address, "--strategy", "2a"):
+        first = start_writer(address, "A", tmp_path / "a", chunks=12, pause=0.1)
+        assert wait_until(
+            lambda: jobs_by_key(address).get("A", {}).get("in_phase") == 1
+        )
+        second = start_writer(address, "B", tmp_path / "b", chunks=4, pause=0)
+        assert wait_until(
+            lambda: jobs_by_key(address).get("B", {}).get("wants_flush") == 1
+        )
+        b = jobs_by_key(address)["B"]
+        assert b["directive"]["mode"] == "MODE_STAGE"  # type: ignore[index]
+        a_times, b_times = finish(first), finish(second)
+    # B wrote into its staging area at once, then its close waited for A's phase to end.
+    assert b_times["written"] < a_times["written"]
+    assert b_times["closed"] >= a_times["written"]
+    assert (tmp_path / "a").read_bytes() == expected_bytes(12)
+    assert (tmp_path / "b").read_bytes() == expected_bytes(4)
+
+
+def test_without_coordination_nobody_waits(tmp_path: Path) -> None:
+    address = tmp_path / "schedd.sock"
+    with running_daemon(address, "--strategy", "none"):
+        first = start_writer(address, "A", tmp_path / "a", chunks=12, pause=0.1)
+        assert wait_until(
+            lambda: jobs_by_key(address).get("A", {}).get("in_phase") == 1
+        )
+        b = finish(start_writer(address, "B", tmp_path / "b", chunks=4, pause=0))
+        a = finish(first)
+    assert b["closed"] < a["written"], "B finished while A was still writing"
+    assert (tmp_path / "b").read_bytes() == expected_bytes(4)
+
+
+def test_a_dead_daemon_releases_waiting_jobs_within_a_second(tmp_path: Path) -> None:
+    address = tmp_path / "schedd.sock"
+    daemon = start_daemon(address, "--strategy", "2a")
+    try:
+        first = start_writer(address, "A", tmp_path / "a", chunks=40, pause=0.1)
+        assert wait_until(
+            lambda: jobs_by_key(address).get("A", {}).get("in_phase") == 1
+        )
+        second = start_writer(address, "B", tmp_path / "b", chunks=4, pause=0)
+        assert wait_until(
+            lambda: jobs_by_key(address).get("B", {}).get("wants_flush") == 1
+        )
+        killed = time.time()
+        stop_daemon(daemon, hard=True)
+        b = finish(second)
+        assert b["closed"] - killed < 1.0, "B writes through within a second"
+        assert "lost the scheduler daemon" in b["stderr"]
+        finish(first)
+    finally:
+        stop_daemon(daemon, hard=True)
+    assert (tmp_path / "a").read_bytes() == expected_bytes(40)
+    assert (tmp_path / "b").read_bytes() == expected_bytes(4)
+
+
+def test_a_restarted_daemon_gets_its_jobs_back(tmp_path: Path) -> None:
+    address = tmp_path / "schedd.sock"
+    daemon = start_daemon(address, "--strategy", "2a")
+    writer = start_writer(address, "A", tmp_path / "a", chunks=40, pause=0.1)
+    try:
+        assert wait_until(lambda: "A" in jobs_by_key(address))
+        stop_daemon(daemon, hard=True)
+        daemon = start_daemon(address, "--strategy", "2a")
+        assert wait_until(
+            lambda: jobs_by_key(address).get("A", {}).get("in_phase") == 1, 3
+        )
+        finish(writer)
+    finally:
+        stop_daemon(daemon)
+    assert (tmp_path / "a").read_bytes() == expected_bytes(40)
+
+
+def test_a_silent_process_loses_its_lease(tmp_path: Path) -> None:
+    address = tmp_path / "schedd.sock"
+    with running_daemon(address, "--strategy", "2a", "--lease", "0.5"):
+        writer = start_writer(address, "A", tmp_path / "a", chunks=30, pause=0.1)
+        assert wait_until(lambda: "A" in jobs_by_key(address))
+        os.kill(writer.pid, signal.SIGSTOP)
+        try:
+            assert wait_until(lambda: "A" not in jobs_by_key(address), 3)
+        finally:
+            os.kill(writer.pid, signal.SIGCONT)
+        finish(writer)
+    assert (tmp_path / "a").read_bytes() == expected_bytes(30)
+
+
+def test_throttled_jobs_pace_their_writes(tmp_path: Path) -> None:
+    address = tmp_path / "schedd.sock"
+    with running_daemon(address, "--strategy", "throttle", "--throttle-gap", "0.05"):
+        first = start_writer(address, "A", tmp_path / "a", chunks=20, pause=0.1)
+        assert wait_until(
+            lambda: jobs_by_key(address).get("A", {}).get("in_phase") == 1
+        )
+        b = finish(start_writer(address, "B", tmp_path / "b", chunks=12, pause=0))
+        finish(first)
+    # 12 writes with starts 50 ms apart take at least 11 gaps.
+    assert b["written"] - b["opened"] >= 11 * 0.05 * 0.9
+    assert (tmp_path / "b").read_bytes() == expected_bytes(12)
+
+
+def _frame(body: bytes) -> bytes:
+    return struct.pack(">I", len(body)) + body
+
+
+def _reply(connection: socket.socket) -> bytes:
+    header = connection.recv(4, socket.MSG_WAITALL)
+    assert len(header) == 4, "the daemon answers"
+    (length,) = struct.unpack(">I", header)
+    return connection.recv(length, socket.MSG_WAITALL)
+
+
+def test_malformed_and_oversized_frames_get_errors_and_the_daemon_lives_on(
+    tmp_path: Path,
+) -> None:
+    address = tmp_path / "schedd.sock"
+    with running_daemon(address, "--strategy", "2a") as daemon:
+        with socket.socket(socket.AF_UNIX) as connection:
+            connection.connect(str(address))
+            connection.sendall(_frame(b"\xff\xff\xff\xff garbage"))
+            # Error (field 13): tag 0x6a, then code MALFORMED (field 1 = 1).
+            assert b"\x6a" in _reply(connection) and daemon.poll() is None
+            connection.sendall(_frame(b"\x50\x01"))  # an unknown field only: no body
+            assert b"no message this daemon knows" in _reply(connection)
+            connection.sendall(struct.pack(">I", 1 << 30))
+            assert b"at most 65536" in _reply(connection)
+            assert connection.recv(1) == b"", "then it closes the stream"
+        assert daemon.poll() is None
+        assert status(address)["jobs"] == []
+
+
+def test_cli_run_and_status(tmp_path: Path) -> None:
+    address = tmp_path / "schedd.sock"
+    env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
+    harmonia = Path(sys.executable).with_name("harmonia")
+    with running_daemon(address, "--strategy", "2b"):
+        job = subprocess.Popen(
+            [str(harmonia), "run", "--schedd", str(address), "--job", "cli-job", "--",
+             sys.executable, str(Path(__file__).with_name("slow_writer.py")),
+             str(tmp_path / "c"), "10", "0.1"],
+            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        assert wait_until(lambda: "cli-job" in jobs_by_key(address))
+        shown = subprocess.run(
+            [str(harmonia), "status", "--schedd", str(address)],
+            capture_output=True, text=True, env=env, check=True,
+        )  # fmt: skip
+        assert "cli-job" in shown.stdout and "strategy 2b" in shown.stdout
+        finish(job)
+    assert (tmp_path / "c").read_bytes() == expected_bytes(10)
+    unreachable = subprocess.run(
+        [str(harmonia), "status", "--schedd", str(tmp_path / "none.sock")],
+        capture_output=True, text=True, env=env, check=False,
+    )  # fmt: skip
+    assert unreachable.returncode == 1 and "cannot connect" in unreachable.stderr
+
+
+def test_jobs_without_a_daemon_write_through(tmp_path: Path) -> None:
+    writer = subprocess.run(
+        [sys.executable, str(Path(__file__).with_name("slow_writer.py")), str(tmp_path / "x"),
+         "3", "0"],
+        env=job_env(tmp_path / "absent.sock", "X"),
+        capture_output=True, text=True, check=True, timeout=30,
+    )  # fmt: skip
+    assert "cannot reach the scheduler daemon" in writer.stderr
+    assert (tmp_path / "x").read_bytes() == expected_bytes(3)
