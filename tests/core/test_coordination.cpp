@@ -130,6 +130,24 @@ TEST(Coordination, Strategy3bPartitionsOnlyWhileBothWrite) {
   EXPECT_TRUE(c->directive(a).servers.empty()) << "A goes back to all 8";
 }
 
+TEST(Coordination, Strategy3bSplitsFirstComeFirstServedAmongThree) {
+  // Fig. 14: A shares the 8 servers with B, then B shares its 4 with C.
+  auto c = make_coordinator("3b", servers(8));
+  const JobId a = c->on_register(job("A"), 0), b = c->on_register(job("B"), 0),
+              x = c->on_register(job("C"), 0);
+  c->on_io_begin(a, 1);
+  c->on_io_begin(b, 2);
+  EXPECT_EQ(c->directive(a).servers, (std::vector<int>{0, 1, 2, 3}));
+  EXPECT_EQ(c->directive(b).servers, (std::vector<int>{4, 5, 6, 7}));
+  c->on_io_begin(x, 3);
+  EXPECT_EQ(c->directive(a).servers, (std::vector<int>{0, 1, 2, 3})) << "A keeps its half";
+  EXPECT_EQ(c->directive(b).servers, (std::vector<int>{4, 5}));
+  EXPECT_EQ(c->directive(x).servers, (std::vector<int>{6, 7}));
+  c->on_io_end(b, 4);
+  EXPECT_EQ(c->directive(a).servers, (std::vector<int>{0, 1, 2, 3})) << "C now follows A";
+  EXPECT_EQ(c->directive(x).servers, (std::vector<int>{4, 5, 6, 7}));
+}
+
 TEST(Coordination, PartitionGivesEveryJobAServerEvenWhenOutnumbered) {
   auto c = make_coordinator("3a", servers(2));
   std::vector<JobId> ids;

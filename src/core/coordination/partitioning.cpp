@@ -1,9 +1,12 @@
 // Strategies 3a and 3b (section III-B): partition the PFS servers among jobs in proportion to
 // their data (processes x bytes per process; 8 servers, 48 MB and 16 MB per process give 6 and 2).
 // 3a is static: every registered job gets its part for its whole run. 3b is dynamic: a job alone
-// in its I/O phase uses every server; while several are in I/O phases they split the servers.
+// in its I/O phase uses every server; while several are in I/O phases they split the servers
+// first come, first served (Fig. 14): each later comer takes its part of the servers of the job
+// that came just before it, so with three equal jobs on 8 servers A keeps 4 and B and C get 2.
 // New files follow the directive; files already open keep their placement.
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <unordered_map>
 #include <vector>
@@ -31,7 +34,7 @@ class Partitioning final : public Coordinator {
     } else {
       return;  // static: the split changes only with the membership
     }
-    split_ = proportional_split(sharing_);
+    split_ = dynamic_ ? first_come_split(sharing_) : proportional_split(sharing_);
     position_.clear();
     for (size_t k = 0; k < sharing_.size(); ++k) position_[sharing_[k]] = k;
   }
@@ -45,6 +48,36 @@ class Partitioning final : public Coordinator {
   }
 
   bool depends_on_idle_jobs() const override { return !dynamic_; }
+
+  /// Servers of jobs in the order they entered their phases: the first has them all; each next
+  /// one takes from its predecessor's a part in proportion to their data, at least one server
+  /// and leaving at least one (with a single server, the two share it).
+  std::vector<std::vector<int>> first_come_split(const std::vector<JobId>& by_start) const {
+    const auto weight = [&](JobId id) {
+      const auto& info = jobs_[static_cast<size_t>(id)].info;
+      return std::max(1.0, info.processes * info.bytes_per_process);
+    };
+    std::vector<std::vector<int>> out;
+    for (size_t k = 0; k < by_start.size(); ++k) {
+      if (k == 0) {
+        out.emplace_back();
+        for (int s = 0; s < config_.pfs_servers; ++s) out.back().push_back(s);
+        continue;
+      }
+      std::vector<int>& previous = out.back();
+      const auto n = static_cast<long>(previous.size());
+      if (n < 2) {
+        out.push_back(previous);
+        continue;
+      }
+      const double share = weight(by_start[k]) / (weight(by_start[k - 1]) + weight(by_start[k]));
+      const long given = std::clamp(std::lround(static_cast<double>(n) * share), 1L, n - 1);
+      std::vector<int> taken(previous.end() - given, previous.end());
+      previous.resize(static_cast<size_t>(n - given));
+      out.push_back(std::move(taken));
+    }
+    return out;
+  }
 
  private:
   bool dynamic_;
