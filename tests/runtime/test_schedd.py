@@ -195,3 +195,42 @@ def test_jobs_without_a_daemon_write_through(tmp_path: Path) -> None:
     )  # fmt: skip
     assert "cannot reach the scheduler daemon" in writer.stderr
     assert (tmp_path / "x").read_bytes() == expected_bytes(3)
+
+
+def test_strategy_3a_places_each_jobs_files_on_its_servers(tmp_path: Path) -> None:
+    address = tmp_path / "schedd.sock"
+    root = tmp_path / "pfs"
+    for server in range(8):
+        (root / f"ost{server}").mkdir(parents=True)
+    gate = tmp_path / "gate"
+    script = Path(__file__).with_name("many_files.py")
+    with running_daemon(address, "--strategy", "3a", "--pfs-servers", "8"):
+        jobs = {
+            name: subprocess.Popen(
+                [sys.executable, str(script), str(root), name, "12", str(gate)],
+                env=job_env(
+                    address,
+                    name,
+                    HARMONIA_PFS_ROOT=str(root),
+                    HARMONIA_BYTES_PER_PROCESS=per_process,
+                ),
+                stderr=subprocess.PIPE,
+                text=True,
+            )  # fmt: skip
+            for name, per_process in (("A", "48e6"), ("B", "16e6"))
+        }
+        assert wait_until(lambda: set(jobs_by_key(address)) == {"A", "B"})
+        gate.touch()
+        for job in jobs.values():
+            _, err = job.communicate(timeout=30)
+            assert job.returncode == 0, err
+    servers: dict[str, set[str]] = {"A": set(), "B": set()}
+    for name in ("A", "B"):
+        for k in range(12):
+            logical = root / f"{name}-{k}"
+            assert logical.is_symlink(), "the name stays where the job created it"
+            assert logical.read_bytes() == bytes([k % 256]) * 65536
+            servers[name].add(os.readlink(logical).split("/")[0])
+    # 48 MB against 16 MB per process on 8 servers: 6 and 2 (BBIO section III-B).
+    assert servers["A"] == {f"ost{s}" for s in range(6)}
+    assert servers["B"] == {"ost6", "ost7"}

@@ -187,6 +187,11 @@ class Agent {
 
   pid_t pid() const { return pid_; }
 
+  std::vector<uint32_t> servers() {
+    std::lock_guard lock(mutex_);
+    return servers_;
+  }
+
   bool stage() const { return stage_.load(std::memory_order_relaxed); }
   bool flush_allowed() const { return flush_allowed_.load(std::memory_order_relaxed); }
 
@@ -304,6 +309,7 @@ class Agent {
 
   /// Without a daemon: write through, flush freely, no pacing.
   void fall_back() {
+    servers_.clear();
     stage_ = false;
     flush_allowed_ = true;
     min_gap_ = 0;
@@ -311,6 +317,7 @@ class Agent {
 
   void apply(const Harmonia__Control__Directive* d) {
     if (!d) return;
+    servers_.assign(d->servers, d->servers + d->n_servers);
     stage_ = d->mode == HARMONIA__CONTROL__MODE__MODE_STAGE;
     flush_allowed_ = d->flush_allowed;
     min_gap_ = d->min_request_gap > 0 && d->min_request_gap < 10 ? d->min_request_gap : 0;
@@ -531,6 +538,7 @@ class Agent {
   std::deque<std::string> outbox_;
   uint64_t next_seq_ = 1, replied_ = 0;
   double lease_ = 10;
+  std::vector<uint32_t> servers_;
 
   std::atomic<bool> stage_{false};
   std::atomic<bool> flush_allowed_{true};
@@ -594,6 +602,11 @@ void phase_begin(const std::string& name, size_t expected_bytes) {
 
 void phase_end() {
   if (Agent* a = get()) a->end_phase();
+}
+
+std::vector<uint32_t> servers() {
+  Agent* a = get();
+  return a ? a->servers() : std::vector<uint32_t>{};
 }
 
 void shutdown() {

@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace harmonia::bbio::agent {
 
@@ -29,6 +30,8 @@ void before_write(size_t bytes);
 /// Declared phases (harmonia_io_begin/end); the detector stays off once they are used.
 void phase_begin(const std::string& name, size_t expected_bytes);
 void phase_end();
+/// The PFS servers the daemon wants new files on (indices; empty: all of them).
+std::vector<uint32_t> servers();
 /// At exit: ends a detected phase and unregisters (best effort).
 void shutdown();
 

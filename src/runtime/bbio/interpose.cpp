@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "runtime/bbio/agent.hpp"
+#include "runtime/bbio/placement.hpp"
 #include "runtime/bbio/real.hpp"
 #include "runtime/bbio/registry.hpp"
 
@@ -93,43 +94,61 @@ int flushed_dup(int fd, int new_fd) {
   return new_fd;
 }
 
+/// Where a file about to be created goes (the PFS server adapter); "" to open it as asked.
+std::string placement(int dirfd, const char* path, int flags) noexcept {
+  try {
+    const int saved = errno;
+    std::string placed = placed_path(dirfd, path, flags);
+    errno = saved;
+    return placed;
+  } catch (...) {
+    return "";
+  }
+}
+
 }  // namespace
 
 // ---- open / close ------------------------------------------------------------------------
 
-#define HARMONIA_OPEN_WRAPPER(name)                            \
-  HARMONIA_EXPORT int name(const char* path, int flags, ...) { \
-    mode_t mode = 0;                                           \
-    if (has_mode(flags)) {                                     \
-      va_list ap;                                              \
-      va_start(ap, flags);                                     \
-      mode = static_cast<mode_t>(va_arg(ap, int));             \
-      va_end(ap);                                              \
-    }                                                          \
-    return opened(real().name(path, flags, mode), flags);      \
+#define HARMONIA_OPEN_WRAPPER(name)                                                         \
+  HARMONIA_EXPORT int name(const char* path, int flags, ...) {                              \
+    mode_t mode = 0;                                                                        \
+    if (has_mode(flags)) {                                                                  \
+      va_list ap;                                                                           \
+      va_start(ap, flags);                                                                  \
+      mode = static_cast<mode_t>(va_arg(ap, int));                                          \
+      va_end(ap);                                                                           \
+    }                                                                                       \
+    const std::string placed = placement(AT_FDCWD, path, flags);                            \
+    return opened(real().name(placed.empty() ? path : placed.c_str(), flags, mode), flags); \
   }
 HARMONIA_OPEN_WRAPPER(open)
 HARMONIA_OPEN_WRAPPER(open64)
 
-#define HARMONIA_OPENAT_WRAPPER(name)                                     \
-  HARMONIA_EXPORT int name(int dirfd, const char* path, int flags, ...) { \
-    mode_t mode = 0;                                                      \
-    if (has_mode(flags)) {                                                \
-      va_list ap;                                                         \
-      va_start(ap, flags);                                                \
-      mode = static_cast<mode_t>(va_arg(ap, int));                        \
-      va_end(ap);                                                         \
-    }                                                                     \
-    return opened(real().name(dirfd, path, flags, mode), flags);          \
+#define HARMONIA_OPENAT_WRAPPER(name)                                                              \
+  HARMONIA_EXPORT int name(int dirfd, const char* path, int flags, ...) {                          \
+    mode_t mode = 0;                                                                               \
+    if (has_mode(flags)) {                                                                         \
+      va_list ap;                                                                                  \
+      va_start(ap, flags);                                                                         \
+      mode = static_cast<mode_t>(va_arg(ap, int));                                                 \
+      va_end(ap);                                                                                  \
+    }                                                                                              \
+    const std::string placed = placement(dirfd, path, flags);                                      \
+    return opened(real().name(dirfd, placed.empty() ? path : placed.c_str(), flags, mode), flags); \
   }
 HARMONIA_OPENAT_WRAPPER(openat)
 HARMONIA_OPENAT_WRAPPER(openat64)
 
 HARMONIA_EXPORT int creat(const char* path, mode_t mode) {
-  return opened(real().creat(path, mode), O_WRONLY | O_CREAT | O_TRUNC);
+  const std::string placed = placement(AT_FDCWD, path, O_CREAT);
+  return opened(real().creat(placed.empty() ? path : placed.c_str(), mode),
+                O_WRONLY | O_CREAT | O_TRUNC);
 }
 HARMONIA_EXPORT int creat64(const char* path, mode_t mode) {
-  return opened(real().creat64(path, mode), O_WRONLY | O_CREAT | O_TRUNC);
+  const std::string placed = placement(AT_FDCWD, path, O_CREAT);
+  return opened(real().creat64(placed.empty() ? path : placed.c_str(), mode),
+                O_WRONLY | O_CREAT | O_TRUNC);
 }
 
 HARMONIA_EXPORT int close(int fd) {
