@@ -216,7 +216,7 @@ def test_strategy_3a_places_each_jobs_files_on_its_servers(tmp_path: Path) -> No
                 ),
                 stderr=subprocess.PIPE,
                 text=True,
-            )  # fmt: skip
+            )
             for name, per_process in (("A", "48e6"), ("B", "16e6"))
         }
         assert wait_until(lambda: set(jobs_by_key(address)) == {"A", "B"})
