@@ -5,9 +5,14 @@ each application's interference factor I_f = phase time together / phase time al
 
 import json
 import shutil
+import signal
+import socket
 import statistics
 import subprocess
-from collections.abc import Callable
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -32,13 +37,17 @@ class BenchError(Exception):
     """MPI or the benchmark binary is missing, or a run failed."""
 
 
-def _run(
-    binary: Path, settings: BenchSettings, offsets: list[float], only: int | None
-) -> dict[int, float]:
+def _mpirun() -> str:
     mpirun = shutil.which("mpirun")
     if mpirun is None:
         raise BenchError("mpirun not found (Debian: openmpi-bin)")
-    command = [mpirun, "--allow-run-as-root", "--oversubscribe", "-np", str(settings.processes),
+    return mpirun
+
+
+def _run(
+    binary: Path, settings: BenchSettings, offsets: list[float], only: int | None
+) -> dict[int, float]:
+    command = [_mpirun(), "--allow-run-as-root", "--oversubscribe", "-np", str(settings.processes),
                str(binary), "--dir", str(settings.directory), "--apps", str(settings.apps),
                "--requests", str(settings.requests), "--size", str(settings.request_size),
                "--delay", str(settings.delay), "--api", settings.api, "--sync", settings.sync,
@@ -76,8 +85,8 @@ def run_bench(
             for k in range(settings.apps):
                 alone[k].append(_run(binary, settings, offsets, k)[k])
                 on_run(f"D={delta:g} s: application {k} alone")
-            for k, time in _run(binary, settings, offsets, None).items():
-                together[k].append(time)
+            for k, seconds in _run(binary, settings, offsets, None).items():
+                together[k].append(seconds)
             on_run(f"D={delta:g} s: all together")
         points.append(
             DeltaPoint(
@@ -99,6 +108,188 @@ def plot_delta_graph(points: list[DeltaPoint], apps: int, title: str, out: Path)
     axes.axhline(1.0, color="grey", linewidth=0.8, linestyle="--")
     axes.set_xlabel("delay D between application starts (s)")
     axes.set_ylabel("interference factor I_f")
+    axes.legend()
+    figure.suptitle(title)
+    figure.savefig(out, dpi=110)
+
+
+# ---- Coordinated runs: each application a job of its own, under harmonia-schedd ----------------
+
+# Strategies whose directives place files on PFS servers: the benchmark directory gets server
+# subdirectories for libharmonia's placement (docs/control.md).
+PARTITIONING = ("3a", "3b")
+# Seconds between launching the applications' mpiruns and their common start.
+LAUNCH_SLACK = 2.0
+
+
+@dataclass(frozen=True)
+class Coordination:
+    schedd: Path  # the harmonia-schedd binary
+    library: Path  # libharmonia.so
+    flush_order: str = "free"
+    pfs_servers: int = 8
+
+
+@contextmanager
+def scheduler(coordination: Coordination, strategy: str) -> Iterator[Path]:
+    """A harmonia-schedd on a temporary socket for one strategy; yields its address."""
+    with tempfile.TemporaryDirectory(prefix="harmonia-bench-") as scratch:
+        address = Path(scratch) / "schedd.sock"
+        daemon = subprocess.Popen(
+            [str(coordination.schedd), "--socket", str(address), "--strategy", strategy,
+             "--flush-order", coordination.flush_order,
+             "--pfs-servers", str(coordination.pfs_servers), "--tick", "0.01"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        try:
+            deadline = time.monotonic() + 10
+            while True:
+                try:
+                    with socket.socket(socket.AF_UNIX) as probe:
+                        probe.connect(str(address))
+                    break
+                except OSError:
+                    if daemon.poll() is not None or time.monotonic() > deadline:
+                        error = daemon.stderr.read() if daemon.stderr else ""
+                        raise BenchError(f"harmonia-schedd did not start: {error}") from None
+                    time.sleep(0.02)
+            yield address
+        finally:
+            daemon.send_signal(signal.SIGTERM)
+            daemon.wait(timeout=10)
+
+
+def _run_jobs(
+    binary: Path,
+    settings: BenchSettings,
+    coordination: Coordination,
+    address: Path,
+    strategy: str,
+    offsets: list[float],
+    apps: list[int],
+) -> dict[int, float]:
+    """Applications `apps` as separate mpiruns under libharmonia, each registering as job
+    app-K, started together at one wall-clock time (application k at offsets[k] after it)."""
+    per_app = settings.processes // settings.apps
+    start_at = time.time() + LAUNCH_SLACK
+    exported = {
+        "LD_PRELOAD": str(coordination.library),
+        "HARMONIA_SCHEDD": str(address),
+        "HARMONIA_BYTES_PER_PROCESS": str(settings.requests * settings.request_size),
+        # A whole phase fits in the staging area, as in the paper's runs.
+        "HARMONIA_STAGE_SIZE": str(max(settings.requests * settings.request_size, 1 << 20)),
+    }
+    if strategy in PARTITIONING:
+        exported["HARMONIA_PFS_ROOT"] = str(settings.directory)
+    launched = []
+    for k in apps:
+        command = [_mpirun(), "--allow-run-as-root", "--oversubscribe", "-np", str(per_app)]
+        for name, value in {**exported, "HARMONIA_JOB": f"app-{k}"}.items():
+            command += ["-x", f"{name}={value}"]
+        command += [str(binary), "--dir", str(settings.directory), "--apps", "1",
+                    "--first-app", str(k), "--requests", str(settings.requests),
+                    "--size", str(settings.request_size), "--delay", str(settings.delay),
+                    "--api", settings.api, "--sync", settings.sync,
+                    "--offsets", str(offsets[k]), "--start-at", f"{start_at:.6f}"]  # fmt: skip
+        launched.append(
+            subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        )
+    times: dict[int, float] = {}
+    for k, job in zip(apps, launched, strict=True):
+        out, err = job.communicate(timeout=600)
+        if job.returncode != 0:
+            raise BenchError(f"application {k} failed (exit {job.returncode}): {err.strip()}")
+        result = json.loads(out)
+        if result["late"]:
+            raise BenchError(
+                f"application {k} started after the common start: the machine is too loaded "
+                f"to launch {len(apps)} mpiruns within {LAUNCH_SLACK} s"
+            )
+        # Wall-clock origin: the phase runs from the common start plus its offset.
+        times[k] = result["apps"][0]["phase_time"]
+    return times
+
+
+@dataclass(frozen=True)
+class StrategyResult:
+    strategy: str
+    points: list[DeltaPoint]
+
+
+def run_coordinated(
+    binary: Path,
+    settings: BenchSettings,
+    coordination: Coordination,
+    strategies: list[str],
+    on_run: Callable[[str], None],
+) -> list[StrategyResult]:
+    """For every delta, each application alone (under the daemon, with no other job), then all
+    of them together under each strategy; medians of `repeat` runs."""
+    settings.directory.mkdir(parents=True, exist_ok=True)
+    for server in range(coordination.pfs_servers):
+        (settings.directory / f"ost{server}").mkdir(exist_ok=True)
+    everyone = list(range(settings.apps))
+    alone: dict[float, dict[int, float]] = {}
+    with scheduler(coordination, "none") as address:
+        for delta in settings.deltas:
+            offsets = [k * delta for k in everyone]
+            runs: dict[int, list[float]] = {k: [] for k in everyone}
+            for _ in range(settings.repeat):
+                for k in everyone:
+                    runs[k].append(
+                        _run_jobs(binary, settings, coordination, address, "none", offsets, [k])[k]
+                    )
+                    on_run(f"D={delta:g} s: application {k} alone")
+            alone[delta] = {k: statistics.median(v) for k, v in runs.items()}
+    results = []
+    for strategy in strategies:
+        points = []
+        with scheduler(coordination, strategy) as address:
+            for delta in settings.deltas:
+                offsets = [k * delta for k in everyone]
+                runs = {k: [] for k in everyone}
+                for _ in range(settings.repeat):
+                    together = _run_jobs(
+                        binary, settings, coordination, address, strategy, offsets, everyone
+                    )
+                    for k, seconds in together.items():
+                        runs[k].append(seconds)
+                    on_run(f"{strategy}, D={delta:g} s: all together")
+                points.append(
+                    DeltaPoint(
+                        delta, alone[delta], {k: statistics.median(v) for k, v in runs.items()}
+                    )
+                )
+        results.append(StrategyResult(strategy, points))
+    return results
+
+
+def plot_strategies(results: list[StrategyResult], apps: int, title: str, out: Path) -> None:
+    """Phase time of each application together, per strategy, at the first delay (Fig. 4-8)."""
+    figure = Figure(figsize=(8, 4.5), layout="constrained")
+    axes = figure.subplots()
+    width = 0.8 / (apps + 1)
+    names = [r.strategy for r in results]
+    first = [r.points[0] for r in results]
+    for k in range(apps):
+        axes.bar(
+            [i + k * width for i in range(len(names))],
+            [p.together[k] for p in first],
+            width,
+            label=f"application {k}",
+        )
+    axes.bar(
+        [i + apps * width for i in range(len(names))],
+        [max(p.together.values()) for p in first],
+        width,
+        label="all done",
+        color="grey",
+    )
+    for k in range(apps):
+        axes.axhline(first[0].alone[k], linestyle="--", linewidth=0.8, color=f"C{k}")
+    axes.set_xticks([i + apps * width / 2 for i in range(len(names))], names)
+    axes.set_xlabel("strategy (dashed: each application alone)")
+    axes.set_ylabel("I/O phase time (s)")
     axes.legend()
     figure.suptitle(title)
     figure.savefig(out, dpi=110)

@@ -7,14 +7,23 @@
  *
  *   mpirun -np P harmonia-bench --dir DIR --apps K --requests N --size S [--delay d]
  *          [--offsets D_0,D_1,...] [--only k] [--api posix|stdio] [--sync fsync|direct|none]
+ *          [--start-at T] [--first-app k]
+ *
+ * Applications may also be separate jobs, one mpirun each (as under the scheduler daemon, where
+ * each must register as a job of its own): then --start-at T (seconds since the epoch) gives
+ * them a common origin, and --first-app k numbers this launch's applications from k. Each
+ * process declares its I/O phase (open to close) with harmonia_io_begin/end when libharmonia is
+ * loaded.
  *
  * With --only k, the other applications stay idle (the "alone" run interference is measured
  * against). Rank 0 prints one JSON object: {"apps": [{"app", "ranks", "start", "end",
  * "phase_time", "bytes"}]}. Writes must reach the device or the page cache hides interference:
  * --sync fsync (default) syncs each file before closing it, --sync direct uses O_DIRECT. */
 #define _GNU_SOURCE
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -36,6 +45,16 @@ static void sleep_seconds(double seconds) {
   }
 }
 
+static double wall_seconds(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* libharmonia's phase markers, when the library is loaded (LD_PRELOAD); no-ops otherwise. */
+typedef int (*PhaseBegin)(const char*, size_t);
+typedef int (*PhaseEnd)(void);
+
 int main(int argc, char** argv) {
   MPI_Init(&argc, &argv);
   int rank = 0, size = 1;
@@ -45,7 +64,8 @@ int main(int argc, char** argv) {
   const char* dir = NULL;
   const char* api = "posix";
   const char* sync = "fsync";
-  int apps = 1, only = -1;
+  int apps = 1, only = -1, first_app = 0;
+  double start_at = 0;
   long requests = 0, request_size = 0;
   double delay = 0, offsets[MAX_APPS] = {0};
   for (int i = 1; i < argc; ++i) {
@@ -67,6 +87,10 @@ int main(int argc, char** argv) {
       api = value;
     else if (!strcmp(argv[i], "--sync"))
       sync = value;
+    else if (!strcmp(argv[i], "--start-at"))
+      start_at = atof(value);
+    else if (!strcmp(argv[i], "--first-app"))
+      first_app = atoi(value);
     else if (!strcmp(argv[i], "--offsets")) {
       char* copy = strdup(value);
       int k = 0;
@@ -89,22 +113,40 @@ int main(int argc, char** argv) {
   if (direct && (request_size % 4096 || strcmp(api, "posix")))
     usage_error(rank, "--sync direct needs --api posix and a --size multiple of 4096");
 
+  if (first_app < 0 || first_app + apps > MAX_APPS)
+    usage_error(rank, "--first-app must be in [0, 64 - apps]");
   const int app = (int)((long)rank * apps / size);
+  const int label = first_app + app;
+  PhaseBegin phase_begin = NULL;
+  PhaseEnd phase_end = NULL;
+  void* symbol = dlsym(RTLD_DEFAULT, "harmonia_io_begin");
+  memcpy(&phase_begin, &symbol, sizeof phase_begin); /* ISO C has no object-to-function cast */
+  symbol = dlsym(RTLD_DEFAULT, "harmonia_io_end");
+  memcpy(&phase_end, &symbol, sizeof phase_end);
   const int active = only < 0 || only == app;
   char* buffer = NULL;
   if (posix_memalign((void**)&buffer, 4096, (size_t)request_size) != 0)
     MPI_Abort(MPI_COMM_WORLD, 1);
   memset(buffer, 'a' + app % 26, (size_t)request_size);
   char path[4096];
-  snprintf(path, sizeof path, "%s/app%d-rank%d.dat", dir, app, rank);
+  snprintf(path, sizeof path, "%s/app%d-rank%d.dat", dir, label, rank);
 
   MPI_Barrier(MPI_COMM_WORLD);
-  const double origin = MPI_Wtime();
+  double origin = MPI_Wtime();
+  int late = 0;
+  if (start_at > 0) {
+    /* A common origin for separate launches: everyone starts at the same wall-clock time. */
+    const double wait = start_at - wall_seconds();
+    late = wait < 0;
+    sleep_seconds(wait);
+    origin = MPI_Wtime() - (late ? -wait : 0);
+  }
   double start = 0, end = 0;
   int failed = 0;
   if (active) {
     sleep_seconds(offsets[app]);
     start = MPI_Wtime() - origin;
+    if (phase_begin) phase_begin("harmonia-bench", (size_t)requests * (size_t)request_size);
     if (!strcmp(api, "posix")) {
       const int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | (direct ? O_DIRECT : 0), 0644);
       failed = fd < 0;
@@ -124,7 +166,11 @@ int main(int argc, char** argv) {
       if (!failed) failed = fflush(f) != 0 || (!strcmp(sync, "fsync") && fsync(fileno(f)) != 0);
       if (f) failed |= fclose(f) != 0;
     }
+    if (phase_end) phase_end();
     end = MPI_Wtime() - origin;
+    /* A file placed on a PFS server (HARMONIA_PFS_ROOT) is a link to where it went: remove both. */
+    char placed[4096];
+    if (realpath(path, placed) && strcmp(placed, path)) unlink(placed);
     unlink(path);
   }
 
@@ -139,17 +185,18 @@ int main(int argc, char** argv) {
   MPI_Reduce(starts, first, MAX_APPS, MPI_DOUBLE, MPI_MIN, 0, MPI_COMM_WORLD);
   MPI_Reduce(ends, last, MAX_APPS, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
   MPI_Reduce(counts, ranks, MAX_APPS, MPI_INT, MPI_SUM, 0, MPI_COMM_WORLD);
-  int any_failed = 0;
+  int any_failed = 0, any_late = 0;
   MPI_Allreduce(&failed, &any_failed, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  MPI_Allreduce(&late, &any_late, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
   if (rank == 0 && !any_failed) {
-    printf("{\"apps\": [");
+    printf("{\"late\": %s, \"apps\": [", any_late ? "true" : "false");
     int printed = 0;
     for (int k = 0; k < apps; ++k) {
       if (only >= 0 && k != only) continue;
       printf(
           "%s{\"app\": %d, \"ranks\": %d, \"start\": %.6f, \"end\": %.6f, \"phase_time\": %.6f, "
           "\"bytes\": %ld}",
-          printed++ ? ", " : "", k, ranks[k], first[k], last[k], last[k] - first[k],
+          printed++ ? ", " : "", first_app + k, ranks[k], first[k], last[k], last[k] - first[k],
           (long)ranks[k] * requests * request_size);
     }
     printf("]}\n");

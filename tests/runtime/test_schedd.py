@@ -2,6 +2,7 @@
 survived, malformed input refused (docs/control.md)."""
 
 import os
+import shutil
 import signal
 import socket
 import struct
@@ -10,6 +11,7 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 from schedd_support import (
     expected_bytes,
     finish,
@@ -234,3 +236,42 @@ def test_strategy_3a_places_each_jobs_files_on_its_servers(tmp_path: Path) -> No
     # 48 MB against 16 MB per process on 8 servers: 6 and 2 (BBIO section III-B).
     assert servers["A"] == {f"ost{s}" for s in range(6)}
     assert servers["B"] == {"ost6", "ost7"}
+
+
+def test_two_fio_jobs_coordinated_and_verified(tmp_path: Path) -> None:
+    """Two real external clients: fio A writes at a limited rate; fio B, started during A's
+    phase, is told to stage (2a); both verify their data when done."""
+    if not shutil.which("fio"):
+        pytest.skip("fio is not installed")
+    address = tmp_path / "schedd.sock"
+
+    def fio(job: str, rate: str) -> subprocess.Popen[str]:
+        return subprocess.Popen(
+            ["fio", f"--name={job}", f"--directory={tmp_path}", "--rw=write", "--bs=256k",
+             "--size=16m", "--ioengine=psync", f"--rate={rate}", "--verify=crc32c",
+             "--do_verify=1", "--end_fsync=1", "--verify_state_save=0",
+             "--output-format=terse", "--terse-version=3"],
+            env=job_env(address, job), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )  # fmt: skip
+
+    with running_daemon(address, "--strategy", "2a"):
+        first = fio("fio-A", "8m")
+        assert wait_until(
+            lambda: jobs_by_key(address).get("fio-A", {}).get("in_phase", 0) > 0
+        )
+        second = fio("fio-B", "0")
+        staged = wait_until(
+            lambda: (
+                jobs_by_key(address).get("fio-B", {}).get("directive", {}).get("mode")  # type: ignore[union-attr]
+                == "MODE_STAGE"
+            ),
+            10,
+            0.01,
+        )
+        results = [job.communicate(timeout=120) for job in (first, second)]
+    assert staged, "B staged while A was writing"
+    for job, (out, err) in zip((first, second), results, strict=True):
+        assert job.returncode == 0, err
+        fields = out.strip().split(";")
+        assert fields[4] == "0", f"fio reported error {fields[4]}"
+        assert int(fields[5]) > 0, "verification read the data back"
