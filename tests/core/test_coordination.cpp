@@ -148,6 +148,21 @@ TEST(Coordination, Strategy3bSplitsFirstComeFirstServedAmongThree) {
   EXPECT_EQ(c->directive(x).servers, (std::vector<int>{4, 5, 6, 7}));
 }
 
+TEST(Coordination, Strategy3aSplitDoesNotDependOnRegistrationOrder) {
+  // B registers first: still 6 and 2 (the remainders tie at 0.5 before the minimums of one).
+  auto c = make_coordinator("3a", servers(8));
+  const JobId b = c->on_register(job("B", 16e6), 0), a = c->on_register(job("A", 48e6), 0);
+  EXPECT_EQ(c->directive(b).servers, (std::vector<int>{0, 1}));
+  EXPECT_EQ(c->directive(a).servers, (std::vector<int>{2, 3, 4, 5, 6, 7}));
+  // Three jobs of 1, 1 and 10 units on 4 servers: quotas 0.33, 0.33, 3.33; minimums of one
+  // leave the big job 2.
+  auto d = make_coordinator("3a", servers(4));
+  const JobId x = d->on_register(job("x", 1e6), 0), y = d->on_register(job("y", 1e6), 0),
+              z = d->on_register(job("z", 10e6), 0);
+  EXPECT_EQ(d->directive(x).servers.size() + d->directive(y).servers.size(), 2u);
+  EXPECT_EQ(d->directive(z).servers.size(), 2u);
+}
+
 TEST(Coordination, PartitionGivesEveryJobAServerEvenWhenOutnumbered) {
   auto c = make_coordinator("3a", servers(2));
   std::vector<JobId> ids;

@@ -1,5 +1,6 @@
 """A job for the partitioning tests: registers (by creating a file outside the PFS), waits for
-GATE to exist, then creates COUNT files PREFIX-k of 64 KiB in ROOT, with fopen and fwrite."""
+GATE to exist, creates COUNT files PREFIX-k of 64 KiB in ROOT, then stays (registered) until
+GATE.exit exists, so that every job's files are placed while all jobs are registered."""
 
 import os
 import sys
@@ -13,3 +14,7 @@ while not os.path.exists(gate):
 for k in range(count):
     with open(os.path.join(root, f"{prefix}-{k}"), "wb") as out:
         out.write(bytes([k % 256]) * 65536)
+with open(f"{gate}.{prefix}.done", "w") as done:
+    done.write("created\n")
+while not os.path.exists(f"{gate}.exit"):
+    time.sleep(0.01)

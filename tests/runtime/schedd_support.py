@@ -81,12 +81,19 @@ def job_env(address: Path, job: str, **extra: str) -> dict[str, str]:
 
 
 def start_writer(
-    address: Path, job: str, path: Path, chunks: int, pause: float, **extra: str
+    address: Path,
+    job: str,
+    path: Path,
+    chunks: int,
+    pause: float,
+    hold: float = 0.0,
+    **extra: str,
 ) -> subprocess.Popen[str]:
-    """A job writing `chunks` 1 MB chunks to `path`, `pause` seconds apart, then closing it; it
-    prints a JSON line of wall-clock times (open, writes done, close done)."""
+    """A job writing `chunks` 1 MB chunks to `path`, `pause` seconds apart, then computing `hold`
+    seconds before closing it; it prints a JSON line of wall-clock times (open, writes done,
+    close done)."""
     return subprocess.Popen(
-        [sys.executable, str(WRITER), str(path), str(chunks), str(pause)],
+        [sys.executable, str(WRITER), str(path), str(chunks), str(pause), str(hold)],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

@@ -121,34 +121,42 @@ std::vector<JobId> Coordinator::in_io_by_start() const {
 std::vector<std::vector<int>> Coordinator::proportional_split(
     const std::vector<JobId>& jobs) const {
   if (jobs.empty()) return {};
-  // Largest-remainder apportionment of the servers by data size, at least one server each
-  // (when there are more jobs than servers, the last jobs share the last server).
+  // Largest-remainder apportionment of the servers by data size, at least one server each:
+  // quotas servers x weight / total, their floors (at least 1), then the servers left to the
+  // largest remainders (ties: the larger weight, then the earlier job). When there are more jobs
+  // than servers, the last jobs share the last server.
   const int servers = config_.pfs_servers;
+  const size_t n = jobs.size();
   std::vector<double> weight;
   for (JobId j : jobs) {
     const auto& info = jobs_[static_cast<size_t>(j)].info;
     weight.push_back(std::max(1.0, info.processes * info.bytes_per_process));
   }
   const double total = std::accumulate(weight.begin(), weight.end(), 0.0);
-  const int n = static_cast<int>(jobs.size());
-  std::vector<int> share(jobs.size(), 1);
-  int left = servers - n;
-  if (left > 0) {
-    std::vector<std::pair<double, size_t>> remainders;
-    int given = 0;
-    for (size_t k = 0; k < jobs.size(); ++k) {
-      const double exact = weight[k] / total * left;
-      share[k] += static_cast<int>(std::floor(exact));
-      given += static_cast<int>(std::floor(exact));
-      remainders.emplace_back(exact - std::floor(exact), k);
-    }
-    std::stable_sort(remainders.begin(), remainders.end(),
-                     [](const auto& a, const auto& b) { return a.first > b.first; });
-    for (int r = 0; r < left - given; ++r) share[remainders[static_cast<size_t>(r)].second] += 1;
+  std::vector<double> quota(n);
+  std::vector<int> share(n);
+  for (size_t k = 0; k < n; ++k) {
+    quota[k] = servers * weight[k] / total;
+    share[k] = std::max(1, static_cast<int>(std::floor(quota[k])));
+  }
+  int left = servers - std::accumulate(share.begin(), share.end(), 0);
+  std::vector<size_t> order(n);
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    const double ra = quota[a] - share[a], rb = quota[b] - share[b];
+    return ra != rb ? ra > rb : weight[a] > weight[b];
+  });
+  for (size_t r = 0; left > 0; r = (r + 1) % n, --left) share[order[r]] += 1;
+  // Minimums of one server took too many: give back from the largest shares.
+  while (left < 0) {
+    const auto largest = std::max_element(share.begin(), share.end());
+    if (*largest <= 1) break;
+    *largest -= 1;
+    ++left;
   }
   std::vector<std::vector<int>> out;
   int next = 0;
-  for (size_t k = 0; k < jobs.size(); ++k) {
+  for (size_t k = 0; k < n; ++k) {
     std::vector<int> mine;
     for (int s = 0; s < share[k]; ++s) mine.push_back(std::min(next + s, servers - 1));
     next = std::min(next + share[k], servers - 1);

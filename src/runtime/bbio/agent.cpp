@@ -293,6 +293,17 @@ class Agent {
     e.body_case = HARMONIA__CONTROL__ENVELOPE__BODY_PHASE_END;
     e.phase_end = &body;
     (void)enqueue(lock, e);
+    // Out of its phase with data still staged: it has nothing left but to flush, so it asks, and
+    // keeps its place in line until the flush is done (docs/coordination.md).
+    if (!wants_flush_ && staged_total() > 0) {
+      wants_flush_ = true;
+      Harmonia__Control__FlushRequest ask = HARMONIA__CONTROL__FLUSH_REQUEST__INIT;
+      ask.staged_bytes = staged_total();
+      Harmonia__Control__Envelope request = HARMONIA__CONTROL__ENVELOPE__INIT;
+      request.body_case = HARMONIA__CONTROL__ENVELOPE__BODY_FLUSH_REQUEST;
+      request.flush_request = &ask;
+      (void)enqueue(lock, request);
+    }
   }
 
   uint64_t enqueue(std::unique_lock<std::mutex>&, Harmonia__Control__Envelope& e) {
@@ -321,6 +332,27 @@ class Agent {
     stage_ = d->mode == HARMONIA__CONTROL__MODE__MODE_STAGE;
     flush_allowed_ = d->flush_allowed;
     min_gap_ = d->min_request_gap > 0 && d->min_request_gap < 10 ? d->min_request_gap : 0;
+    // Flush now: staged data may go, and nothing else will move it soon (the process writes
+    // through now, or asked to flush). The flusher thread writes it out behind the application.
+    if (flush_allowed_ && staged_total() > 0 && (!stage_ || wants_flush_)) {
+      if (!flusher_started_) {
+        flusher_started_ = true;
+        std::thread([this] { flush_behind(); }).detach();
+      }
+      flush_wanted_ = true;
+      flush_signal_.notify_one();
+    }
+  }
+
+  void flush_behind() {
+    std::unique_lock lock(mutex_);
+    for (;;) {
+      flush_signal_.wait(lock, [this] { return flush_wanted_; });
+      flush_wanted_ = false;
+      lock.unlock();
+      (void)flush_all();  // failures stay staged, and are reported when the file is closed
+      lock.lock();
+    }
   }
 
   /// Handles one frame from the daemon (mutex held).
@@ -539,6 +571,9 @@ class Agent {
   uint64_t next_seq_ = 1, replied_ = 0;
   double lease_ = 10;
   std::vector<uint32_t> servers_;
+  bool flusher_started_ = false;
+  bool flush_wanted_ = false;
+  std::condition_variable flush_signal_;
 
   std::atomic<bool> stage_{false};
   std::atomic<bool> flush_allowed_{true};
