@@ -224,7 +224,9 @@ def test_strategy_3a_places_each_jobs_files_on_its_servers(tmp_path: Path) -> No
         }
         assert wait_until(lambda: set(jobs_by_key(address)) == {"A", "B"})
         gate.touch()
-        assert wait_until(lambda: all(Path(f"{gate}.{name}.done").exists() for name in jobs))
+        assert wait_until(
+            lambda: all(Path(f"{gate}.{name}.done").exists() for name in jobs)
+        )
         Path(f"{gate}.exit").touch()
         for job in jobs.values():
             _, err = job.communicate(timeout=30)
