@@ -293,3 +293,25 @@ def plot_strategies(results: list[StrategyResult], apps: int, title: str, out: P
     axes.legend()
     figure.suptitle(title)
     figure.savefig(out, dpi=110)
+
+
+def plot_strategy_deltas(results: list[StrategyResult], apps: int, title: str, out: Path) -> None:
+    """Delta-graphs side by side: each application's I_f against D, one line per strategy."""
+    figure = Figure(figsize=(5 * apps, 4.2), layout="constrained")
+    axes_list = figure.subplots(1, apps, sharey=True, squeeze=False)[0]
+    for k, axes in enumerate(axes_list):
+        for index, result in enumerate(results):
+            axes.plot(
+                [p.delta for p in result.points],
+                [p.interference(k) for p in result.points],
+                marker="o",
+                color=f"C{index}",
+                label=result.strategy,
+            )
+        axes.axhline(1.0, color="grey", linewidth=0.8, linestyle="--")
+        axes.set_title(f"application {k}")
+        axes.set_xlabel("delay D between application starts (s)")
+    axes_list[0].set_ylabel("interference factor I_f")
+    axes_list[-1].legend()
+    figure.suptitle(title)
+    figure.savefig(out, dpi=110)

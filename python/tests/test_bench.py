@@ -51,6 +51,7 @@ def test_bench_compares_coordination_strategies(tmp_path: Path) -> None:
     for text in ("alone", "none", "2a", "3a", "app 1 I_f", "all done"):
         assert text in result.output
     assert_png(tmp_path / "out" / "strategies.png")
+    assert_png(tmp_path / "out" / "delta.png")
     summary = json.loads((tmp_path / "out" / "strategies.json").read_text())
     assert [entry["strategy"] for entry in summary] == ["none", "2a", "3a"]
     assert all(t > 0 for entry in summary for t in entry["points"][0]["together"].values())

@@ -16,6 +16,7 @@ from harmonia.bench import (
     StrategyResult,
     plot_delta_graph,
     plot_strategies,
+    plot_strategy_deltas,
     run_bench,
     run_coordinated,
 )
@@ -168,6 +169,9 @@ def _report_strategies(
     Console().print(table)
     out.mkdir(parents=True, exist_ok=True)
     plot_strategies(results, apps, f"Coordinated jobs on {directory}", out / "strategies.png")
+    plot_strategy_deltas(
+        results, apps, f"Interference under each strategy on {directory}", out / "delta.png"
+    )
     summary = [
         {
             "strategy": r.strategy,
@@ -178,4 +182,7 @@ def _report_strategies(
         for r in results
     ]
     (out / "strategies.json").write_text(json.dumps(summary, indent=1) + "\n")
-    typer.echo(f"table in {out / 'strategies.json'}, plot in {out / 'strategies.png'}")
+    typer.echo(
+        f"table in {out / 'strategies.json'}, plots in {out / 'strategies.png'} and"
+        f" {out / 'delta.png'}"
+    )
