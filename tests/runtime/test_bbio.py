@@ -400,3 +400,30 @@ def test_recovery_of_damaged_logs_replays_only_complete_records(
     expected = work / "expected.bin"
     run_driver(expected, ["open", "wct", *writes[: 3 * complete], "close"])
     assert target.read_bytes() == expected.read_bytes()
+
+
+@pytest.mark.parametrize("length_byte", [4, 5, 7])
+def test_recovery_survives_a_huge_damaged_record_length(
+    tmp_path: Path, length_byte: int
+) -> None:
+    # A record whose length field claims up to ~2^64 bytes (found by the property test above: it
+    # made harmonia-recover allocate that much and abort). It is a torn tail, nothing more.
+    stage = tmp_path / "stage"
+    stage.mkdir()
+    target = tmp_path / "f.bin"
+    writes = ["write", "1000", "1", "write", "1000", "2"]
+    run_driver(
+        target, ["open", "wct", *writes, "kill"], preload(HARMONIA_STAGE_DIR=str(stage)),
+        check=False,
+    )  # fmt: skip
+    (log,) = stage.iterdir()
+    data = bytearray(log.read_bytes())
+    second = len(data) - (32 + 1000)  # the second record's header
+    data[second + 16 + length_byte] ^= 0xFF  # a high byte of its length field
+    log.write_bytes(bytes(data))
+    result = recover(stage)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert '"records": 1' in result.stdout and '"torn_tail": true' in result.stdout
+    assert target.stat().st_size == 1000, (
+        "the first record, and nothing of the damaged one"
+    )

@@ -310,3 +310,25 @@ def test_staged_data_is_flushed_behind_computation_once_allowed(tmp_path: Path) 
         )
         finish(second)
     assert (tmp_path / "b").read_bytes() == expected_bytes(5)
+
+
+def test_the_example_site_file_validates_and_bad_ones_are_refused(
+    tmp_path: Path,
+) -> None:
+    harmonia = Path(sys.executable).with_name("harmonia")
+    example = Path(__file__).parents[2] / "examples" / "site" / "schedd.toml"
+    shown = subprocess.run(
+        [str(harmonia), "schedd", "--config", str(example), "--print-command"],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert shown.returncode == 0, shown.stderr
+    assert "--strategy 2a" in shown.stdout and "--flush-order token" in shown.stdout
+    bad = tmp_path / "bad.toml"
+    bad.write_text('[schedd]\nstrategy = "4c"\nlease = -1\nsockets = "x"\n')
+    refused = subprocess.run(
+        [str(harmonia), "schedd", "--config", str(bad)], capture_output=True, text=True,
+        check=False,
+    )  # fmt: skip
+    assert refused.returncode == 2
+    for key in ("schedd.strategy", "schedd.lease", "schedd.sockets"):
+        assert f"{bad}: {key}:" in refused.stderr

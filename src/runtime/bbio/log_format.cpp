@@ -1,5 +1,7 @@
 #include "runtime/bbio/log_format.hpp"
 
+#include <sys/stat.h>
+
 #include <cerrno>
 #include <cstring>
 #include <vector>
@@ -92,6 +94,10 @@ void scan_log(int fd, LogScan& scan,
   }
 
   uint64_t at = log_header_size(scan.target);
+  // A damaged length must not make us allocate more than the log holds.
+  struct stat64 st {};
+  const uint64_t log_size =
+      real().fstat64(fd, &st) == 0 ? static_cast<uint64_t>(st.st_size) : UINT64_MAX;
   std::vector<char> data;
   while (true) {
     RecordHeader record;
@@ -101,7 +107,7 @@ void scan_log(int fd, LogScan& scan,
       scan.torn_tail = real().pread64(fd, &probe, 1, static_cast<off64_t>(at)) == 1;
       break;
     }
-    if (record.magic != kRecordMagic || record.length > (1ULL << 40)) {
+    if (record.magic != kRecordMagic || record.length > log_size - at - sizeof(record)) {
       scan.torn_tail = true;
       break;
     }
