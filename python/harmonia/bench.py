@@ -182,8 +182,13 @@ def _run_jobs(
     if strategy in PARTITIONING:
         exported["HARMONIA_PFS_ROOT"] = str(settings.directory)
     launched = []
+    # Concurrent mpiruns racing to create the same session directory fail ("File exists"): each
+    # gets its own.
+    sessions = Path(tempfile.mkdtemp(prefix="harmonia-bench-mpi-"))
     for k in apps:
-        command = [_mpirun(), "--allow-run-as-root", "--oversubscribe", "-np", str(per_app)]
+        (sessions / str(k)).mkdir()
+        command = [_mpirun(), "--allow-run-as-root", "--oversubscribe", "-np", str(per_app),
+                   "--mca", "orte_tmpdir_base", str(sessions / str(k))]  # fmt: skip
         for name, value in {**exported, "HARMONIA_JOB": f"app-{k}"}.items():
             command += ["-x", f"{name}={value}"]
         command += [str(binary), "--dir", str(settings.directory), "--apps", "1",
@@ -195,8 +200,9 @@ def _run_jobs(
             subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         )
     times: dict[int, float] = {}
-    for k, job in zip(apps, launched, strict=True):
-        out, err = job.communicate(timeout=600)
+    outputs = [job.communicate(timeout=600) for job in launched]
+    shutil.rmtree(sessions, ignore_errors=True)
+    for k, job, (out, err) in zip(apps, launched, outputs, strict=True):
         if job.returncode != 0:
             raise BenchError(f"application {k} failed (exit {job.returncode}): {err.strip()}")
         result = json.loads(out)
