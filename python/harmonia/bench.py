@@ -12,7 +12,7 @@ import subprocess
 import tempfile
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -229,45 +229,56 @@ def run_coordinated(
     strategies: list[str],
     on_run: Callable[[str], None],
 ) -> list[StrategyResult]:
-    """For every delta, each application alone (under the daemon, with no other job), then all
-    of them together under each strategy; medians of `repeat` runs."""
+    """For every delta, each application alone (under a daemon running `none`, with no other
+    job), then all of them together under each strategy; medians of `repeat` runs. The runs are
+    interleaved (every repeat goes through every configuration) so that a device whose speed
+    drifts during the benchmark biases no strategy."""
     settings.directory.mkdir(parents=True, exist_ok=True)
     for server in range(coordination.pfs_servers):
         (settings.directory / f"ost{server}").mkdir(exist_ok=True)
     everyone = list(range(settings.apps))
-    alone: dict[float, dict[int, float]] = {}
-    with scheduler(coordination, "none") as address:
-        for delta in settings.deltas:
-            offsets = [k * delta for k in everyone]
-            runs: dict[int, list[float]] = {k: [] for k in everyone}
-            for _ in range(settings.repeat):
-                for k in everyone:
-                    runs[k].append(
-                        _run_jobs(binary, settings, coordination, address, "none", offsets, [k])[k]
-                    )
-                    on_run(f"D={delta:g} s: application {k} alone")
-            alone[delta] = {k: statistics.median(v) for k, v in runs.items()}
-    results = []
-    for strategy in strategies:
-        points = []
-        with scheduler(coordination, strategy) as address:
+    alone: dict[float, dict[int, list[float]]] = {
+        d: {k: [] for k in everyone} for d in settings.deltas
+    }
+    together: dict[str, dict[float, dict[int, list[float]]]] = {
+        s: {d: {k: [] for k in everyone} for d in settings.deltas} for s in strategies
+    }
+    with ExitStack() as daemons:
+        addresses = {
+            s: daemons.enter_context(scheduler(coordination, s)) for s in {"none", *strategies}
+        }
+        for r in range(settings.repeat):
             for delta in settings.deltas:
                 offsets = [k * delta for k in everyone]
-                runs = {k: [] for k in everyone}
-                for _ in range(settings.repeat):
-                    together = _run_jobs(
-                        binary, settings, coordination, address, strategy, offsets, everyone
-                    )
-                    for k, seconds in together.items():
-                        runs[k].append(seconds)
-                    on_run(f"{strategy}, D={delta:g} s: all together")
-                points.append(
-                    DeltaPoint(
-                        delta, alone[delta], {k: statistics.median(v) for k, v in runs.items()}
-                    )
+                for k in everyone:
+                    seconds = _run_jobs(
+                        binary, settings, coordination, addresses["none"], "none", offsets, [k]
+                    )[k]
+                    alone[delta][k].append(seconds)
+                    on_run(f"run {r + 1}/{settings.repeat}, D={delta:g} s: application {k} alone")
+                for strategy in strategies:
+                    times = _run_jobs(
+                        binary, settings, coordination, addresses[strategy], strategy, offsets,
+                        everyone,
+                    )  # fmt: skip
+                    for k, seconds in times.items():
+                        together[strategy][delta][k].append(seconds)
+                    on_run(f"run {r + 1}/{settings.repeat}, D={delta:g} s: {strategy}, together")
+    median = statistics.median
+    return [
+        StrategyResult(
+            strategy,
+            [
+                DeltaPoint(
+                    delta,
+                    {k: median(v) for k, v in alone[delta].items()},
+                    {k: median(v) for k, v in together[strategy][delta].items()},
                 )
-        results.append(StrategyResult(strategy, points))
-    return results
+                for delta in settings.deltas
+            ],
+        )
+        for strategy in strategies
+    ]
 
 
 def plot_strategies(results: list[StrategyResult], apps: int, title: str, out: Path) -> None:
