@@ -318,7 +318,8 @@ class RunDone:
 
 
 def run_one(binary: Path, config: dict[str, Any], work: Path, name: str) -> RunDone:
-    """Write `work/config-NAME.json`, run harmonia-netsim on it into `work/NAME.json`."""
+    """Write `work/config-NAME.json`, run harmonia-netsim on it into `work/NAME.json` (and its
+    wall time, transfers per second and peak memory into `work/perf-NAME.json`)."""
     config_path = work / f"config-{name}.json"
     write_json_atomically(config_path, config)
     out = work / f"{name}.json"
@@ -334,7 +335,6 @@ def run_one(binary: Path, config: dict[str, Any], work: Path, name: str) -> RunD
             f"harmonia-netsim failed for run {name} (exit {done.returncode}): {done.stderr.strip()}"
         )
     perf_data = json.loads(perf.read_text(encoding="utf-8"))
-    perf.unlink()
     return RunDone(name, time.monotonic() - start, perf_data)
 
 

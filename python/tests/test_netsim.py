@@ -62,7 +62,7 @@ def run(scenario: Path, out: Path) -> dict[str, dict]:
     return {
         p.stem: json.loads(p.read_text())
         for p in out.glob("*.json")
-        if not p.stem.startswith("config-")
+        if not p.stem.startswith(("config-", "perf-"))
     }
 
 

@@ -60,8 +60,8 @@ def _fmt_interval(seconds: float) -> str:
     if seconds == 0:
         return "0"
     if seconds >= 1e-3:
-        return f"{seconds * 1e3:g} ms"
-    return f"{seconds * 1e6:g} us"
+        return f"{seconds * 1e3:.3g} ms"
+    return f"{seconds * 1e6:.3g} us"
 
 
 def _job(size: int, interval: float, *, enabled: bool = True, **extra: Any) -> dict[str, Any]:
@@ -302,6 +302,16 @@ def threshold_of(cases: list[Case], size: str, factor: float = 2.0) -> tuple[flo
     return None
 
 
+def predicted_threshold(cases: list[Case], size: str) -> float:
+    """Where the I/O job saturates its servers' links: c clients share a server's link, each
+    asking for one request every interval + size / link_bw, so the link is full once
+    c * size / link_bw >= interval + size / link_bw (every request then waits for others)."""
+    result = next(c for c in cases if c.params["size"] == size).results["baseline-io"]
+    clients_per_server = result["layout"]["io_clients"] / len(result["layout"]["servers"])
+    seconds: float = (clients_per_server - 1) * SIZES[size] / result["fabric"]["link_bw"]
+    return seconds
+
+
 def report_rows(experiment: str, cases: list[Case]) -> list[tuple[str, str, str]]:
     """(what, paper, ours) rows for one experiment."""
     rows: list[tuple[str, str, str]] = []
@@ -319,6 +329,13 @@ def report_rows(experiment: str, cases: list[Case]) -> list[tuple[str, str, str]
                 else "not crossed"
             )
             rows.append((f"I/O-congestion threshold, {size} requests", paper_threshold[size], ours))
+            rows.append(
+                (
+                    f"  predicted by (clients per server - 1) x size / link_bw, {size}",
+                    "",
+                    _fmt_interval(predicted_threshold(cases, size)),
+                )
+            )
             for c in cases:
                 if c.params["size"] == size:
                     unit, f = latency_unit([_mean(c, "io", "baseline")])
