@@ -118,6 +118,7 @@ class Job(_Table):
     interval: Duration = 0.0
     window: Duration = 0.0
     jitter: float = Field(default=0.05, ge=0, lt=1, allow_inf_nan=False)
+    start_spread: Duration = 0.0
     warmup: int = Field(default=50, ge=0, le=10**9)
     samples: int = Field(default=1000, ge=1, le=10**9)
     finite: bool = False
@@ -227,6 +228,7 @@ def _job_json(job: Job, enabled: bool, measured: bool) -> dict[str, Any]:
         "interval": job.interval,
         "window": job.window,
         "jitter": job.jitter,
+        "start_spread": job.start_spread,
         "warmup": job.warmup,
         "samples": job.samples,
         "finite": job.finite,

@@ -159,8 +159,10 @@ def test_random_switch_keeps_each_leaf_to_one_job(tmp_path: Path) -> None:
 def test_scaled_default_slows_mpi_down(tmp_path: Path) -> None:
     run(EXAMPLES / "default.toml", tmp_path / "default")
     summary = json.loads((tmp_path / "default" / "summary.json").read_text())
-    assert summary["jobs"]["mpi"]["slowdown"]["mean"] > 1.02
-    assert summary["jobs"]["io"]["slowdown"]["mean"] > 1.0
+    # The trend the paper reports (MPI slowed by the I/O job), smaller in a fluid model.
+    assert summary["jobs"]["mpi"]["slowdown"]["mean"] > 1.05
+    assert summary["jobs"]["mpi"]["slowdown"]["q3"] > 1.1
+    assert 0.9 < summary["jobs"]["io"]["slowdown"]["mean"] < 1.5
     assert summary["truncated"] == []
 
 
