@@ -44,6 +44,7 @@ bench: build
 	$(BUILD)/bench/requests_bench --benchmark_repetitions=5 --benchmark_report_aggregates_only=true
 	scripts/bench-sim.sh
 	scripts/bench-bbio.sh
+	scripts/bench-netsim.sh
 
 clean:
 	rm -rf $(BUILD) results
