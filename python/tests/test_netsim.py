@@ -220,3 +220,27 @@ def test_missing_file_is_reported(tmp_path: Path) -> None:
     result = runner.invoke(app, ["netsim", str(tmp_path / "nope.toml")])
     assert result.exit_code == 2
     assert "nope.toml: cannot read" in result.output
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["reproduce", "nonsense"], 'PAPER: unknown "nonsense"'),
+        (["reproduce", "network", "--only", "nope"], "--only: unknown experiment 'nope'"),
+        (["reproduce", "network", "--system", "huge"], '--system: unknown "huge"'),
+        (["reproduce", "--only", "survey"], "apply to `harmonia reproduce network` only"),
+    ],
+)
+def test_reproduce_network_rejects_bad_arguments(
+    tmp_path: Path, args: list[str], message: str
+) -> None:
+    out = tmp_path / "out"
+    result = runner.invoke(app, [*args, "--out", str(out)])
+    assert result.exit_code == 2, result.output
+    assert message in result.output
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("path", sorted(EXAMPLES.glob("*.toml")), ids=lambda p: p.name)
+def test_every_network_example_validates(path: Path) -> None:
+    assert normalize(load_netsim(path))

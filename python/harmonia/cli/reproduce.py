@@ -36,6 +36,8 @@ def reproduce(
         return
     if paper != "harmonia":
         fail([f'PAPER: unknown "{paper}" (harmonia, network)'], EXIT_INVALID)
+    if only is not None or system != "scaled":
+        fail(["--system and --only apply to `harmonia reproduce network` only"], EXIT_INVALID)
     out = out or Path("results/reproduction")
     files = scenario_files()
     dirs = {key: out / key for key in files}
