@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from matplotlib import colormaps
 from matplotlib.figure import Figure
 
 from harmonia.netsim import (
@@ -539,6 +540,70 @@ def plot_slowdown_grid(cases: list[Case], out: Path) -> None:
     figure.savefig(out, dpi=110)
 
 
+def plot_survey_boxes(cases: list[Case], analysed: str, out: Path) -> None:
+    """Fig. 3 (analysed = "io") or Fig. 5 ("mpi"): one panel per (analysed size, other size);
+    in each, one cluster per interval of the analysed job, holding its baseline box (black) and
+    one colored box per interval of the other job, shorter intervals darker."""
+    other = "mpi" if analysed == "io" else "io"
+    sizes = list(SURVEY_INTERVALS)
+    figure = Figure(figsize=(4.2 * len(sizes), 3.4 * len(sizes)), layout="constrained")
+    grid = figure.subplots(len(sizes), len(sizes), squeeze=False)
+    palette = colormaps["Reds" if analysed == "io" else "Blues"]
+    for row, own_size in enumerate(sizes):
+        for column, other_size in enumerate(sizes):
+            axes = grid[row][column]
+            mine = [
+                c
+                for c in cases
+                if c.params[f"{analysed}_size"] == own_size
+                and c.params[f"{other}_size"] == other_size
+            ]
+            own_intervals = SURVEY_INTERVALS[own_size]
+            other_intervals = SURVEY_INTERVALS[other_size]
+            unit, f = latency_unit([_mean(c, analysed, "interference") for c in mine])
+            width = 1.0 / (len(other_intervals) + 2)
+            shown: list[float] = []
+            for k, own in enumerate(own_intervals):
+                cluster = [c for c in mine if c.params[f"{analysed}_interval"] == own]
+                base = cluster[0].summary[analysed]["baseline"]["latency"]
+                draw_box(axes, k, base, f, BASELINE_COLOR, width * 0.9, whisker=None)
+                for c in cluster:
+                    for run in ("baseline", "interference"):
+                        latency = c.summary[analysed][run]["latency"]
+                        shown += [latency[key] * f for key in ("q1", "q3", "mean")]
+                for j, other_interval in enumerate(other_intervals):
+                    case = next(
+                        c for c in cluster if c.params[f"{other}_interval"] == other_interval
+                    )
+                    color = palette(0.45 + 0.5 * j / max(len(other_intervals) - 1, 1))
+                    latency = case.summary[analysed]["interference"]["latency"]
+                    draw_box(
+                        axes, k + (j + 1) * width, latency, f, color, width * 0.9, whisker=None
+                    )
+            low, high = min(shown), max(shown)
+            axes.set_ylim(low - 0.05 * (high - low), high + 0.05 * (high - low) + 1e-12)
+            axes.set_xticks(
+                [k + width * len(other_intervals) / 2 for k in range(len(own_intervals))],
+                [_fmt_interval(i) for i in own_intervals],
+            )
+            axes.set_xlabel(f"{'I/O' if analysed == 'io' else 'MPI'} interval")
+            axes.set_ylabel(f"{own_size} latency ({unit})")
+            axes.set_title(
+                f"{other.upper() if other == 'mpi' else 'I/O'} {other_size} at "
+                + ", ".join(_fmt_interval(i) for i in other_intervals),
+                fontsize=9,
+            )
+    which = (
+        "I/O requests under MPI traffic (paper Fig. 3)"
+        if analysed == "io"
+        else ("MPI messages under I/O traffic (paper Fig. 5)")
+    )
+    figure.suptitle(
+        f"{which}: black baseline, colored with the other job (darker: shorter interval)"
+    )
+    figure.savefig(out, dpi=100)
+
+
 def plot_job_sizes(cases: list[Case], out: Path) -> None:
     figure = Figure(figsize=(10, 4), layout="constrained")
     panels = figure.subplots(1, 2)
@@ -582,6 +647,11 @@ def write_plots(experiments: dict[str, list[Case]], out: Path) -> list[Path]:
         name, draw = drawers[experiment]
         draw(cases, out / name)
         written.append(out / name)
+        if experiment == "survey":
+            for analysed in ("io", "mpi"):
+                path = out / f"survey-{analysed}.png"
+                plot_survey_boxes(cases, analysed, path)
+                written.append(path)
     return written
 
 

@@ -10,6 +10,7 @@ import numpy as np
 from matplotlib.axes import Axes
 from matplotlib.colors import LogNorm
 from matplotlib.figure import Figure
+from matplotlib.typing import ColorType
 
 TRAFFIC_LABEL = {"mpi": "MPI messages", "io": "I/O requests"}
 TRAFFIC_COLOR = {"mpi": "tab:red", "io": "tab:blue"}
@@ -30,14 +31,16 @@ def draw_box(
     x: float,
     latency: dict[str, float],
     factor: float,
-    color: str,
+    color: ColorType,
     width: float = 0.6,
-    whisker: str = "max",
+    whisker: str | None = "max",
 ) -> None:
-    """One box of the paper's Fig. 2 from a latency summary."""
+    """One box of the paper's Fig. 2 from a latency summary (no whiskers if `whisker` is None,
+    as in its Fig. 3 and 5)."""
     q1, median, q3 = (latency[k] * factor for k in ("q1", "median", "q3"))
-    axes.vlines(x, q3, latency[whisker] * factor, color=color, linewidth=1)
-    axes.vlines(x, latency["min"] * factor, q1, color=color, linewidth=1)
+    if whisker is not None:
+        axes.vlines(x, q3, latency[whisker] * factor, color=color, linewidth=1)
+        axes.vlines(x, latency["min"] * factor, q1, color=color, linewidth=1)
     axes.bar(x, max(q3 - q1, 0.0), width, bottom=q1, color=color, alpha=0.55, edgecolor=color)
     axes.hlines(median, x - width / 2, x + width / 2, color=color, linewidth=2)
     axes.plot([x], [latency["mean"] * factor], "o", color=color, markeredgecolor="white")
