@@ -244,3 +244,17 @@ def test_reproduce_network_rejects_bad_arguments(
 @pytest.mark.parametrize("path", sorted(EXAMPLES.glob("*.toml")), ids=lambda p: p.name)
 def test_every_network_example_validates(path: Path) -> None:
     assert normalize(load_netsim(path))
+
+
+@needs_binary
+def test_reproduce_network_writes_report_and_plots(tmp_path: Path) -> None:
+    out = tmp_path / "repro"
+    args = ["reproduce", "network", "--only", "job-placement", "--out", str(out)]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    report = (out / "report.md").read_text()
+    assert "random-switch" in report
+    # Random-switch placement: the jobs share no link, so no slowdown at all.
+    assert "MPI 4 KiB / 500 us slowdown (mean), random-switch | baseline and interference" in report
+    assert "| 1.00x (max 1.00x) |" in report
+    assert (out / "job-placement.png").read_bytes()[:4] == b"\x89PNG"
