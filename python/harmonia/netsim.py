@@ -149,7 +149,8 @@ class NetScenario(_Table):
     def server_count(self) -> int:
         if self.servers.count is not None:
             return self.servers.count
-        return PRESETS[self.network.preset or "scaled"].servers
+        assert self.network.preset is not None, "checked by _cross_table_errors"
+        return PRESETS[self.network.preset].servers
 
 
 def _nodes_and_leaves(down: list[int], up: list[int]) -> tuple[int, int]:
@@ -173,6 +174,9 @@ def job_sizes(scenario: NetScenario) -> tuple[int, int]:
 
 
 def _cross_table_errors(scenario: NetScenario) -> Iterator[tuple[str, str]]:
+    if scenario.network.preset is None and scenario.servers.count is None:
+        yield "servers.count", "missing required key (the fabric is not a preset)"
+        return
     down, up = scenario.network.shape()
     nodes, leaves = _nodes_and_leaves(down, up)
     if nodes > 1_000_000:

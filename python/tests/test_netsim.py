@@ -196,6 +196,8 @@ BAD = [
      "jobs.colour: unknown key"),
     ("[servers]\nplacement = \"isolated-target\"", "placement = \"isolated-target\"\ncount = 300",
      "servers.count: must be < the fabric's 256 nodes, got 300"),
+    ("[network]\npreset = \"scaled\"", "down = [4, 4]\nup = [1, 4]",
+     "servers.count: missing required key (the fabric is not a preset)"),
     ("[jobs]\nplacement = \"random-node\"", "placement = \"random-node\"\nio_fraction = 1.0",
      "jobs.io_fraction: leaves 0 MPI clients"),
 ]  # fmt: skip
