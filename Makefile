@@ -45,6 +45,7 @@ bench: build
 	scripts/bench-sim.sh
 	scripts/bench-bbio.sh
 	scripts/bench-control.sh
+	scripts/bench-netsim.sh
 
 clean:
 	rm -rf $(BUILD) results

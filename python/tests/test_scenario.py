@@ -10,10 +10,11 @@ from support import BASE_SCENARIO, EXAMPLES, SYNTHETIC_APP
 from harmonia.policies import POLICIES, parse_policies
 from harmonia.scenario import ScenarioError, builtin_devices, load_scenario, normalize
 
-# Scenarios only: examples/site/ holds daemon site files (tested in tests/runtime/test_schedd.py).
-GOOD_EXAMPLES = sorted(
-    p for p in EXAMPLES.rglob("*.toml") if "bad" not in p.parts and "site" not in p.parts
-)
+# Burst-buffer scenarios only: examples/site/ holds daemon site files (tested in
+# tests/runtime/test_schedd.py), examples/network network scenarios (harmonia netsim, tested in
+# test_netsim.py).
+NOT_SCENARIOS = {"bad", "site", "network"}
+GOOD_EXAMPLES = sorted(p for p in EXAMPLES.rglob("*.toml") if not NOT_SCENARIOS & set(p.parts))
 
 
 @pytest.mark.parametrize("path", GOOD_EXAMPLES, ids=lambda p: str(p.relative_to(EXAMPLES)))

@@ -37,6 +37,10 @@ class Reader {
     if (v.get<int64_t>() < min) fail(key, "must be >= " + std::to_string(min));
     return static_cast<long>(v.get<int64_t>());
   }
+  /// An optional number: `fallback` when the key is absent.
+  double optional_number(const std::string& key, double min, double fallback) const {
+    return node_.contains(key) ? number(key, min) : fallback;
+  }
   bool boolean(const std::string& key) const {
     const auto& v = at(key);
     if (!v.is_boolean()) fail(key, "must be true or false");
@@ -82,6 +86,7 @@ JobConfig parse_job(const Reader& r) {
   job.pacing.window = r.number("window", 0);
   job.pacing.jitter = r.number("jitter", 0);
   if (job.pacing.jitter >= 1) r.fail("jitter", "must be < 1");
+  job.pacing.start_spread = r.optional_number("start_spread", 0, 0.0);
   job.warmup = r.integer("warmup", 0);
   job.samples = r.integer("samples", 1);
   job.finite = r.boolean("finite");

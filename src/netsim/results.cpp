@@ -21,6 +21,7 @@ ordered_json job_json(const JobConfig& job, const JobResult& r, double end_time)
   out["size"] = job.size;
   out["interval"] = job.pacing.interval;
   out["window"] = job.pacing.window;
+  out["start_spread"] = job.pacing.start_spread;
   out["warmup"] = job.warmup;
   out["samples_per_client"] = job.samples;
   out["finite"] = job.finite;

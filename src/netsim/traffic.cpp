@@ -14,7 +14,7 @@ double Pacing::next_start(double last_start, double last_end, Rng& rng) const {
 }
 
 double Pacing::first_start(Rng& rng) const {
-  const double period = std::max(interval, window);
+  const double period = std::max({interval, window, start_spread});
   return period > 0 ? rng.uniform(0, period) : 0.0;
 }
 

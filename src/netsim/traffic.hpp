@@ -18,11 +18,14 @@ struct Pacing {
   double interval = 0;
   double window = 0;
   double jitter = 0.05;
+  /// First starts are spread over at least this long (0: checkpoint traffic starts at once).
+  double start_spread = 0;
 
   /// Start of the next transfer after one that started at `last_start` and ended at `last_end`.
   double next_start(double last_start, double last_end, Rng& rng) const;
-  /// Start of a client's first transfer: uniform in [0, max(interval, window)), so that a
-  /// periodic job is in its steady state from the beginning; 0 for checkpoint-style traffic.
+  /// Start of a client's first transfer: uniform in [0, max(interval, window, start_spread)), so
+  /// that a periodic job is in its steady state from the beginning; 0 for checkpoint-style
+  /// traffic without a start spread.
   double first_start(Rng& rng) const;
 };
 

@@ -43,6 +43,22 @@ TEST(Pacing, CheckpointStartsAtOnceAndBackToBack) {
   EXPECT_EQ(p.next_start(1.0, 1.5, rng), 1.5);
 }
 
+TEST(Pacing, StartSpreadSpreadsCheckpointStarts) {
+  const Pacing p{.interval = 0, .window = 0, .jitter = 0.05, .start_spread = 1e-3};
+  Rng rng(3);
+  double lo = 1, hi = 0;
+  for (int i = 0; i < 1000; ++i) {
+    const double first = p.first_start(rng);
+    lo = std::min(lo, first);
+    hi = std::max(hi, first);
+  }
+  EXPECT_GE(lo, 0.0);
+  EXPECT_LT(lo, 0.01e-3);
+  EXPECT_LT(hi, 1e-3);
+  EXPECT_GT(hi, 0.99e-3);
+  EXPECT_EQ(p.next_start(1.0, 1.5, rng), 1.5);  // back to back afterwards
+}
+
 TEST(Pacing, ThrottleWindowSpacesStartsUnlessTheRequestIsLonger) {
   // Paper section 5.3: the window is the time between two starts.
   const Pacing p{.interval = 0, .window = 3e-3, .jitter = 0};

@@ -6,6 +6,7 @@ from harmonia.cli.annotate import annotate_command
 from harmonia.cli.bench import bench
 from harmonia.cli.demo import demo
 from harmonia.cli.import_darshan import import_darshan
+from harmonia.cli.netsim import netsim
 from harmonia.cli.phases import phases
 from harmonia.cli.profile import profile_device
 from harmonia.cli.recover import recover
@@ -36,3 +37,4 @@ app.command(name="import-darshan")(import_darshan)
 app.command()(schedd)
 app.command(context_settings={"allow_interspersed_args": False})(run)
 app.command()(status)
+app.command()(netsim)

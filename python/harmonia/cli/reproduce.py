@@ -5,16 +5,40 @@ from typing import Annotated
 
 import typer
 
+from harmonia.cli import EXIT_INVALID, fail
+from harmonia.cli.reproduce_network import reproduce_network
 from harmonia.cli.sim import run_scenario
 from harmonia.experiments.reproduce import markdown_report, scenario_files, write_plots
 
 
 def reproduce(
-    out: Annotated[Path, typer.Option(help="Output directory.")] = Path("results/reproduction"),
+    paper: Annotated[
+        str,
+        typer.Argument(help='"harmonia" (section V) or "network" (MPI/I/O on fat-trees).'),
+    ] = "harmonia",
+    out: Annotated[
+        Path | None,
+        typer.Option(
+            help="Output directory (default: results/reproduction[-network]).", show_default=False
+        ),
+    ] = None,
     jobs: Annotated[int, typer.Option(min=1, help="Simulator processes run at once.")] = 2,
+    system: Annotated[str, typer.Option(help='network: "scaled" or "paper" preset.')] = "scaled",
+    only: Annotated[
+        str | None, typer.Option(help="network: comma-separated experiments.", show_default=False)
+    ] = None,
 ) -> None:
     """Simulate every scenario of the paper's section V with every policy, then write
-    report.md (paper next to ours) and the figures into OUT."""
+    report.md (paper next to ours) and the figures into OUT. `reproduce network` runs the
+    experiments of the MPI/I-O interference paper instead (docs/reproduction.md)."""
+    if paper == "network":
+        reproduce_network(out or Path("results/reproduction-network"), jobs, system, only)
+        return
+    if paper != "harmonia":
+        fail([f'PAPER: unknown "{paper}" (harmonia, network)'], EXIT_INVALID)
+    if only is not None or system != "scaled":
+        fail(["--system and --only apply to `harmonia reproduce network` only"], EXIT_INVALID)
+    out = out or Path("results/reproduction")
     files = scenario_files()
     dirs = {key: out / key for key in files}
     for number, (key, path) in enumerate(files.items(), start=1):

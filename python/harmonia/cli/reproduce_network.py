@@ -1,0 +1,71 @@
+"""`harmonia reproduce network`: the experiments of the MPI/I-O interference paper (ICPP 2018)."""
+
+import time
+from pathlib import Path
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TimeElapsedColumn
+
+from harmonia.cli import EXIT_FAILED, EXIT_INVALID, fail
+from harmonia.experiments.network import (
+    EXPERIMENTS,
+    Settings,
+    markdown,
+    run_cases,
+    select,
+    write_plots,
+)
+from harmonia.netsim import PRESETS, NetsimFailed, RunDone, find_netsim
+from harmonia.simulator import SimulatorNotFound
+
+
+def reproduce_network(out: Path, jobs: int, system: str, only: str | None) -> None:
+    """Run the selected experiments on the `system` preset, then write report.md and plots."""
+    if system not in PRESETS:
+        fail([f'--system: unknown "{system}" ({", ".join(PRESETS)})'], EXIT_INVALID)
+    names = [n.strip() for n in only.split(",")] if only else None
+    settings = Settings(system=system)
+    try:
+        experiments = select(names, settings)
+    except KeyError as error:
+        fail([f"--only: unknown experiment {error} ({', '.join(EXPERIMENTS)})"], EXIT_INVALID)
+    try:
+        binary = find_netsim()
+    except SimulatorNotFound as error:
+        fail([str(error)], EXIT_FAILED)
+    cases = [case for group in experiments.values() for case in group]
+    console = Console(stderr=True)
+    progress = Progress(
+        SpinnerColumn(),
+        "[progress.description]{task.description}",
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console,
+    )
+    started = time.monotonic()
+    with progress:
+        task = progress.add_task(f"{len(cases)} cases on the {system} system", total=None)
+
+        def start(total: int) -> None:
+            progress.update(task, total=total)
+
+        def done(run: RunDone) -> None:
+            progress.advance(task)
+
+        try:
+            run_cases(binary, cases, out, jobs, start, done)
+        except NetsimFailed as error:
+            fail([str(error)], EXIT_FAILED)
+    report = markdown(experiments, settings)
+    tmp = out / "report.md.tmp"
+    tmp.write_text(report, encoding="utf-8")
+    tmp.replace(out / "report.md")
+    plots = write_plots(experiments, out)
+    typer.echo(report)
+    typer.echo(
+        f"report and figures in {out} after {time.monotonic() - started:.0f} s: report.md, "
+        + ", ".join(p.name for p in plots),
+        err=True,
+    )

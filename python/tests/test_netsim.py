@@ -1,0 +1,262 @@
+"""`harmonia netsim`: network-interference scenarios, runs of harmonia-netsim, and their results."""
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from harmonia.cli.main import app
+from harmonia.experiments.network import EXPERIMENTS, Settings, select
+from harmonia.netsim import PRESETS, job_sizes, load_netsim, normalize
+from harmonia.simulator import BUILD_TREE
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+EXAMPLES = REPO_ROOT / "examples" / "network"
+runner = CliRunner()
+
+BINARY = Path(os.environ.get("HARMONIA_NETSIM", BUILD_TREE / "src/netsim/harmonia-netsim"))
+needs_binary = pytest.mark.skipif(not BINARY.is_file(), reason="harmonia-netsim is not built")
+
+SMALL = """\
+[scenario]
+name = "small"
+seed = {seed}
+
+[network]
+preset = "scaled"
+hop_latency = "100 ns"
+
+[servers]
+placement = "{servers}"
+
+[jobs]
+placement = "{jobs}"
+
+[mpi]
+size = "512 KiB"
+interval = "100 us"
+samples = 20
+warmup = 5
+
+[io]
+size = "4 MiB"
+interval = "1 ms"
+samples = 20
+warmup = 5
+"""
+
+
+def small(
+    tmp_path: Path, seed: int = 1, servers: str = "isolated-target", jobs: str = "random-node"
+) -> Path:
+    path = tmp_path / f"small-{seed}-{servers}-{jobs}.toml"
+    path.write_text(SMALL.format(seed=seed, servers=servers, jobs=jobs), encoding="utf-8")
+    return path
+
+
+def run(scenario: Path, out: Path) -> dict[str, dict]:
+    result = runner.invoke(app, ["netsim", str(scenario), "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    return {
+        p.stem: json.loads(p.read_text())
+        for p in out.glob("*.json")
+        if not p.stem.startswith(("config-", "perf-"))
+    }
+
+
+@needs_binary
+def test_single_transfer_matches_closed_form(tmp_path: Path) -> None:
+    # One switch, four nodes, one server: the MPI job is one pair, each sends one message.
+    # Latency = size / link_bw + 2 hops x hop_latency (nothing shares a directed link).
+    path = tmp_path / "one.toml"
+    path.write_text(
+        """
+[scenario]
+name = "one"
+[network]
+down = [4]
+up = [1]
+link_bw = "10 GB/s"
+hop_latency = "250 ns"
+[servers]
+count = 1
+[jobs]
+io_fraction = 0.0
+[mpi]
+size = "1 MB"
+interval = "1 ms"
+jitter = 0.0
+warmup = 0
+samples = 1
+[io]
+enabled = false
+size = "1 MB"
+[run]
+measure = ["mpi"]
+""",
+        encoding="utf-8",
+    )
+    results = run(path, tmp_path / "out")
+    latency = results["baseline-mpi"]["jobs"]["mpi"]["latency"]
+    expected = 1e6 / 10e9 + 2 * 250e-9
+    assert latency["count"] == 2
+    assert latency["min"] == pytest.approx(expected, rel=1e-9)
+    assert latency["max"] == pytest.approx(expected, rel=1e-9)
+
+
+@needs_binary
+def test_same_seed_gives_byte_identical_results(tmp_path: Path) -> None:
+    first, second, other = tmp_path / "a", tmp_path / "b", tmp_path / "c"
+    run(small(tmp_path), first)
+    run(small(tmp_path), second)
+    run(small(tmp_path, seed=2), other)
+    for name in ("baseline-mpi", "baseline-io", "interference", "summary"):
+        assert (first / f"{name}.json").read_bytes() == (second / f"{name}.json").read_bytes()
+    assert (first / "interference.json").read_bytes() != (other / "interference.json").read_bytes()
+    assert (first / "latency.png").read_bytes()[:4] == b"\x89PNG"
+    assert (first / "link-load.png").is_file() and (first / "slowdown.png").is_file()
+
+
+@needs_binary
+@pytest.mark.parametrize(
+    ("placement", "expected"),
+    [
+        # Two whole leaves, in two pods, taken from the last leaf of each pod (8 leaves each).
+        ("isolated-target", list(range(7 * 8, 8 * 8)) + list(range(15 * 8, 16 * 8))),
+        # One server per leaf, on its last port, round-robin over the first 16 leaves.
+        ("spread-target", [leaf * 8 + 7 for leaf in range(16)]),
+    ],
+)
+def test_server_placements(tmp_path: Path, placement: str, expected: list[int]) -> None:
+    results = run(small(tmp_path, servers=placement), tmp_path / placement)
+    assert results["interference"]["layout"]["servers"] == expected
+
+
+@needs_binary
+def test_random_switch_keeps_each_leaf_to_one_job(tmp_path: Path) -> None:
+    results = run(small(tmp_path, jobs="random-switch"), tmp_path / "switch")
+    nodes = results["interference"]["link_load"]["levels"][0]["up"]
+    mixed = 0
+    for leaf in range(32):
+        mpi = sum(nodes["mpi"][leaf * 8 + p][0] for p in range(8))
+        io = sum(nodes["io"][leaf * 8 + p][0] for p in range(8))
+        mixed += mpi > 0 and io > 0
+    assert mixed <= 1  # at most the one leaf where the split falls
+    # Random-node placement mixes the jobs on most leaves.
+    results = run(small(tmp_path, jobs="random-node"), tmp_path / "node")
+    nodes = results["interference"]["link_load"]["levels"][0]["up"]
+    mixed = sum(
+        sum(nodes["mpi"][leaf * 8 + p][0] for p in range(8)) > 0
+        and sum(nodes["io"][leaf * 8 + p][0] for p in range(8)) > 0
+        for leaf in range(32)
+    )
+    assert mixed > 20
+
+
+@needs_binary
+def test_scaled_default_slows_mpi_down(tmp_path: Path) -> None:
+    run(EXAMPLES / "default.toml", tmp_path / "default")
+    summary = json.loads((tmp_path / "default" / "summary.json").read_text())
+    # The trend the paper reports (MPI slowed by the I/O job), smaller in a fluid model.
+    assert summary["jobs"]["mpi"]["slowdown"]["mean"] > 1.05
+    assert summary["jobs"]["mpi"]["slowdown"]["q3"] > 1.1
+    assert 0.9 < summary["jobs"]["io"]["slowdown"]["mean"] < 1.5
+    assert summary["truncated"] == []
+
+
+def test_presets_and_job_sizes() -> None:
+    scenario = load_netsim(EXAMPLES / "paper.toml")
+    configs = normalize(scenario)
+    assert list(configs) == ["baseline-mpi", "baseline-io", "interference"]
+    fabric = configs["interference"]["fabric"]
+    assert fabric["down"] == [18, 18, 4] and fabric["link_bw"] == 12.5e9
+    assert configs["interference"]["servers"]["count"] == 72
+    assert job_sizes(scenario) == (612, 612)
+    assert configs["baseline-mpi"]["io"]["enabled"] is False
+    assert configs["interference"]["io"]["measured"] is True
+    assert PRESETS["paper"].servers == 72
+
+
+def test_every_experiment_builds_valid_scenarios() -> None:
+    experiments = select(None, Settings())
+    assert set(experiments) == set(EXPERIMENTS)
+    for cases in experiments.values():
+        for case in cases:
+            assert normalize(case.scenario())
+
+
+BAD = [
+    ("[network]\npreset = \"scaled\"", "preset = \"huge\"", "network.preset: Input should be"),
+    ("[mpi]\nsize = \"512 KiB\"", "size = \"512 KiX\"", 'mpi.size: cannot parse size "512 KiX"'),
+    ("[network]\npreset = \"scaled\"", "preset = \"scaled\"\ndown = [4]",
+     "network: give either preset"),
+    ("[jobs]\nplacement = \"random-node\"", "placement = \"random-node\"\ncolour = 1",
+     "jobs.colour: unknown key"),
+    ("[servers]\nplacement = \"isolated-target\"", "placement = \"isolated-target\"\ncount = 300",
+     "servers.count: must be < the fabric's 256 nodes, got 300"),
+    ("[network]\npreset = \"scaled\"", "down = [4, 4]\nup = [1, 4]",
+     "servers.count: missing required key (the fabric is not a preset)"),
+    ("[jobs]\nplacement = \"random-node\"", "placement = \"random-node\"\nio_fraction = 1.0",
+     "jobs.io_fraction: leaves 0 MPI clients"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("old", "new", "message"), BAD)
+def test_bad_inputs_exit_2_and_write_nothing(
+    tmp_path: Path, old: str, new: str, message: str
+) -> None:
+    text = SMALL.format(seed=1, servers="isolated-target", jobs="random-node")
+    assert old in text
+    path = tmp_path / "bad.toml"
+    path.write_text(text.replace(old, old.split("\n")[0] + "\n" + new, 1), encoding="utf-8")
+    out = tmp_path / "out"
+    result = runner.invoke(app, ["netsim", str(path), "--out", str(out)])
+    assert result.exit_code == 2, result.output
+    assert f"{path}: {message}" in result.output
+    assert not out.exists()
+
+
+def test_missing_file_is_reported(tmp_path: Path) -> None:
+    result = runner.invoke(app, ["netsim", str(tmp_path / "nope.toml")])
+    assert result.exit_code == 2
+    assert "nope.toml: cannot read" in result.output
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["reproduce", "nonsense"], 'PAPER: unknown "nonsense"'),
+        (["reproduce", "network", "--only", "nope"], "--only: unknown experiment 'nope'"),
+        (["reproduce", "network", "--system", "huge"], '--system: unknown "huge"'),
+        (["reproduce", "--only", "survey"], "apply to `harmonia reproduce network` only"),
+    ],
+)
+def test_reproduce_network_rejects_bad_arguments(
+    tmp_path: Path, args: list[str], message: str
+) -> None:
+    out = tmp_path / "out"
+    result = runner.invoke(app, [*args, "--out", str(out)])
+    assert result.exit_code == 2, result.output
+    assert message in result.output
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("path", sorted(EXAMPLES.glob("*.toml")), ids=lambda p: p.name)
+def test_every_network_example_validates(path: Path) -> None:
+    assert normalize(load_netsim(path))
+
+
+@needs_binary
+def test_reproduce_network_writes_report_and_plots(tmp_path: Path) -> None:
+    out = tmp_path / "repro"
+    args = ["reproduce", "network", "--only", "job-placement", "--out", str(out)]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    report = (out / "report.md").read_text()
+    assert "random-switch" in report
+    # Random-switch placement: the jobs share no link, so no slowdown at all.
+    assert "MPI 4 KiB / 500 us slowdown (mean), random-switch | baseline and interference" in report
+    assert "| 1.00x (max 1.00x) |" in report
+    assert (out / "job-placement.png").read_bytes()[:4] == b"\x89PNG"
