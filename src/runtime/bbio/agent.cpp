@@ -202,10 +202,8 @@ class Agent {
       wants_flush_ = true;
       Harmonia__Control__FlushRequest body = HARMONIA__CONTROL__FLUSH_REQUEST__INIT;
       body.staged_bytes = staged_total();
-      Harmonia__Control__Envelope e = HARMONIA__CONTROL__ENVELOPE__INIT;
-      e.body_case = HARMONIA__CONTROL__ENVELOPE__BODY_FLUSH_REQUEST;
-      e.flush_request = &body;
-      const uint64_t seq = enqueue(lock, e);
+      const uint64_t seq = post(lock, HARMONIA__CONTROL__ENVELOPE__BODY_FLUSH_REQUEST,
+                                &Harmonia__Control__Envelope::flush_request, body);
       await_reply(lock, seq);
     }
     // Stage and block: wait for the turn, or for the daemon to go away.
@@ -218,10 +216,8 @@ class Agent {
     wants_flush_ = false;
     if (!connected_) return;
     Harmonia__Control__FlushDone body = HARMONIA__CONTROL__FLUSH_DONE__INIT;
-    Harmonia__Control__Envelope e = HARMONIA__CONTROL__ENVELOPE__INIT;
-    e.body_case = HARMONIA__CONTROL__ENVELOPE__BODY_FLUSH_DONE;
-    e.flush_done = &body;
-    (void)enqueue(lock, e);
+    (void)post(lock, HARMONIA__CONTROL__ENVELOPE__BODY_FLUSH_DONE,
+               &Harmonia__Control__Envelope::flush_done, body);
   }
 
   void before_write() {
@@ -258,11 +254,9 @@ class Agent {
     body.name = const_cast<char*>(safe_name.c_str());
     body.expected_bytes = expected;
     body.detected = detected;
-    Harmonia__Control__Envelope e = HARMONIA__CONTROL__ENVELOPE__INIT;
-    e.body_case = HARMONIA__CONTROL__ENVELOPE__BODY_PHASE_BEGIN;
-    e.phase_begin = &body;
     // Wait for the reply: the phase's first write then follows the directive it brings.
-    await_reply(lock, enqueue(lock, e));
+    await_reply(lock, post(lock, HARMONIA__CONTROL__ENVELOPE__BODY_PHASE_BEGIN,
+                           &Harmonia__Control__Envelope::phase_begin, body));
   }
 
   void end_phase() {
@@ -275,10 +269,8 @@ class Agent {
     end_phase(lock);
     if (!connected_) return;
     Harmonia__Control__Unregister body = HARMONIA__CONTROL__UNREGISTER__INIT;
-    Harmonia__Control__Envelope e = HARMONIA__CONTROL__ENVELOPE__INIT;
-    e.body_case = HARMONIA__CONTROL__ENVELOPE__BODY_UNREGISTER;
-    e.unregister = &body;
-    await_reply(lock, enqueue(lock, e));
+    await_reply(lock, post(lock, HARMONIA__CONTROL__ENVELOPE__BODY_UNREGISTER,
+                           &Harmonia__Control__Envelope::unregister, body));
     stopping_ = true;
   }
 
@@ -289,21 +281,27 @@ class Agent {
     detected_phase_ = false;
     if (!connected_) return;
     Harmonia__Control__PhaseEnd body = HARMONIA__CONTROL__PHASE_END__INIT;
-    Harmonia__Control__Envelope e = HARMONIA__CONTROL__ENVELOPE__INIT;
-    e.body_case = HARMONIA__CONTROL__ENVELOPE__BODY_PHASE_END;
-    e.phase_end = &body;
-    (void)enqueue(lock, e);
+    (void)post(lock, HARMONIA__CONTROL__ENVELOPE__BODY_PHASE_END,
+               &Harmonia__Control__Envelope::phase_end, body);
     // Out of its phase with data still staged: it has nothing left but to flush, so it asks, and
     // keeps its place in line until the flush is done (docs/coordination.md).
     if (!wants_flush_ && staged_total() > 0) {
       wants_flush_ = true;
       Harmonia__Control__FlushRequest ask = HARMONIA__CONTROL__FLUSH_REQUEST__INIT;
       ask.staged_bytes = staged_total();
-      Harmonia__Control__Envelope request = HARMONIA__CONTROL__ENVELOPE__INIT;
-      request.body_case = HARMONIA__CONTROL__ENVELOPE__BODY_FLUSH_REQUEST;
-      request.flush_request = &ask;
-      (void)enqueue(lock, request);
+      (void)post(lock, HARMONIA__CONTROL__ENVELOPE__BODY_FLUSH_REQUEST,
+                 &Harmonia__Control__Envelope::flush_request, ask);
     }
+  }
+
+  /// Queues a request carrying `body` (the Envelope's `member`); returns its seq.
+  template <class Body>
+  uint64_t post(std::unique_lock<std::mutex>& lock, Harmonia__Control__Envelope__BodyCase which,
+                Body* Harmonia__Control__Envelope::*member, Body& body) {
+    Harmonia__Control__Envelope e = HARMONIA__CONTROL__ENVELOPE__INIT;
+    e.body_case = which;
+    e.*member = &body;
+    return enqueue(lock, e);
   }
 
   uint64_t enqueue(std::unique_lock<std::mutex>&, Harmonia__Control__Envelope& e) {
@@ -488,10 +486,8 @@ class Agent {
         if (detected_phase_ && t - last_write_.load() > phase_gap_) end_phase(lock);
         if (t - last_sent > std::min(kPoll, lease_ / 3)) {
           Harmonia__Control__Heartbeat body = HARMONIA__CONTROL__HEARTBEAT__INIT;
-          Harmonia__Control__Envelope e = HARMONIA__CONTROL__ENVELOPE__INIT;
-          e.body_case = HARMONIA__CONTROL__ENVELOPE__BODY_HEARTBEAT;
-          e.heartbeat = &body;
-          (void)enqueue(lock, e);
+          (void)post(lock, HARMONIA__CONTROL__ENVELOPE__BODY_HEARTBEAT,
+                     &Harmonia__Control__Envelope::heartbeat, body);
         }
         sending.swap(outbox_);
         if (replied_ + 1 < next_seq_ && t - last_heard > kUnresponsive) lost = true;
