@@ -17,6 +17,7 @@ JobId Coordinator::on_register(const JobInfo& info, double now) {
   jobs_.push_back({info, true, false, 0, false, 0, {}});
   changed_.push_back(true);
   const JobId id = static_cast<JobId>(jobs_.size() - 1);
+  changed_list_.push_back(id);
   ++membership_version_;
   update(now, id, true);
   return id;
@@ -97,12 +98,11 @@ const Directive& Coordinator::directive(JobId job) const {
 }
 
 std::vector<JobId> Coordinator::take_changed() {
+  // Only the jobs flagged since the last call: a daemon with 10,000 jobs calls this per event.
   std::vector<JobId> out;
-  for (size_t i = 0; i < changed_.size(); ++i)
-    if (changed_[i]) {
-      out.push_back(static_cast<JobId>(i));
-      changed_[i] = false;
-    }
+  out.swap(changed_list_);
+  std::sort(out.begin(), out.end());
+  for (JobId id : out) changed_[static_cast<size_t>(id)] = false;
   return out;
 }
 
@@ -228,6 +228,7 @@ void Coordinator::update(double now, std::optional<JobId> event_job, bool member
     auto& job = jobs_[static_cast<size_t>(id)];
     if (!(d == job.directive)) {
       job.directive = d;
+      if (!changed_[static_cast<size_t>(id)]) changed_list_.push_back(id);
       changed_[static_cast<size_t>(id)] = true;
     }
     if (d == Directive{})

@@ -111,6 +111,7 @@ class Coordinator {
   void set_competing(JobId job);
 
   std::vector<bool> changed_;
+  std::vector<JobId> changed_list_;  ///< the jobs flagged in `changed_`, for take_changed
   std::set<JobId> competing_;
   std::set<JobId> not_default_;  ///< jobs whose directive is not the default one
   std::uint64_t membership_version_ = 0;
