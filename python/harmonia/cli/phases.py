@@ -1,8 +1,8 @@
-"""`harmonia phases --binary EXE`: the I/O entry points an executable calls (binary mode)."""
+"""`harmonia phases`: I/O phases from an executable (--binary) or from source code (--source)."""
 
 import json
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
@@ -10,13 +10,35 @@ from rich.table import Table
 
 from harmonia.binary_phases import BinaryError, inspect
 from harmonia.cli import EXIT_INVALID, fail
+from harmonia.source_phases import Block, SourceError, SourceReport, analyze, inject
 
 
 def phases(
-    binary: Annotated[Path, typer.Option("--binary", help="An ELF executable or library.")],
+    binary: Annotated[
+        Path | None, typer.Option("--binary", help="An ELF executable or library.")
+    ] = None,
+    source: Annotated[
+        Path | None, typer.Option("--source", help="A directory of C, C++ and Fortran code.")
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] = False,
+    min_score: Annotated[
+        int, typer.Option(min=1, help="--source: smallest block score reported.")
+    ] = 3,
+    do_inject: Annotated[
+        bool,
+        typer.Option("--inject", help="--source: write a marked copy of the code to --out."),
+    ] = False,
+    out: Annotated[Path | None, typer.Option(help="--inject: where the marked copy goes.")] = None,
 ) -> None:
-    """Find the I/O entry points (POSIX, stdio, MPI-IO, HDF5) in an executable's symbols."""
+    """Find I/O phases without running the program: the I/O entry points in an executable's
+    symbols (--binary), or the I/O-intensive loops in its source code (--source), which
+    --inject can mark for libharmonia (docs/phase-detection.md)."""
+    if (binary is None) == (source is None):
+        fail(["give exactly one of --binary EXE and --source DIR"], EXIT_INVALID)
+    if source is not None:
+        _source_mode(source, as_json, min_score, do_inject, out)
+        return
+    assert binary is not None
     try:
         report = inspect(binary)
     except BinaryError as error:
@@ -38,3 +60,62 @@ def phases(
             table.add_row(interface, kind, ", ".join(names))
     Console().print(table)
     typer.echo(report.verdict())
+
+
+def _source_mode(
+    directory: Path, as_json: bool, min_score: int, do_inject: bool, out: Path | None
+) -> None:
+    if do_inject and out is None:
+        fail(["--inject needs --out DIR (the input is never modified)"], EXIT_INVALID)
+    try:
+        report = analyze(directory, min_score)
+        marked = inject(report, out) if do_inject and out is not None else []
+    except SourceError as error:
+        fail([str(error)], EXIT_INVALID)
+    for path, reason in report.unparsed:
+        typer.echo(f"skipped {path}: {reason}", err=True)
+    if as_json:
+        typer.echo(json.dumps(_as_json(report, marked, out), indent=2))
+        return
+    table = Table(title=f"I/O-intensive blocks in {directory} ({report.files} files)")
+    for column in ("file", "lines", "function", "score", "I/O calls", "marked"):
+        table.add_column(column, justify="right" if column == "score" else "left")
+    for block in report.blocks:
+        calls = ", ".join(sorted({f"{c.name} ({c.kind})" for c in block.calls}))
+        state = (
+            "yes" if block in marked else ("" if not do_inject else "no: not alone on its lines")
+        )
+        table.add_row(
+            str(block.path), f"{block.start_line}-{block.end_line}", block.function,
+            str(block.score), calls, state,
+        )  # fmt: skip
+    Console().print(table)
+    if do_inject:
+        typer.echo(f"{len(marked)} blocks marked in {out}")
+
+
+def _as_json(report: SourceReport, marked: list[Block], out: Path | None) -> dict[str, Any]:
+    return {
+        "directory": str(report.directory),
+        "files": report.files,
+        "unparsed": [{"file": str(p), "reason": r} for p, r in report.unparsed],
+        "blocks": [
+            {
+                "file": str(b.path),
+                "language": b.language,
+                "function": b.function,
+                "start_line": b.start_line,
+                "end_line": b.end_line,
+                "score": b.score,
+                "name": b.name,
+                "markable": b.markable,
+                "marked": b in marked,
+                "calls": [
+                    {"name": c.name, "kind": c.kind, "line": c.line, "loop_depth": c.depth}
+                    for c in b.calls
+                ],
+            }  # fmt: skip
+            for b in report.blocks
+        ],
+        "out": str(out) if out else None,
+    }

@@ -7,6 +7,7 @@ import typer
 
 from harmonia.cli import EXIT_INVALID, fail
 from harmonia.cli.reproduce_network import reproduce_network
+from harmonia.cli.reproduce_phases import reproduce_phases
 from harmonia.cli.sim import run_scenario
 from harmonia.experiments.reproduce import markdown_report, scenario_files, write_plots
 
@@ -14,7 +15,10 @@ from harmonia.experiments.reproduce import markdown_report, scenario_files, writ
 def reproduce(
     paper: Annotated[
         str,
-        typer.Argument(help='"harmonia" (section V) or "network" (MPI/I/O on fat-trees).'),
+        typer.Argument(
+            help='"harmonia" (section V), "network" (MPI/I/O on fat-trees) or "phases" (the '
+            "accuracy of phase detection)."
+        ),
     ] = "harmonia",
     out: Annotated[
         Path | None,
@@ -34,8 +38,11 @@ def reproduce(
     if paper == "network":
         reproduce_network(out or Path("results/reproduction-network"), jobs, system, only)
         return
+    if paper == "phases":
+        reproduce_phases(out or Path("results/phase-accuracy"))
+        return
     if paper != "harmonia":
-        fail([f'PAPER: unknown "{paper}" (harmonia, network)'], EXIT_INVALID)
+        fail([f'PAPER: unknown "{paper}" (harmonia, network, phases)'], EXIT_INVALID)
     if only is not None or system != "scaled":
         fail(["--system and --only apply to `harmonia reproduce network` only"], EXIT_INVALID)
     out = out or Path("results/reproduction")

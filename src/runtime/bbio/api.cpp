@@ -142,4 +142,15 @@ __attribute__((visibility("default"))) int harmonia_io_end(void) {
   });
 }
 
+// Fortran (gfortran's convention: arguments by reference, the character length appended as
+// size_t): `call harmonia_io_begin('checkpoint')` and `call harmonia_io_end()`, as
+// `harmonia phases --source --inject` writes them.
+__attribute__((visibility("default"))) void harmonia_io_begin_(const char* name, size_t length) {
+  std::string text(name ? name : "", name ? length : 0);
+  while (!text.empty() && text.back() == ' ') text.pop_back();  // Fortran pads with blanks
+  (void)harmonia_io_begin(text.c_str(), 0);
+}
+
+__attribute__((visibility("default"))) void harmonia_io_end_(void) { (void)harmonia_io_end(); }
+
 }  // extern "C"
