@@ -10,6 +10,7 @@ from harmonia.cli.netsim import netsim
 from harmonia.cli.phases import phases
 from harmonia.cli.profile import profile_device
 from harmonia.cli.recover import recover
+from harmonia.cli.replay import replay_command
 from harmonia.cli.report import report
 from harmonia.cli.reproduce import reproduce
 from harmonia.cli.run import run
@@ -38,3 +39,4 @@ app.command()(schedd)
 app.command(context_settings={"allow_interspersed_args": False})(run)
 app.command()(status)
 app.command()(netsim)
+app.command(name="replay")(replay_command)
