@@ -12,8 +12,8 @@ from harmonia.scenario import ScenarioError, builtin_devices, load_scenario, nor
 
 # Burst-buffer scenarios only: examples/site/ holds daemon site files (tested in
 # tests/runtime/test_schedd.py), examples/network network scenarios (harmonia netsim, tested in
-# test_netsim.py).
-NOT_SCENARIOS = {"bad", "site", "network"}
+# test_netsim.py), examples/forwarding forwarding scenarios (test_fwdsim.py).
+NOT_SCENARIOS = {"bad", "site", "network", "forwarding"}
 GOOD_EXAMPLES = sorted(p for p in EXAMPLES.rglob("*.toml") if not NOT_SCENARIOS & set(p.parts))
 
 

@@ -5,6 +5,7 @@ import typer
 from harmonia.cli.annotate import annotate_command
 from harmonia.cli.bench import bench
 from harmonia.cli.demo import demo
+from harmonia.cli.fwdsim import fwdsim
 from harmonia.cli.import_darshan import import_darshan
 from harmonia.cli.netsim import netsim
 from harmonia.cli.phases import phases
@@ -40,3 +41,4 @@ app.command(context_settings={"allow_interspersed_args": False})(run)
 app.command()(status)
 app.command()(netsim)
 app.command(name="replay")(replay_command)
+app.command()(fwdsim)

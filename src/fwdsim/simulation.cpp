@@ -1,0 +1,329 @@
+#include "fwdsim/simulation.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <memory>
+#include <simgrid/s4u.hpp>
+#include <unordered_map>
+
+#include "core/requests/registry.hpp"
+
+namespace sg4 = simgrid::s4u;
+namespace req = harmonia::core::requests;
+
+namespace harmonia::fwdsim {
+
+namespace {
+
+constexpr double kHostSpeed = 1e9;
+constexpr double kControlBytes = 512;  ///< a request description or an acknowledgement
+
+/// A message to a forwarding node: a client's request, or a dispatch that completed.
+struct NodeMessage {
+  bool done = false;
+  req::Request request;             // !done
+  sg4::Mailbox* reply = nullptr;    // !done: where the client waits
+  sg4::Host* client = nullptr;      // !done
+  std::vector<req::Request> parts;  // done
+  double latency = 0;               // done, seconds
+};
+
+struct ServerLoad {
+  int active = 0;
+  double last_change = 0;
+  double area = 0;  ///< integral of `active` over time
+  double busy = 0;  ///< time with active > 0
+  int max_active = 0;
+  std::vector<std::pair<double, int>> timeline;
+
+  void change(int delta) {
+    const double now = sg4::Engine::get_clock();
+    area += active * (now - last_change);
+    if (active > 0) busy += now - last_change;
+    last_change = now;
+    active += delta;
+    max_active = std::max(max_active, active);
+    timeline.emplace_back(now, active);
+  }
+};
+
+class Run {
+ public:
+  explicit Run(const Config& config) : c_(config), striping_{config.stripe, config.servers} {}
+
+  void build() {
+    int total_clients = 0;
+    for (const auto& app : c_.apps) total_clients += app.clients;
+    const unsigned leaves =
+        static_cast<unsigned>(total_clients + (c_.forwarding ? c_.nodes : 0) + c_.servers);
+    auto name_of = [&](unsigned long id) -> std::string {
+      const auto clients = static_cast<unsigned long>(total_clients);
+      const auto nodes = static_cast<unsigned long>(c_.forwarding ? c_.nodes : 0);
+      if (id < clients) return "client-" + std::to_string(id);
+      if (id < clients + nodes) return "fwd-" + std::to_string(id - clients);
+      return "server-" + std::to_string(id - clients - nodes);
+    };
+    auto netpoint = [&](sg4::NetZone* zone, const std::vector<unsigned long>&, unsigned long id) {
+      auto* host = zone->create_host(name_of(id), kHostSpeed);
+      return std::make_pair(host->get_netpoint(), nullptr);
+    };
+    auto* zone = sg4::create_fatTree_zone(
+        "switch", nullptr, sg4::FatTreeParams(1, {leaves}, {1}, {1}),
+        sg4::ClusterCallbacks(netpoint), c_.link_bw, 0, sg4::Link::SharingPolicy::SPLITDUPLEX);
+    zone->seal();
+    auto* engine = sg4::Engine::get_instance();
+    for (int i = 0; i < total_clients; ++i)
+      client_hosts_.push_back(engine->host_by_name("client-" + std::to_string(i)));
+    if (c_.forwarding)
+      for (int i = 0; i < c_.nodes; ++i)
+        node_hosts_.push_back(engine->host_by_name("fwd-" + std::to_string(i)));
+    const DiskConfig disk = c_.disk;
+    for (int i = 0; i < c_.servers; ++i) {
+      auto* host = engine->host_by_name("server-" + std::to_string(i));
+      server_hosts_.push_back(host);
+      auto* d = host->create_disk("disk", disk.peak_bw, disk.peak_bw);
+      auto curve = [disk](double capacity, int n) {
+        return capacity * disk_capacity(disk, n) / disk.peak_bw;
+      };
+      for (auto op : {sg4::Disk::Operation::READ, sg4::Disk::Operation::WRITE,
+                      sg4::Disk::Operation::READWRITE})
+        d->set_sharing_policy(op, sg4::Disk::SharingPolicy::NONLINEAR, curve);
+      d->set_factor_cb([disk](sg_size_t size, sg4::Io::OpType) {
+        return size_efficiency(disk, static_cast<double>(size));
+      });
+      d->seal();
+      disks_.push_back(d);
+    }
+    loads_.resize(static_cast<size_t>(c_.servers));
+  }
+
+  void start() {
+    int client = 0;
+    int total_clients = static_cast<int>(client_hosts_.size());
+    node_expected_.assign(static_cast<size_t>(c_.nodes), 0);
+    node_servers_.assign(static_cast<size_t>(c_.nodes), {});
+    node_max_servers_.assign(static_cast<size_t>(c_.nodes), 0);
+    app_end_.assign(c_.apps.size(), 0);
+    for (size_t a = 0; a < c_.apps.size(); ++a) {
+      const AppConfig& app = c_.apps[a];
+      for (int rank = 0; rank < app.clients; ++rank, ++client) {
+        // Clients are spread over the forwarding nodes in blocks.
+        const int node = client * c_.nodes / total_clients;
+        auto requests = client_requests(app, static_cast<int>(a), rank);
+        node_expected_[static_cast<size_t>(node)] += requests.size();
+        sg4::Actor::create("client-" + std::to_string(client),
+                           client_hosts_[static_cast<size_t>(client)],
+                           [this, a, node, client, requests = std::move(requests)] {
+                             run_client(a, node, client, requests);
+                           });
+      }
+    }
+    if (c_.forwarding)
+      for (int n = 0; n < c_.nodes; ++n)
+        sg4::Actor::create("fwd-" + std::to_string(n), node_hosts_[static_cast<size_t>(n)],
+                           [this, n] { run_node(n); });
+  }
+
+  nlohmann::ordered_json results() const {
+    nlohmann::ordered_json out;
+    const double makespan = *std::max_element(app_end_.begin(), app_end_.end());
+    out["makespan"] = makespan;
+    out["forwarding"] = c_.forwarding;
+    out["scheduler"] = c_.forwarding ? c_.scheduler : "none";
+    for (size_t a = 0; a < c_.apps.size(); ++a) {
+      const auto& app = c_.apps[a];
+      const double bytes = static_cast<double>(app.request) * app.requests * app.clients;
+      out["apps"].push_back({{"name", app.name},
+                             {"bytes", bytes},
+                             {"time", app_end_[a]},
+                             {"bandwidth", app_end_[a] > 0 ? bytes / app_end_[a] : 0.0}});
+    }
+    out["requests"] = requests_;
+    out["completed"] = completed_;
+    out["dispatches"] = dispatches_;
+    out["mean_dispatch_bytes"] =
+        dispatches_ ? dispatch_bytes_ / static_cast<double>(dispatches_) : 0;
+    if (c_.forwarding) out["node_max_servers"] = node_max_servers_;
+    for (const auto& load : loads_) {
+      nlohmann::ordered_json s;
+      s["mean_concurrency"] = makespan > 0 ? load.area / makespan : 0;
+      s["mean_concurrency_when_busy"] = load.busy > 0 ? load.area / load.busy : 0;
+      s["max_concurrency"] = load.max_active;
+      s["busy_fraction"] = makespan > 0 ? load.busy / makespan : 0;
+      // At most 200 points of the timeline, for plots.
+      nlohmann::ordered_json points = nlohmann::ordered_json::array();
+      const size_t step = std::max<size_t>(1, load.timeline.size() / 200);
+      for (size_t i = 0; i < load.timeline.size(); i += step)
+        points.push_back({load.timeline[i].first, load.timeline[i].second});
+      s["timeline"] = points;
+      out["servers"].push_back(s);
+    }
+    return out;
+  }
+
+ private:
+  /// Moves `bytes` of each server piece between `host` and the server, with the disk access,
+  /// all pieces at once; returns when every piece is done.
+  void transfer(sg4::Host* host, const std::map<int, std::uint64_t>& pieces, core::Op op) {
+    auto* done = sg4::Mailbox::by_name("pieces-" + std::to_string(next_box_++));
+    for (const auto& [server, bytes] : pieces) {
+      sg4::Actor::create("piece", host, [this, host, server, bytes, op, done] {
+        auto* server_host = server_hosts_[static_cast<size_t>(server)];
+        auto& load = loads_[static_cast<size_t>(server)];
+        if (op == core::Op::Write) {
+          sg4::Comm::sendto(host, server_host, static_cast<double>(bytes));
+          load.change(+1);
+          disks_[static_cast<size_t>(server)]->write(bytes);
+          load.change(-1);
+        } else {
+          load.change(+1);
+          disks_[static_cast<size_t>(server)]->read(bytes);
+          load.change(-1);
+          sg4::Comm::sendto(server_host, host, static_cast<double>(bytes));
+        }
+        done->put(new int(0), 0);
+      });
+    }
+    for (size_t i = 0; i < pieces.size(); ++i) delete done->get<int>();
+  }
+
+  void run_client(size_t app, int node, int client, const std::vector<ClientRequest>& requests) {
+    auto* me = client_hosts_[static_cast<size_t>(client)];
+    auto* reply = sg4::Mailbox::by_name("client-" + std::to_string(client));
+    const core::Op op = c_.apps[app].op;
+    for (const auto& r : requests) {
+      ++requests_;
+      if (!c_.forwarding) {
+        transfer(me, striping_.split(r.file, r.offset, r.length), op);
+      } else {
+        auto* message = new NodeMessage();
+        message->request = {next_id_++,
+                            r.file,
+                            r.offset,
+                            r.length,
+                            op,
+                            static_cast<core::AppId>(app),
+                            striping_.server_of(r.file, r.offset),
+                            0};
+        message->reply = reply;
+        message->client = me;
+        // A write's data goes to the node first; a read's comes back with the reply. The request
+        // itself is a message of no size: the node waits for it with a timeout (windows), and a
+        // transfer in progress must not be cut by that timeout.
+        auto* node_host = node_hosts_[static_cast<size_t>(node)];
+        sg4::Comm::sendto(me, node_host,
+                          op == core::Op::Write ? static_cast<double>(r.length) : kControlBytes);
+        node_box(node)->put(message, 0);
+        delete reply->get<int>();
+      }
+      ++completed_;
+    }
+    app_end_[app] = std::max(app_end_[app], sg4::Engine::get_clock());
+  }
+
+  sg4::Mailbox* node_box(int node) { return sg4::Mailbox::by_name("fwd-" + std::to_string(node)); }
+
+  void run_node(int node) {
+    auto* me = node_hosts_[static_cast<size_t>(node)];
+    req::Options options = c_.options;
+    options["twins.servers"] = std::to_string(c_.servers);
+    options["twins.node"] = std::to_string(node);
+    const auto scheduler = req::make_request_scheduler(c_.scheduler, options);
+    std::unordered_map<req::RequestId, std::pair<sg4::Mailbox*, sg4::Host*>> waiting;
+    std::unordered_map<req::RequestId, core::Op> ops;
+    std::size_t finished = 0;
+    const std::size_t expected = node_expected_[static_cast<size_t>(node)];
+    auto* inbox = node_box(node);
+    while (finished < expected) {
+      const req::Time now = req::from_seconds(sg4::Engine::get_clock());
+      req::Time retry = req::kNever;
+      for (;;) {
+        req::Batch batch = scheduler->dequeue(now);
+        for (auto& d : batch.dispatches) {
+          ++dispatches_;
+          dispatch_bytes_ += static_cast<double>(d.length);
+          sg4::Actor::create("dispatch", me, [this, me, inbox, node, d = std::move(d)] {
+            const double start = sg4::Engine::get_clock();
+            const auto pieces = striping_.split(d.file, d.offset, d.length);
+            auto& talking = node_servers_[static_cast<size_t>(node)];
+            for (const auto& [server, bytes] : pieces) talking[server] += 1;
+            node_max_servers_[static_cast<size_t>(node)] =
+                std::max(node_max_servers_[static_cast<size_t>(node)], talking.size());
+            transfer(me, pieces, d.op);
+            for (const auto& [server, bytes] : pieces)
+              if (--talking[server] == 0) talking.erase(server);
+            auto* message = new NodeMessage();
+            message->done = true;
+            message->parts = d.parts;
+            message->latency = sg4::Engine::get_clock() - start;
+            inbox->put(message, 0);
+          });
+        }
+        retry = batch.retry_at;
+        if (batch.dispatches.empty() || retry > now) break;
+      }
+      NodeMessage* message = nullptr;
+      try {
+        const double wait = retry == req::kNever
+                                ? -1.0
+                                : std::max(0.0, req::to_seconds(retry) - sg4::Engine::get_clock());
+        message = wait < 0 ? inbox->get<NodeMessage>() : inbox->get<NodeMessage>(wait);
+      } catch (const simgrid::TimeoutException&) {
+        continue;  // a window or quantum ended
+      }
+      std::unique_ptr<NodeMessage> owned(message);
+      if (!owned->done) {
+        owned->request.arrival = req::from_seconds(sg4::Engine::get_clock());
+        waiting[owned->request.id] = {owned->reply, owned->client};
+        ops[owned->request.id] = owned->request.op;
+        scheduler->enqueue(owned->request);
+        continue;
+      }
+      for (const auto& part : owned->parts) {
+        scheduler->release(part.id, req::from_seconds(owned->latency));
+        const auto [reply, client] = waiting.at(part.id);
+        const double bytes =
+            ops.at(part.id) == core::Op::Read ? static_cast<double>(part.length) : kControlBytes;
+        reply->put_init(new int(0), bytes)->detach();
+        waiting.erase(part.id);
+        ops.erase(part.id);
+        ++finished;
+      }
+    }
+  }
+
+  const Config& c_;
+  Striping striping_;
+  std::vector<sg4::Host*> client_hosts_, node_hosts_, server_hosts_;
+  std::vector<sg4::Disk*> disks_;
+  std::vector<ServerLoad> loads_;
+  std::vector<std::size_t> node_expected_;
+  std::vector<std::map<int, int>> node_servers_;  ///< per node: servers it has requests at now
+  std::vector<std::size_t> node_max_servers_;     ///< per node: most servers at once
+  std::vector<double> app_end_;
+  req::RequestId next_id_ = 1;
+  std::uint64_t next_box_ = 0;
+  std::uint64_t requests_ = 0, completed_ = 0, dispatches_ = 0;
+  double dispatch_bytes_ = 0;
+};
+
+}  // namespace
+
+nlohmann::ordered_json simulate(const Config& config, int argc, char** argv, double& wall) {
+  // Fails early on a bad scheduler name or option, before SimGrid starts.
+  req::Options options = config.options;
+  options["twins.servers"] = std::to_string(config.servers);
+  (void)req::make_request_scheduler(config.scheduler, options);
+  sg4::Engine engine(&argc, argv);
+  engine.set_config("network/model:CM02");
+  engine.set_config("network/crosstraffic:0");
+  Run run(config);
+  run.build();
+  run.start();
+  const auto started = std::chrono::steady_clock::now();
+  engine.run();
+  wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  return run.results();
+}
+
+}  // namespace harmonia::fwdsim
