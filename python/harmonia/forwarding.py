@@ -53,6 +53,7 @@ class Forwarding(_Table):
     description: str = ""
     servers: int = Field(ge=1, le=4096)
     nodes: int = Field(ge=1, le=4096)  # forwarding nodes
+    node_threads: int = Field(default=4, ge=1, le=1024)  # requests a node has at the servers
     stripe: PositiveSize = 1 << 20
     link_bw: PositiveBandwidth = 1.25e9  # every host's link to the switch
     schedulers: list[Literal[SCHEDULERS + ("none",)]] = Field(  # type: ignore[valid-type]
@@ -87,12 +88,16 @@ def load_forwarding(path: Path) -> Forwarding:
     return f
 
 
-def normalize(f: Forwarding, scheduler: str, apps: list[App]) -> dict[str, Any]:
-    """The JSON harmonia-fwdsim reads for one run."""
+def normalize(
+    f: Forwarding, scheduler: str, apps: list[App], alone: str | None = None
+) -> dict[str, Any]:
+    """The JSON harmonia-fwdsim reads for one run; with `alone`, only that application issues
+    requests, the others' clients stay idle in their places on the forwarding nodes."""
     return {
         "seed": 1,
         "platform": {
-            "link_bw": f.link_bw, "servers": f.servers, "nodes": f.nodes, "stripe": f.stripe,
+            "link_bw": f.link_bw, "servers": f.servers, "nodes": f.nodes,
+            "node_threads": f.node_threads, "stripe": f.stripe,
             "disk": {"peak_bw": f.disk.peak_bw, "contention": f.disk.contention,
                      "size_half": f.disk.size_half},
         },
@@ -101,7 +106,7 @@ def normalize(f: Forwarding, scheduler: str, apps: list[App]) -> dict[str, Any]:
             "scheduler": "fifo" if scheduler == "none" else scheduler,
             "options": dict(f.options),
         },
-        "apps": [a.model_dump() for a in apps],
+        "apps": [{**a.model_dump(), "idle": alone is not None and a.name != alone} for a in apps],
     }  # fmt: skip
 
 
@@ -134,7 +139,9 @@ def run_scenario(
         runs[scheduler] = normalize(f, scheduler, list(f.apps))
         if len(f.apps) > 1:
             for app in f.apps:
-                runs[f"{scheduler}/alone/{app.name}"] = normalize(f, scheduler, [app])
+                runs[f"{scheduler}/alone/{app.name}"] = normalize(
+                    f, scheduler, list(f.apps), alone=app.name
+                )
     results: dict[str, dict[str, Any]] = {}
     with ThreadPoolExecutor(max_workers=jobs) as pool:
         futures = {name: pool.submit(run_one, config) for name, config in runs.items()}

@@ -47,6 +47,7 @@ Config parse_config(const json& d) {
   c.link_bw = positive(platform, "link_bw", "platform.");
   c.servers = static_cast<int>(whole(platform, "servers", "platform.", 1));
   c.nodes = static_cast<int>(whole(platform, "nodes", "platform.", 1));
+  c.node_threads = static_cast<int>(whole(platform, "node_threads", "platform.", 1));
   c.stripe = static_cast<std::uint64_t>(whole(platform, "stripe", "platform.", 1));
   const json& disk = need(platform, "disk", "platform.");
   c.disk.peak_bw = positive(disk, "peak_bw", "platform.disk.");
@@ -66,6 +67,7 @@ Config parse_config(const json& d) {
   }
   const json& apps = need(d, "apps", "");
   if (!apps.is_array() || apps.empty()) bad("apps", "must be a non-empty list");
+  bool any_active = false;
   for (size_t i = 0; i < apps.size(); ++i) {
     const std::string at = "apps[" + std::to_string(i) + "].";
     const json& a = apps[i];
@@ -86,8 +88,14 @@ Config parse_config(const json& d) {
     app.op = op == "read" ? core::Op::Read : core::Op::Write;
     app.request = static_cast<std::uint64_t>(whole(a, "request", at, 1));
     app.requests = static_cast<int>(whole(a, "requests", at, 1));
+    if (a.contains("idle")) {
+      if (!a.at("idle").is_boolean()) bad(at + "idle", "must be true or false");
+      app.idle = a.at("idle").get<bool>();
+    }
+    any_active = any_active || !app.idle;
     c.apps.push_back(app);
   }
+  if (!any_active) bad("apps", "at least one application must not be idle");
   return c;
 }
 

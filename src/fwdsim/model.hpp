@@ -23,6 +23,9 @@ struct AppConfig {
   core::Op op = core::Op::Write;
   std::uint64_t request = 1 << 20;  ///< bytes per request
   int requests = 1;                 ///< per client
+  /// Its clients exist (and take their places on the forwarding nodes) but issue nothing: the
+  /// "alone" runs keep the other applications' placement this way.
+  bool idle = false;
 };
 
 struct DiskConfig {
@@ -35,7 +38,8 @@ struct Config {
   std::uint64_t seed = 1;
   double link_bw = 1.25e9;  ///< every host's link to the switch, bytes/s
   int servers = 4;
-  int nodes = 2;  ///< forwarding nodes
+  int nodes = 2;         ///< forwarding nodes
+  int node_threads = 4;  ///< requests a forwarding node has at the servers at once
   std::uint64_t stripe = 1 << 20;
   DiskConfig disk;
   bool forwarding = true;  ///< false: clients talk to the servers themselves

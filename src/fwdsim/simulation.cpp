@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <deque>
 #include <memory>
 #include <simgrid/s4u.hpp>
 #include <unordered_map>
@@ -21,6 +22,7 @@ constexpr double kControlBytes = 512;  ///< a request description or an acknowle
 /// A message to a forwarding node: a client's request, or a dispatch that completed.
 struct NodeMessage {
   bool done = false;
+  bool timer = false;               ///< only wakes the node (a window or quantum ended)
   req::Request request;             // !done
   sg4::Mailbox* reply = nullptr;    // !done: where the client waits
   sg4::Host* client = nullptr;      // !done
@@ -109,7 +111,8 @@ class Run {
       for (int rank = 0; rank < app.clients; ++rank, ++client) {
         // Clients are spread over the forwarding nodes in blocks.
         const int node = client * c_.nodes / total_clients;
-        auto requests = client_requests(app, static_cast<int>(a), rank);
+        auto requests = app.idle ? std::vector<ClientRequest>{}
+                                 : client_requests(app, static_cast<int>(a), rank);
         node_expected_[static_cast<size_t>(node)] += requests.size();
         sg4::Actor::create("client-" + std::to_string(client),
                            client_hosts_[static_cast<size_t>(client)],
@@ -132,6 +135,7 @@ class Run {
     out["scheduler"] = c_.forwarding ? c_.scheduler : "none";
     for (size_t a = 0; a < c_.apps.size(); ++a) {
       const auto& app = c_.apps[a];
+      if (app.idle) continue;
       const double bytes = static_cast<double>(app.request) * app.requests * app.clients;
       out["apps"].push_back({{"name", app.name},
                              {"bytes", bytes},
@@ -223,6 +227,29 @@ class Run {
 
   sg4::Mailbox* node_box(int node) { return sg4::Mailbox::by_name("fwd-" + std::to_string(node)); }
 
+  void start_dispatch(int node, req::Dispatch d) {
+    ++dispatches_;
+    dispatch_bytes_ += static_cast<double>(d.length);
+    auto* me = node_hosts_[static_cast<size_t>(node)];
+    auto* inbox = node_box(node);
+    sg4::Actor::create("dispatch", me, [this, me, inbox, node, d = std::move(d)] {
+      const double start = sg4::Engine::get_clock();
+      const auto pieces = striping_.split(d.file, d.offset, d.length);
+      auto& talking = node_servers_[static_cast<size_t>(node)];
+      for (const auto& [server, bytes] : pieces) talking[server] += 1;
+      node_max_servers_[static_cast<size_t>(node)] =
+          std::max(node_max_servers_[static_cast<size_t>(node)], talking.size());
+      transfer(me, pieces, d.op);
+      for (const auto& [server, bytes] : pieces)
+        if (--talking[server] == 0) talking.erase(server);
+      auto* message = new NodeMessage();
+      message->done = true;
+      message->parts = d.parts;
+      message->latency = sg4::Engine::get_clock() - start;
+      inbox->put(message, 0);
+    });
+  }
+
   void run_node(int node) {
     auto* me = node_hosts_[static_cast<size_t>(node)];
     req::Options options = c_.options;
@@ -232,44 +259,52 @@ class Run {
     std::unordered_map<req::RequestId, std::pair<sg4::Mailbox*, sg4::Host*>> waiting;
     std::unordered_map<req::RequestId, core::Op> ops;
     std::size_t finished = 0;
+    int inflight = 0;
+    std::deque<req::Dispatch> ready;
+    req::Time timer_at = req::kNever;  ///< the pending timer's time
     const std::size_t expected = node_expected_[static_cast<size_t>(node)];
     auto* inbox = node_box(node);
     while (finished < expected) {
       const req::Time now = req::from_seconds(sg4::Engine::get_clock());
       req::Time retry = req::kNever;
+      // The scheduler is asked only when an I/O thread is free (as AGIOS is by IOFSL's
+      // threads); dispatches it gives beyond the free threads wait their turn, in its order.
       for (;;) {
-        req::Batch batch = scheduler->dequeue(now);
-        for (auto& d : batch.dispatches) {
-          ++dispatches_;
-          dispatch_bytes_ += static_cast<double>(d.length);
-          sg4::Actor::create("dispatch", me, [this, me, inbox, node, d = std::move(d)] {
-            const double start = sg4::Engine::get_clock();
-            const auto pieces = striping_.split(d.file, d.offset, d.length);
-            auto& talking = node_servers_[static_cast<size_t>(node)];
-            for (const auto& [server, bytes] : pieces) talking[server] += 1;
-            node_max_servers_[static_cast<size_t>(node)] =
-                std::max(node_max_servers_[static_cast<size_t>(node)], talking.size());
-            transfer(me, pieces, d.op);
-            for (const auto& [server, bytes] : pieces)
-              if (--talking[server] == 0) talking.erase(server);
-            auto* message = new NodeMessage();
-            message->done = true;
-            message->parts = d.parts;
-            message->latency = sg4::Engine::get_clock() - start;
-            inbox->put(message, 0);
-          });
+        while (inflight < c_.node_threads && !ready.empty()) {
+          start_dispatch(node, std::move(ready.front()));
+          ready.pop_front();
+          ++inflight;
         }
+        if (inflight >= c_.node_threads) break;
+        req::Batch batch = scheduler->dequeue(now);
+        for (auto& d : batch.dispatches) ready.push_back(std::move(d));
         retry = batch.retry_at;
-        if (batch.dispatches.empty() || retry > now) break;
+        if (batch.dispatches.empty() || retry > now) {
+          while (inflight < c_.node_threads && !ready.empty()) {
+            start_dispatch(node, std::move(ready.front()));
+            ready.pop_front();
+            ++inflight;
+          }
+          break;
+        }
       }
-      NodeMessage* message = nullptr;
-      try {
-        const double wait = retry == req::kNever
-                                ? -1.0
-                                : std::max(0.0, req::to_seconds(retry) - sg4::Engine::get_clock());
-        message = wait < 0 ? inbox->get<NodeMessage>() : inbox->get<NodeMessage>(wait);
-      } catch (const simgrid::TimeoutException&) {
-        continue;  // a window or quantum ended
+      // A window or quantum ends at `retry`: a timer message wakes the node then. (A get with a
+      // timeout could cut a message arriving at the same instant.)
+      if (retry != req::kNever && retry < timer_at) {
+        timer_at = retry;
+        const double at = req::to_seconds(retry);
+        sg4::Actor::create("timer", me, [inbox, at] {
+          sg4::this_actor::sleep_until(at);
+          auto* tick = new NodeMessage();
+          tick->timer = true;
+          inbox->put(tick, 0);
+        });
+      }
+      auto* message = inbox->get<NodeMessage>();
+      if (message->timer) {
+        if (req::from_seconds(sg4::Engine::get_clock()) >= timer_at) timer_at = req::kNever;
+        delete message;
+        continue;
       }
       std::unique_ptr<NodeMessage> owned(message);
       if (!owned->done) {
@@ -279,6 +314,7 @@ class Run {
         scheduler->enqueue(owned->request);
         continue;
       }
+      --inflight;
       for (const auto& part : owned->parts) {
         scheduler->release(part.id, req::from_seconds(owned->latency));
         const auto [reply, client] = waiting.at(part.id);

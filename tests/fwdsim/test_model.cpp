@@ -61,7 +61,7 @@ TEST(Disk, CapacityFallsWithStreamsAndEfficiencyRisesWithSize) {
 
 TEST(Config, ParsesAndNamesTheBadKey) {
   json good = json::parse(R"({"seed": 1,
-    "platform": {"link_bw": 1e9, "servers": 4, "nodes": 2, "stripe": 65536,
+    "platform": {"link_bw": 1e9, "servers": 4, "nodes": 2, "node_threads": 4, "stripe": 65536,
                  "disk": {"peak_bw": 1e8, "contention": 0.1, "size_half": 1024}},
     "forwarding": {"enabled": true, "scheduler": "twins", "options": {"twins.window_us": "10"}},
     "apps": [{"name": "A", "clients": 2, "pattern": "shared-strided", "op": "read",

@@ -6,6 +6,7 @@ from typing import Annotated
 import typer
 
 from harmonia.cli import EXIT_INVALID, fail
+from harmonia.cli.reproduce_forwarding import reproduce_forwarding
 from harmonia.cli.reproduce_network import reproduce_network
 from harmonia.cli.reproduce_phases import reproduce_phases
 from harmonia.cli.sim import run_scenario
@@ -16,8 +17,8 @@ def reproduce(
     paper: Annotated[
         str,
         typer.Argument(
-            help='"harmonia" (section V), "network" (MPI/I/O on fat-trees) or "phases" (the '
-            "accuracy of phase detection)."
+            help='"harmonia" (section V), "network" (MPI/I/O on fat-trees), "forwarding" (TWINS) '
+            'or "phases" (the accuracy of phase detection).'
         ),
     ] = "harmonia",
     out: Annotated[
@@ -38,11 +39,14 @@ def reproduce(
     if paper == "network":
         reproduce_network(out or Path("results/reproduction-network"), jobs, system, only)
         return
+    if paper == "forwarding":
+        reproduce_forwarding(out or Path("results/reproduction-forwarding"), jobs)
+        return
     if paper == "phases":
         reproduce_phases(out or Path("results/phase-accuracy"))
         return
     if paper != "harmonia":
-        fail([f'PAPER: unknown "{paper}" (harmonia, network, phases)'], EXIT_INVALID)
+        fail([f'PAPER: unknown "{paper}" (harmonia, network, forwarding, phases)'], EXIT_INVALID)
     if only is not None or system != "scaled":
         fail(["--system and --only apply to `harmonia reproduce network` only"], EXIT_INVALID)
     out = out or Path("results/reproduction")
