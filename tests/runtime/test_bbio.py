@@ -427,3 +427,48 @@ def test_recovery_survives_a_huge_damaged_record_length(
     assert target.stat().st_size == 1000, (
         "the first record, and nothing of the damaged one"
     )
+
+
+@pytest.mark.parametrize(
+    "scheduler", ["sjf", "to-agg,to-agg.max_requests=4", "twins,twins.servers=1", "mlf"]
+)
+@pytest.mark.parametrize("mode", ["ram", "disk"])
+def test_flush_through_a_request_scheduler_keeps_the_bytes(
+    compare: Compare, stage_dir: Path, mode: str, scheduler: str
+) -> None:
+    # Non-overlapping pieces written out of order (the scheduler may reorder and merge them),
+    # then overlapping ones (the written order must be kept: the plain flush runs).
+    disjoint = []
+    for k, (size, at) in enumerate(
+        [(700, 9000), (300, 100), (2000, 400), (50, 2400), (4096, 5000)]
+    ):
+        disjoint += ["pwrite", str(size), str(k + 1), str(at)]
+    overlapping = [
+        "pwrite",
+        "1000",
+        "7",
+        "0",
+        "pwrite",
+        "500",
+        "8",
+        "200",
+        "pwrite",
+        "10",
+        "9",
+        "300",
+    ]
+    env = {**MODES[mode](stage_dir), "HARMONIA_FLUSH_SCHEDULER": scheduler}
+    compare(["open", "wct", *disjoint, "flush", *overlapping, "close"], env)
+
+
+def test_a_bad_flush_scheduler_is_reported(tmp_path: Path) -> None:
+    for spec, reason in [("magic", "unknown"), ("sjf,nonsense", "not option=value"),
+                         ("twins", "twins.servers")]:  # fmt: skip
+        run = run_driver(
+            tmp_path / "f.bin", ["open", "wct", "write", "10", "1", "close"],
+            preload(HARMONIA_FLUSH_SCHEDULER=spec),
+        )  # fmt: skip
+        assert (
+            f"HARMONIA_FLUSH_SCHEDULER={spec}" in run.stderr and reason in run.stderr
+        ), run.stderr
+        assert (tmp_path / "f.bin").stat().st_size == 10

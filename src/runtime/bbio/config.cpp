@@ -7,6 +7,8 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "core/requests/registry.hpp"
+
 namespace harmonia::bbio {
 
 namespace {
@@ -127,6 +129,26 @@ Config config_from_environment(std::string& error) {
     config.phase_gap = std::strtod(gap, &end);
     if (end == gap || *end != '\0' || !(config.phase_gap > 0))
       return fail(std::string("HARMONIA_PHASE_GAP=") + gap + ": expected seconds > 0, e.g. 0.5");
+  }
+  if (const char* spec = std::getenv("HARMONIA_FLUSH_SCHEDULER"); spec && *spec) {
+    std::string text = spec;
+    size_t at = text.find(',');
+    config.flush_scheduler = text.substr(0, at);
+    while (at != std::string::npos) {
+      const size_t next = text.find(',', at + 1);
+      const std::string item = text.substr(at + 1, next - at - 1);
+      const size_t equals = item.find('=');
+      if (equals == std::string::npos || equals == 0)
+        return fail(std::string("HARMONIA_FLUSH_SCHEDULER=") + spec + ": '" + item +
+                    "' is not option=value");
+      config.flush_options[item.substr(0, equals)] = item.substr(equals + 1);
+      at = next;
+    }
+    try {
+      (void)core::requests::make_request_scheduler(config.flush_scheduler, config.flush_options);
+    } catch (const std::exception& error) {
+      return fail(std::string("HARMONIA_FLUSH_SCHEDULER=") + spec + ": " + error.what());
+    }
   }
   return config;
 }

@@ -2,6 +2,7 @@
 // Staging configuration from the environment (docs/staging-library.md) or from BBIO_Init.
 
 #include <cstddef>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -16,14 +17,19 @@ struct Config {
   std::vector<std::string> exclude;      ///< path prefixes never staged
   std::string phase_trace;               ///< JSON-lines trace of I/O phases, if set
   double phase_gap = 1.0;                ///< idle seconds that end a detected phase
+  /// Request scheduler that orders (and may aggregate) a file's staged writes when it is flushed
+  /// (HARMONIA_FLUSH_SCHEDULER="name[,option=value...]"); empty: the order they were written.
+  std::string flush_scheduler;
+  std::map<std::string, std::string> flush_options;
 
   /// Whether a file at absolute `path` may be staged.
   bool wants(const std::string& path) const;
 };
 
 /// Reads HARMONIA_STAGE, HARMONIA_STAGE_DIR, HARMONIA_STAGE_SIZE, HARMONIA_STAGE_INCLUDE,
-/// HARMONIA_STAGE_EXCLUDE, HARMONIA_PHASE_TRACE and HARMONIA_PHASE_GAP. On a bad value, `error`
-/// names the variable and the problem, and the returned config has staging disabled.
+/// HARMONIA_STAGE_EXCLUDE, HARMONIA_PHASE_TRACE, HARMONIA_PHASE_GAP and HARMONIA_FLUSH_SCHEDULER.
+/// On a bad value, `error` names the variable and the problem, and the returned config has staging
+/// disabled.
 Config config_from_environment(std::string& error);
 
 /// Checks that `dir` is a writable directory; returns an error message or "".

@@ -12,6 +12,7 @@
 #include <mutex>
 #include <set>
 
+#include "core/requests/registry.hpp"
 #include "runtime/bbio/agent.hpp"
 #include "runtime/bbio/log_format.hpp"
 #include "runtime/bbio/phases.hpp"
@@ -89,6 +90,8 @@ std::unique_ptr<StagedFile> StagedFile::create(int fd, const std::string& path, 
   file->path_ = path;
   file->append_ = (flags & O_APPEND) != 0;
   file->capacity_ = config.file_capacity;
+  file->flush_scheduler_ = config.flush_scheduler;
+  file->flush_options_ = config.flush_options;
   file->block_size_ = std::min(kMaxBlock, config.file_capacity);
   struct stat64 st {};
   if (real().fstat64(fd, &st) != 0) {
@@ -248,46 +251,121 @@ int StagedFile::flush() {
     on_flush(fd_);
     in_callback_ = false;
   }
-  std::vector<char> bounce;
+  if (!flush_scheduler_.empty()) {
+    int result = 0;
+    if (flush_scheduled(result)) return result;
+  }
   size_t done = 0;
   while (done < entries_.size()) {
     // One run: entries that continue each other in the file, written with one pwritev.
-    size_t end = done;
+    std::vector<size_t> run;
     size_t run_bytes = 0;
-    std::vector<struct iovec> iov;
-    while (end < entries_.size() && iov.size() < IOV_MAX && run_bytes < kMaxFlushRun &&
-           entries_[end].offset == entries_[done].offset + static_cast<off64_t>(run_bytes)) {
-      iov.push_back({const_cast<char*>(entries_[end].data), entries_[end].length});
-      run_bytes += entries_[end].length;
-      ++end;
+    while (done + run.size() < entries_.size() && run.size() < IOV_MAX &&
+           run_bytes < kMaxFlushRun &&
+           entries_[done + run.size()].offset ==
+               entries_[done].offset + static_cast<off64_t>(run_bytes)) {
+      run_bytes += entries_[done + run.size()].length;
+      run.push_back(done + run.size());
     }
-    if (log_fd_ >= 0) {
-      bounce.resize(run_bytes);
-      size_t at = 0;
-      for (size_t k = done; k < end; ++k) {
-        size_t got = 0;
-        while (got < entries_[k].length) {
-          const ssize_t n =
-              real().pread64(log_fd_, bounce.data() + at + got, entries_[k].length - got,
-                             static_cast<off64_t>(entries_[k].log_at + got));
-          if (n < 0 && errno == EINTR) continue;
-          if (n <= 0) {
-            if (n == 0) errno = EIO;
-            entries_.erase(entries_.begin(), entries_.begin() + static_cast<long>(done));
-            return -1;
-          }
-          got += static_cast<size_t>(n);
-        }
-        at += entries_[k].length;
-      }
-      iov.assign(1, {bounce.data(), run_bytes});
-    }
-    if (pwritev_all(fd_, iov.data(), static_cast<int>(iov.size()), entries_[done].offset) < 0) {
+    if (!write_entries(run)) {
       entries_.erase(entries_.begin(), entries_.begin() + static_cast<long>(done));
       return -1;
     }
-    done = end;
+    done += run.size();
   }
+  flushed();
+  return 0;
+}
+
+bool StagedFile::write_entries(const std::vector<size_t>& which) {
+  std::vector<struct iovec> iov;
+  std::vector<char> bounce;
+  if (log_fd_ >= 0) {
+    size_t total = 0;
+    for (size_t k : which) total += entries_[k].length;
+    bounce.resize(total);
+    size_t at = 0;
+    for (size_t k : which) {
+      size_t got = 0;
+      while (got < entries_[k].length) {
+        const ssize_t n =
+            real().pread64(log_fd_, bounce.data() + at + got, entries_[k].length - got,
+                           static_cast<off64_t>(entries_[k].log_at + got));
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) {
+          if (n == 0) errno = EIO;
+          return false;
+        }
+        got += static_cast<size_t>(n);
+      }
+      at += entries_[k].length;
+    }
+    iov.push_back({bounce.data(), total});
+  } else {
+    for (size_t k : which) iov.push_back({const_cast<char*>(entries_[k].data), entries_[k].length});
+  }
+  return pwritev_all(fd_, iov.data(), static_cast<int>(iov.size()),
+                     entries_[which.front()].offset) >= 0;
+}
+
+bool StagedFile::flush_scheduled(int& result) {
+  // Reordering is safe only when no two entries overlap: then the file ends the same whatever
+  // the order. Otherwise the later write must land last, so the plain order is kept.
+  std::vector<std::pair<off64_t, off64_t>> ranges;
+  for (const auto& e : entries_)
+    ranges.emplace_back(e.offset, e.offset + static_cast<off64_t>(e.length));
+  std::sort(ranges.begin(), ranges.end());
+  for (size_t k = 1; k < ranges.size(); ++k)
+    if (ranges[k].first < ranges[k - 1].second) return false;
+
+  namespace req = harmonia::core::requests;
+  const auto scheduler = req::make_request_scheduler(flush_scheduler_, flush_options_);
+  for (size_t k = 0; k < entries_.size(); ++k)
+    scheduler->enqueue({k + 1, 1, static_cast<std::uint64_t>(entries_[k].offset),
+                        entries_[k].length, core::Op::Write, 0, 0, 0});
+  std::vector<bool> written(entries_.size(), false);
+  req::Time now = 0;
+  while (scheduler->queued() > 0) {
+    req::Batch batch = scheduler->dequeue(now);
+    for (const auto& d : batch.dispatches) {
+      // An aggregate's parts are contiguous in offset order: one pwritev.
+      std::vector<size_t> which;
+      for (const auto& part : d.parts) which.push_back(static_cast<size_t>(part.id - 1));
+      bool ok = which.size() <= static_cast<size_t>(IOV_MAX) && write_entries(which);
+      if (!ok && which.size() > static_cast<size_t>(IOV_MAX)) {
+        ok = true;
+        for (size_t k : which) ok = ok && write_entries({k});
+      }
+      if (!ok) {
+        // Keep what did not reach the file, in its order, for a later flush or recovery.
+        const int saved = errno;
+        std::vector<Entry> left;
+        for (size_t k = 0; k < entries_.size(); ++k)
+          if (!written[k]) left.push_back(entries_[k]);
+        entries_.swap(left);
+        errno = saved;
+        result = -1;
+        return true;
+      }
+      for (size_t k : which) written[k] = true;
+      for (const auto& part : d.parts) scheduler->release(part.id, 0);
+    }
+    if (batch.dispatches.empty()) {
+      if (batch.retry_at == req::kNever) break;  // cannot happen with requests queued
+      now = batch.retry_at;  // a window or quantum: no need to wait for it locally
+    }
+  }
+  for (size_t k = 0; k < entries_.size(); ++k)
+    if (!written[k] && !write_entries({k})) {
+      result = -1;
+      return true;
+    }
+  flushed();
+  result = 0;
+  return true;
+}
+
+void StagedFile::flushed() {
   entries_.clear();
   staged_in_process -= staged_bytes_;
   staged_bytes_ = 0;
@@ -299,7 +377,6 @@ int StagedFile::flush() {
   }
   (void)real().lseek64(fd_, position_, SEEK_SET);
   agent::after_flush(staged_total());
-  return 0;
 }
 
 off64_t StagedFile::seek(off64_t offset, int whence) {

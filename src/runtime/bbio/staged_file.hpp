@@ -5,6 +5,7 @@
 #include <sys/types.h>
 #include <sys/uio.h>
 
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -56,6 +57,13 @@ class StagedFile {
   ssize_t stage(const struct iovec* iov, int count, off64_t offset);
   ssize_t write_direct(const struct iovec* iov, int count, off64_t offset);
   bool append_to_log(const struct iovec* iov, int count, size_t total, off64_t offset);
+  /// Writes entries [first, last) with one pwritev (their data from RAM or the log).
+  bool write_entries(const std::vector<size_t>& which);
+  /// flush() through the configured request scheduler; false when the entries overlap (their
+  /// order then matters) and the plain flush must run instead. Returns via `result`.
+  bool flush_scheduled(int& result);
+  /// After every entry reached the file: forget them, empty the log, restore the offset.
+  void flushed();
   void append_to_memory(const struct iovec* iov, int count, off64_t offset);
 
   struct Entry {
@@ -71,6 +79,8 @@ class StagedFile {
   bool write_through_ = false;
   bool in_callback_ = false;
   size_t capacity_ = 0;
+  std::string flush_scheduler_;
+  std::map<std::string, std::string> flush_options_;
   off64_t position_ = 0;
   off64_t size_ = 0;
   std::vector<Entry> entries_;
