@@ -6,22 +6,8 @@
 #include <fstream>
 #include <iostream>
 
+#include "common/write_atomically.hpp"
 #include "fwdsim/simulation.hpp"
-
-namespace {
-
-void write_atomically(const std::string& path, const std::string& text) {
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp);
-    out << text << "\n";
-    if (!out) throw std::runtime_error(path + ": cannot write");
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0)
-    throw std::runtime_error(path + ": cannot write");
-}
-
-}  // namespace
 
 int main(int argc, char** argv) {
   CLI::App cli{
@@ -49,12 +35,12 @@ int main(int argc, char** argv) {
     if (out_path.empty())
       std::cout << results.dump(1) << "\n";
     else
-      write_atomically(out_path, results.dump(1));
+      harmonia::common::write_atomically(out_path, results.dump(1));
     if (!perf_path.empty()) {
       rusage usage{};
       getrusage(RUSAGE_SELF, &usage);
-      write_atomically(perf_path,
-                       nlohmann::json{{"wall_s", wall}, {"peak_rss_kb", usage.ru_maxrss}}.dump());
+      harmonia::common::write_atomically(
+          perf_path, nlohmann::json{{"wall_s", wall}, {"peak_rss_kb", usage.ru_maxrss}}.dump());
     }
   } catch (const std::invalid_argument& error) {
     std::fprintf(stderr, "harmonia-fwdsim: %s: %s\n", config_path.c_str(), error.what());

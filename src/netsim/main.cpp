@@ -8,6 +8,7 @@
 #include <iostream>
 #include <optional>
 
+#include "common/write_atomically.hpp"
 #include "netsim/config.hpp"
 #include "netsim/results.hpp"
 #include "netsim/route_check.hpp"
@@ -17,18 +18,6 @@ namespace sg4 = simgrid::s4u;
 using harmonia::netsim::Config;
 
 namespace {
-
-/// Write `text` to `path` through a temporary file, so a failure never leaves a partial file.
-void write_atomically(const std::string& path, const std::string& text) {
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp);
-    out << text << "\n";
-    if (!out) throw std::runtime_error(path + ": cannot write");
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0)
-    throw std::runtime_error(path + ": cannot write");
-}
 
 long peak_rss_kb() {
   rusage usage{};
@@ -87,7 +76,7 @@ int main(int argc, char** argv) {
       const nlohmann::ordered_json report = {{"pairs", result.pairs},
                                              {"mismatches", result.mismatches},
                                              {"examples", result.examples}};
-      if (!out_path.empty()) write_atomically(out_path, report.dump(2));
+      if (!out_path.empty()) harmonia::common::write_atomically(out_path, report.dump(2));
       std::cout << report.dump(2) << "\n";
       return result.mismatches == 0 ? 0 : 1;
     }
@@ -97,8 +86,8 @@ int main(int argc, char** argv) {
     const auto result = simulation.run();
     const double wall =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-    write_atomically(out_path,
-                     harmonia::netsim::results_json(config, *fabric, *layout, result).dump(1));
+    harmonia::common::write_atomically(
+        out_path, harmonia::netsim::results_json(config, *fabric, *layout, result).dump(1));
     if (!perf_path.empty()) {
       const long transfers = result.mpi.transfers + result.io.transfers;
       const nlohmann::ordered_json perf = {
@@ -107,7 +96,7 @@ int main(int argc, char** argv) {
           {"transfers", transfers},
           {"transfers_per_s", static_cast<double>(transfers) / std::max(wall, 1e-9)},
           {"peak_rss_kb", peak_rss_kb()}};
-      write_atomically(perf_path, perf.dump(2));
+      harmonia::common::write_atomically(perf_path, perf.dump(2));
     }
     return 0;
   } catch (const std::exception& e) {

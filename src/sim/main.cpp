@@ -7,6 +7,7 @@
 #include <iostream>
 #include <optional>
 
+#include "common/write_atomically.hpp"
 #include "core/registry.hpp"
 #include "sim/results.hpp"
 
@@ -59,24 +60,17 @@ int main(int argc, char** argv) {
     const double wall =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
 
-    // Write to a temporary name first so that a failure never leaves a partial results file.
-    const std::string tmp = out_path + ".tmp";
-    {
-      std::ofstream out(tmp);
-      out << harmonia::sim::results_json(scenario, policy, result).dump(2) << "\n";
-      if (!out) throw std::runtime_error(out_path + ": cannot write");
-    }
-    std::rename(tmp.c_str(), out_path.c_str());
+    harmonia::common::write_atomically(
+        out_path, harmonia::sim::results_json(scenario, policy, result).dump(2));
     if (!perf_path.empty()) {
       rusage usage{};
       getrusage(RUSAGE_SELF, &usage);
-      std::ofstream perf(perf_path);
-      perf << nlohmann::json{{"wall_s", wall},
-                             {"events", result.events},
-                             {"events_per_s", result.events / std::max(wall, 1e-9)},
-                             {"peak_rss_kb", usage.ru_maxrss}}
-                  .dump(2)
-           << "\n";
+      harmonia::common::write_atomically(
+          perf_path, nlohmann::json{{"wall_s", wall},
+                                    {"events", result.events},
+                                    {"events_per_s", result.events / std::max(wall, 1e-9)},
+                                    {"peak_rss_kb", usage.ru_maxrss}}
+                         .dump(2));
     }
     return 0;
   } catch (const std::exception& e) {
