@@ -18,7 +18,7 @@ def test_runtime_detector_finds_bursts_when_the_threshold_fits() -> None:
     if not (BUILD_TREE / "src" / "runtime" / "bbio" / "libharmonia.so").is_file():
         pytest.skip("needs libharmonia")
     too_small, fitting, too_large = run_all(lambda _: None, quick=True)
-    # 10 ms between writes inside a burst, 50-400 ms between bursts.
+    # 10 ms between writes inside a burst, 100-800 ms between bursts.
     assert too_small.detected > too_small.true_phases and too_small.precision < 0.5
     assert (fitting.precision, fitting.recall) == (1.0, 1.0), fitting
     assert too_large.detected < too_large.true_phases and too_large.recall < 1.0

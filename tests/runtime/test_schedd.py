@@ -171,10 +171,12 @@ def test_cli_run_and_status(tmp_path: Path) -> None:
         job = subprocess.Popen(
             [str(harmonia), "run", "--schedd", str(address), "--job", "cli-job", "--",
              sys.executable, str(Path(__file__).with_name("slow_writer.py")),
-             str(tmp_path / "c"), "10", "0.1"],
+             str(tmp_path / "c"), "10", "0.1", "4"],
             env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         )  # fmt: skip
         assert wait_until(lambda: "cli-job" in jobs_by_key(address))
+        # The job stays registered for 4 s more (it holds its file open): time enough for a
+        # `harmonia status` started on a loaded machine.
         shown = subprocess.run(
             [str(harmonia), "status", "--schedd", str(address)],
             capture_output=True, text=True, env=env, check=True,
