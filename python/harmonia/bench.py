@@ -119,7 +119,7 @@ def plot_delta_graph(points: list[DeltaPoint], apps: int, title: str, out: Path)
 # subdirectories for libharmonia's placement (docs/control.md).
 PARTITIONING = ("3a", "3b")
 # Seconds between launching the applications' mpiruns and their common start.
-LAUNCH_SLACK = 2.0
+LAUNCH_SLACK = 3.0
 
 
 @dataclass(frozen=True)
