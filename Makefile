@@ -46,6 +46,7 @@ bench: build
 	scripts/bench-bbio.sh
 	scripts/bench-control.sh
 	scripts/bench-netsim.sh
+	scripts/bench-bbd.sh
 
 clean:
 	rm -rf $(BUILD) results

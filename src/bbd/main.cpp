@@ -1,0 +1,232 @@
+// harmonia-bbd: a buffer node (docs/buffer-nodes.md). Clients write into its store over TCP; it
+// drains to the PFS when it is full enough or asked to, and recovers its logs after a crash.
+#include <arpa/inet.h>
+#include <google/protobuf/stubs/logging.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <thread>
+
+#include "bbd/bb.pb.h"
+#include "bbd/store.hpp"
+#include "control/frame.hpp"
+#include "runtime/bbio/config.hpp"
+
+using namespace harmonia::bbd;
+namespace bb = harmonia::bb;
+namespace control = harmonia::control;
+
+namespace {
+
+constexpr std::size_t kMaxRequest = (16UL << 20) + 4096;
+
+bool send_message(int fd, const bb::Response& response) {
+  std::string frame(control::kHeaderBytes, '\0');
+  control::put_header(reinterpret_cast<std::uint8_t*>(frame.data()),
+                      static_cast<std::uint32_t>(response.ByteSizeLong()));
+  frame += response.SerializeAsString();
+  std::size_t sent = 0;
+  while (sent < frame.size()) {
+    const ssize_t n = send(fd, frame.data() + sent, frame.size() - sent, MSG_NOSIGNAL);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    sent += static_cast<std::size_t>(n);
+  }
+  return true;
+}
+
+bb::Response::Code code_of(Status status) {
+  switch (status) {
+    case Status::Ok:
+      return bb::Response::OK;
+    case Status::Full:
+      return bb::Response::FULL;
+    case Status::NotHeld:
+      return bb::Response::NOT_HELD;
+    case Status::Invalid:
+      return bb::Response::INVALID;
+    case Status::Error:
+      return bb::Response::ERROR;
+  }
+  return bb::Response::ERROR;
+}
+
+void fill_status(Store& store, bb::NodeStatus& out) {
+  const StoreStats s = store.stats();
+  out.set_capacity(s.capacity);
+  out.set_used(s.used);
+  out.set_files(s.files);
+  out.set_draining(s.draining);
+  out.set_drained_bytes(s.drained);
+  out.set_received_bytes(s.received);
+}
+
+bb::Response handle(Store& store, const bb::Request& request) {
+  bb::Response response;
+  response.set_seq(request.seq());
+  std::string why;
+  Status status = Status::Ok;
+  switch (request.body_case()) {
+    case bb::Request::kWrite:
+      status = store.write(request.write().file(), request.write().offset(), request.write().data(),
+                           why);
+      break;
+    case bb::Request::kRead:
+      status = store.read(request.read().file(), request.read().offset(), request.read().length(),
+                          *response.mutable_data(), why);
+      if (status != Status::Ok) response.clear_data();
+      break;
+    case bb::Request::kDrain:
+      status = store.drain(request.drain().file(), why);
+      break;
+    case bb::Request::kStatus:
+      fill_status(store, *response.mutable_status());
+      break;
+    case bb::Request::BODY_NOT_SET:
+      response.set_code(bb::Response::MALFORMED);
+      response.set_message("no request this node knows");
+      return response;
+  }
+  response.set_code(code_of(status));
+  response.set_message(why);
+  return response;
+}
+
+/// One client connection: frames in, one response each.
+void serve(Store& store, int fd) {
+  std::vector<std::uint8_t> input;
+  std::uint8_t chunk[1 << 16];
+  for (;;) {
+    const auto scan = control::scan_frame(input.data(), input.size(), kMaxRequest);
+    if (scan.kind == control::FrameScan::Kind::TooLarge) {
+      bb::Response refused;
+      refused.set_code(bb::Response::MALFORMED);
+      refused.set_message("frame of " + std::to_string(scan.body_length) + " bytes: at most " +
+                          std::to_string(kMaxRequest));
+      send_message(fd, refused);
+      break;  // the stream cannot be resynchronised
+    }
+    if (scan.kind == control::FrameScan::Kind::Frame) {
+      bb::Request request;
+      bb::Response response;
+      if (request.ParseFromArray(input.data() + control::kHeaderBytes,
+                                 static_cast<int>(scan.body_length))) {
+        response = handle(store, request);
+      } else {
+        response.set_code(bb::Response::MALFORMED);
+        response.set_message("the frame does not hold a valid Request");
+      }
+      input.erase(input.begin(),
+                  input.begin() + static_cast<long>(control::kHeaderBytes + scan.body_length));
+      if (!send_message(fd, response)) break;
+      continue;
+    }
+    const ssize_t n = recv(fd, chunk, sizeof(chunk), 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    input.insert(input.end(), chunk, chunk + n);
+  }
+  close(fd);
+}
+
+int listen_tcp(const std::string& spec, std::uint16_t& port) {
+  const auto colon = spec.rfind(':');
+  if (colon == std::string::npos) throw std::runtime_error("--listen " + spec + ": HOST:PORT");
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
+  addrinfo* found = nullptr;
+  if (const int rc = getaddrinfo(spec.substr(0, colon).c_str(), spec.substr(colon + 1).c_str(),
+                                 &hints, &found);
+      rc != 0)
+    throw std::runtime_error("--listen " + spec + ": " + gai_strerror(rc));
+  const int fd = socket(found->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  const int yes = 1;
+  setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
+  const bool ok =
+      fd >= 0 && bind(fd, found->ai_addr, found->ai_addrlen) == 0 && listen(fd, 128) == 0;
+  freeaddrinfo(found);
+  if (!ok) throw std::runtime_error("--listen " + spec + ": " + std::strerror(errno));
+  sockaddr_storage bound{};
+  socklen_t length = sizeof(bound);
+  getsockname(fd, reinterpret_cast<sockaddr*>(&bound), &length);
+  port = ntohs(bound.ss_family == AF_INET6 ? reinterpret_cast<sockaddr_in6*>(&bound)->sin6_port
+                                           : reinterpret_cast<sockaddr_in*>(&bound)->sin_port);
+  return fd;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App cli{"Harmonia buffer node: stores writes on its device and drains them to the PFS"};
+  std::string device, pfs, listen_on = "127.0.0.1:0", capacity_text = "1G";
+  double threshold = 0.5;
+  cli.add_option("--device", device, "Directory on the node's device for the logs")->required();
+  cli.add_option("--pfs", pfs, "PFS directory drained files go to")->required();
+  cli.add_option("--capacity", capacity_text, "Bytes held at most (4096, 64M, 1G)")
+      ->capture_default_str();
+  cli.add_option("--listen", listen_on, "HOST:PORT (port 0: any, printed as port=N)")
+      ->capture_default_str();
+  cli.add_option("--threshold", threshold,
+                 "Drain in the background once this share of the capacity is used (0..1; 1: "
+                 "only when asked)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1.0));
+  CLI11_PARSE(cli, argc, argv);
+  google::protobuf::SetLogHandler(nullptr);
+  signal(SIGPIPE, SIG_IGN);
+  const auto capacity = harmonia::bbio::parse_size(capacity_text);
+  if (!capacity) {
+    std::fprintf(stderr, "harmonia-bbd: --capacity %s: expected a size such as 64M or 1G\n",
+                 capacity_text.c_str());
+    return 2;
+  }
+  try {
+    Store store(device, pfs, *capacity);
+    std::uint16_t port = 0;
+    const int listener = listen_tcp(listen_on, port);
+    std::printf("port=%u\n", port);
+    std::fflush(stdout);
+    const auto held = store.held();
+    std::fprintf(stderr, "harmonia-bbd: %zu files recovered, %llu bytes held of %llu\n",
+                 held.size(), static_cast<unsigned long long>(store.stats().used),
+                 static_cast<unsigned long long>(*capacity));
+    if (threshold < 1.0) {
+      std::thread([&store, threshold] {
+        for (;;) {
+          std::this_thread::sleep_for(std::chrono::milliseconds(50));
+          const StoreStats s = store.stats();
+          if (s.used > 0 &&
+              static_cast<double>(s.used) >= threshold * static_cast<double>(s.capacity)) {
+            std::string why;
+            if (store.drain("", why) != Status::Ok)
+              std::fprintf(stderr, "harmonia-bbd: drain: %s\n", why.c_str());
+          }
+        }
+      }).detach();
+    }
+    for (;;) {
+      const int fd = accept4(listener, nullptr, nullptr, SOCK_CLOEXEC);
+      if (fd < 0) {
+        if (errno == EINTR || errno == ECONNABORTED) continue;
+        throw std::runtime_error(std::string("accept: ") + std::strerror(errno));
+      }
+      const int yes = 1;
+      setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &yes, sizeof(yes));
+      std::thread([&store, fd] { serve(store, fd); }).detach();
+    }
+  } catch (const std::exception& error) {
+    std::fprintf(stderr, "harmonia-bbd: %s\n", error.what());
+    return 2;
+  }
+}

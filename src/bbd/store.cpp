@@ -1,0 +1,321 @@
+#include "bbd/store.hpp"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <stdexcept>
+
+#include "runtime/bbio/log_format.hpp"
+
+namespace harmonia::bbd {
+
+namespace bbio = harmonia::bbio;
+
+namespace {
+
+constexpr const char* kSuffix = ".bblog";
+
+struct Record {
+  std::uint64_t offset, length, log_at;  // log_at: where the data starts in the log
+};
+
+bool write_all_at(int fd, const void* data, std::size_t length, off_t at) {
+  const char* p = static_cast<const char*>(data);
+  while (length > 0) {
+    const ssize_t n = pwrite(fd, p, length, at);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    p += n;
+    at += n;
+    length -= static_cast<std::size_t>(n);
+  }
+  return true;
+}
+
+bool read_all_at(int fd, char* data, std::size_t length, off_t at) {
+  while (length > 0) {
+    const ssize_t n = pread(fd, data, length, at);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    data += n;
+    at += n;
+    length -= static_cast<std::size_t>(n);
+  }
+  return true;
+}
+
+/// mkdir -p of the directories above `path`.
+bool make_parents(const std::string& path) {
+  for (std::size_t at = path.find('/', 1); at != std::string::npos; at = path.find('/', at + 1)) {
+    const std::string dir = path.substr(0, at);
+    if (mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+struct Store::Log {
+  std::string path;
+  int fd = -1;
+  std::uint64_t end = 0;    // where the next record goes
+  std::uint64_t start = 0;  // the first record
+  std::uint64_t bytes = 0;  // data held
+  std::vector<Record> records;
+  ~Log() {
+    if (fd >= 0) close(fd);
+  }
+};
+
+bool Store::valid_name(const std::string& file) {
+  if (file.empty() || file.size() > 4096 || file[0] == '/' || file.find('\0') != std::string::npos)
+    return false;
+  std::size_t at = 0;
+  while (at <= file.size()) {
+    const std::size_t next = std::min(file.find('/', at), file.size());
+    const std::string part = file.substr(at, next - at);
+    if (part.empty() || part == "." || part == "..") return false;
+    at = next + 1;
+  }
+  return true;
+}
+
+Store::Store(std::string device, std::string pfs_root, std::uint64_t capacity)
+    : device_(std::move(device)), pfs_root_(std::move(pfs_root)), capacity_(capacity) {
+  struct stat st {};
+  for (const auto* dir : {&device_, &pfs_root_})
+    if (stat(dir->c_str(), &st) != 0 || !S_ISDIR(st.st_mode) || access(dir->c_str(), W_OK) != 0)
+      throw std::runtime_error(*dir + ": not a writable directory");
+  // Recovery: index the logs a previous run left (complete records only; a torn tail was never
+  // acknowledged).
+  DIR* listing = opendir(device_.c_str());
+  std::vector<std::string> names;
+  while (const dirent* entry = readdir(listing)) {
+    const std::string name = entry->d_name;
+    if (name.size() > std::strlen(kSuffix) &&
+        name.compare(name.size() - std::strlen(kSuffix), std::string::npos, kSuffix) == 0)
+      names.push_back(name);
+  }
+  closedir(listing);
+  std::sort(names.begin(), names.end());
+  for (const auto& name : names) {
+    auto log = std::make_unique<Log>();
+    log->path = device_ + "/" + name;
+    log->fd = open(log->path.c_str(), O_RDWR | O_CLOEXEC);
+    if (log->fd < 0) continue;
+    bbio::LogScan scan;
+    std::uint64_t at = 0;
+    bool first = true;
+    bbio::scan_log(log->fd, scan, [&](const bbio::RecordHeader& h, const char*) {
+      if (first) {
+        at = bbio::log_header_size(scan.target);
+        log->start = at;
+        first = false;
+      }
+      log->records.push_back({h.offset, h.length, at + sizeof(h)});
+      log->bytes += h.length;
+      at += sizeof(h) + h.length;
+      return true;
+    });
+    if (!scan.error.empty() || !valid_name(scan.target)) continue;  // not ours: left alone
+    if (first) log->start = at = bbio::log_header_size(scan.target);
+    log->end = at;
+    if (ftruncate(log->fd, static_cast<off_t>(at)) != 0) continue;  // drop a torn tail
+    used_ += log->bytes;
+    const std::string number = name.substr(0, name.find('.'));
+    if (!number.empty() && number.find_first_not_of("0123456789") == std::string::npos &&
+        number.size() < 19)
+      next_log_ = std::max<std::uint64_t>(next_log_, std::stoull(number) + 1);
+    logs_[scan.target] = std::move(log);
+  }
+}
+
+Store::~Store() = default;
+
+Store::Log* Store::log_for(const std::string& file, std::string& why) {
+  auto found = logs_.find(file);
+  if (found != logs_.end()) return found->second.get();
+  auto log = std::make_unique<Log>();
+  log->path = device_ + "/" + std::to_string(next_log_++) + kSuffix;
+  log->fd = open(log->path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (log->fd < 0 || !bbio::write_log_header(log->fd, file)) {
+    why = log->path + ": " + std::strerror(errno);
+    if (log->fd >= 0) unlink(log->path.c_str());
+    return nullptr;
+  }
+  log->start = log->end = bbio::log_header_size(file);
+  return logs_.emplace(file, std::move(log)).first->second.get();
+}
+
+Status Store::write(const std::string& file, std::uint64_t offset, const std::string& data,
+                    std::string& why) {
+  if (!valid_name(file)) {
+    why = "bad file name (relative, no . or .. parts)";
+    return Status::Invalid;
+  }
+  if (data.empty()) return Status::Ok;
+  std::lock_guard lock(mutex_);
+  if (used_ + data.size() > capacity_) {
+    why = "capacity: " + std::to_string(capacity_ - used_) + " bytes left";
+    return Status::Full;
+  }
+  Log* log = log_for(file, why);
+  if (!log) return Status::Full;
+  bbio::RecordHeader header;
+  header.offset = offset;
+  header.length = data.size();
+  header.checksum = bbio::record_checksum(header, data.data());
+  iovec parts[2] = {{&header, sizeof(header)}, {const_cast<char*>(data.data()), data.size()}};
+  std::size_t total = sizeof(header) + data.size(), done = 0;
+  while (done < total) {
+    // pwritev of what is left of the two parts.
+    iovec rest[2];
+    int count = 0;
+    std::size_t skip = done;
+    for (const auto& p : parts) {
+      if (skip >= p.iov_len) {
+        skip -= p.iov_len;
+        continue;
+      }
+      rest[count++] = {static_cast<char*>(p.iov_base) + skip, p.iov_len - skip};
+      skip = 0;
+    }
+    const ssize_t n = pwritev(log->fd, rest, count, static_cast<off_t>(log->end + done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      const int error = n == 0 ? EIO : errno;
+      // Cut the partial record: the log stays a sequence of complete ones.
+      (void)ftruncate(log->fd, static_cast<off_t>(log->end));
+      why = "device: " + std::string(std::strerror(error));
+      return error == ENOSPC || error == EDQUOT ? Status::Full : Status::Error;
+    }
+    done += static_cast<std::size_t>(n);
+  }
+  log->records.push_back({offset, data.size(), log->end + sizeof(header)});
+  log->end += total;
+  log->bytes += data.size();
+  used_ += data.size();
+  received_ += data.size();
+  return Status::Ok;
+}
+
+Status Store::read(const std::string& file, std::uint64_t offset, std::uint64_t length,
+                   std::string& out, std::string& why) {
+  if (!valid_name(file) || length > (64ULL << 20)) {
+    why = "bad file name or a read of more than 64 MiB";
+    return Status::Invalid;
+  }
+  std::lock_guard lock(mutex_);
+  const auto found = logs_.find(file);
+  if (found == logs_.end()) return Status::NotHeld;
+  const Log& log = *found->second;
+  out.assign(length, '\0');
+  std::vector<bool> covered(length, false);
+  for (const auto& r : log.records) {  // in order: later writes win
+    const std::uint64_t from = std::max(r.offset, offset);
+    const std::uint64_t to = std::min(r.offset + r.length, offset + length);
+    if (from >= to) continue;
+    if (!read_all_at(log.fd, out.data() + (from - offset), to - from,
+                     static_cast<off_t>(r.log_at + (from - r.offset)))) {
+      why = log.path + ": " + std::strerror(errno);
+      return Status::Error;
+    }
+    std::fill(covered.begin() + static_cast<long>(from - offset),
+              covered.begin() + static_cast<long>(to - offset), true);
+  }
+  if (std::find(covered.begin(), covered.end(), false) != covered.end()) return Status::NotHeld;
+  return Status::Ok;
+}
+
+Status Store::drain_one(const std::string& file, Log& log, std::string& why) {
+  const std::string target = pfs_root_ + "/" + file;
+  if (!make_parents(target)) {
+    why = target + ": " + std::strerror(errno);
+    return Status::Error;
+  }
+  const int fd = open(target.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    why = target + ": " + std::strerror(errno);
+    return Status::Error;
+  }
+  std::vector<char> buffer;
+  std::size_t k = 0;
+  bool ok = true;
+  while (ok && k < log.records.size()) {
+    // Records that continue each other in the file and in the log: one read, one write.
+    std::size_t end = k + 1;
+    std::uint64_t bytes = log.records[k].length;
+    while (end < log.records.size() && bytes < (64ULL << 20) &&
+           log.records[end].offset == log.records[k].offset + bytes &&
+           log.records[end].log_at == log.records[end - 1].log_at + log.records[end - 1].length +
+                                          sizeof(bbio::RecordHeader)) {
+      bytes += log.records[end].length;
+      ++end;
+    }
+    buffer.resize(bytes);
+    std::uint64_t at = 0;
+    for (std::size_t r = k; ok && r < end; ++r) {
+      ok = read_all_at(log.fd, buffer.data() + at, log.records[r].length,
+                       static_cast<off_t>(log.records[r].log_at));
+      at += log.records[r].length;
+    }
+    ok = ok && write_all_at(fd, buffer.data(), bytes, static_cast<off_t>(log.records[k].offset));
+    k = end;
+  }
+  ok = ok && fsync(fd) == 0;
+  const int error = errno;
+  close(fd);
+  if (!ok) {
+    why = target + ": " + std::strerror(error);
+    return Status::Error;  // everything stays held: drained again later, in order
+  }
+  drained_ += log.bytes;
+  used_ -= log.bytes;
+  unlink(log.path.c_str());
+  return Status::Ok;
+}
+
+Status Store::drain(const std::string& file, std::string& why) {
+  if (!file.empty() && !valid_name(file)) {
+    why = "bad file name";
+    return Status::Invalid;
+  }
+  std::lock_guard lock(mutex_);
+  draining_ = true;
+  Status result = Status::Ok;
+  for (auto it = logs_.begin(); it != logs_.end();) {
+    if (!file.empty() && it->first != file) {
+      ++it;
+      continue;
+    }
+    if (drain_one(it->first, *it->second, why) == Status::Ok) {
+      it = logs_.erase(it);
+    } else {
+      result = Status::Error;
+      ++it;
+    }
+  }
+  draining_ = false;
+  return result;
+}
+
+StoreStats Store::stats() {
+  std::lock_guard lock(mutex_);
+  return {capacity_, used_, drained_, received_, static_cast<std::uint32_t>(logs_.size()),
+          draining_};
+}
+
+std::map<std::string, std::uint64_t> Store::held() {
+  std::lock_guard lock(mutex_);
+  std::map<std::string, std::uint64_t> out;
+  for (const auto& [file, log] : logs_) out[file] = log->bytes;
+  return out;
+}
+
+}  // namespace harmonia::bbd

@@ -1,0 +1,61 @@
+#pragma once
+/// @file A buffer node's store: one append-only, checksummed log per file on the node's device
+/// (the staging log format of libharmonia, docs/staging-library.md), with capacity accounting,
+/// reads of held data, and drains to the PFS in written order. Thread-safe.
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+namespace harmonia::bbd {
+
+enum class Status { Ok, Full, NotHeld, Invalid, Error };
+
+struct StoreStats {
+  std::uint64_t capacity = 0, used = 0, drained = 0, received = 0;
+  std::uint32_t files = 0;
+  bool draining = false;
+};
+
+class Store {
+ public:
+  /// `device`: the node's directory for logs (recovered at once: logs left by a previous run are
+  /// indexed again); `pfs_root`: where drained files go; `capacity`: bytes held at most.
+  /// Throws std::runtime_error naming a directory that cannot be used.
+  Store(std::string device, std::string pfs_root, std::uint64_t capacity);
+  ~Store();
+
+  /// Appends a write; Full when it does not fit (in capacity or on the device), Invalid for a
+  /// bad name. The data is in the log (the page cache) when Ok returns.
+  Status write(const std::string& file, std::uint64_t offset, const std::string& data,
+               std::string& why);
+  /// The range when the node holds all of it (later writes win), else NotHeld.
+  Status read(const std::string& file, std::uint64_t offset, std::uint64_t length, std::string& out,
+              std::string& why);
+  /// Writes every record of `file` (all files when empty) to the PFS in order, syncs it, and
+  /// frees the log. Error when the PFS fails (what is not drained stays held).
+  Status drain(const std::string& file, std::string& why);
+  StoreStats stats();
+  /// Files with data held, and their bytes.
+  std::map<std::string, std::uint64_t> held();
+
+  /// Whether `file` is a relative path without "." or ".." components (never leaves the root).
+  static bool valid_name(const std::string& file);
+
+ private:
+  struct Log;
+  Log* log_for(const std::string& file, std::string& why);
+  Status drain_one(const std::string& file, Log& log, std::string& why);
+
+  std::string device_, pfs_root_;
+  std::uint64_t capacity_;
+  std::mutex mutex_;  ///< guards everything; drains hold it (writes to a draining node wait)
+  std::map<std::string, std::unique_ptr<Log>> logs_;
+  std::uint64_t used_ = 0, drained_ = 0, received_ = 0, next_log_ = 0;
+  bool draining_ = false;
+};
+
+}  // namespace harmonia::bbd

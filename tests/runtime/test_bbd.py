@@ -1,0 +1,175 @@
+"""harmonia-bbd, a buffer node: ingest, reads of held data, drains, recovery after kill -9, a
+full device, malformed input (docs/buffer-nodes.md)."""
+
+import json
+import random
+import signal
+import socket
+import struct
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+from bbio_support import BUILD
+
+BBD = BUILD / "src" / "bbd" / "harmonia-bbd"
+BBCTL = BUILD / "src" / "bbd" / "harmonia-bbctl"
+pytestmark = pytest.mark.skipif(not BBD.is_file(), reason="harmonia-bbd is not built")
+
+
+def start(tmp_path: Path, *args: str) -> tuple[subprocess.Popen[str], str]:
+    (tmp_path / "dev").mkdir(exist_ok=True)
+    (tmp_path / "pfs").mkdir(exist_ok=True)
+    node = subprocess.Popen(
+        [str(BBD), "--device", str(tmp_path / "dev"), "--pfs", str(tmp_path / "pfs"), *args],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    assert node.stdout is not None
+    line = node.stdout.readline()
+    assert line.startswith("port="), node.stderr.read() if node.stderr else ""
+    return node, f"127.0.0.1:{line.strip().removeprefix('port=')}"
+
+
+def ctl(address: str, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(BBCTL), "--node", address, *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+def status(address: str) -> dict[str, str]:
+    result: dict[str, str] = json.loads(ctl(address, "status").stdout)
+    return result
+
+
+def test_write_read_and_drain(tmp_path: Path) -> None:
+    data = random.Random(1).randbytes(3_000_000)
+    (tmp_path / "src").write_bytes(data)
+    node, address = start(tmp_path, "--capacity", "64M", "--threshold", "1")
+    try:
+        put = ctl(
+            address, "put", "run/out.dat", str(tmp_path / "src"), "--chunk", "250000"
+        )
+        assert put.returncode == 0 and json.loads(put.stdout)["acknowledged"] == len(
+            data
+        )
+        assert status(address)["used"] == str(len(data))
+        got = subprocess.run(
+            [str(BBCTL), "--node", address, "get", "run/out.dat", "123456", "1000"],
+            capture_output=True, check=True,
+        )  # fmt: skip
+        assert got.stdout == data[123456:124456], "read-after-write from the node"
+        assert ctl(address, "get", "run/out.dat", "2999999", "10").returncode == 1, (
+            "not held"
+        )
+        assert not (tmp_path / "pfs" / "run" / "out.dat").exists(), (
+            "nothing drained yet"
+        )
+        assert ctl(address, "drain").returncode == 0
+        assert (tmp_path / "pfs" / "run" / "out.dat").read_bytes() == data
+        assert (
+            status(address)["used"] == "0" and list((tmp_path / "dev").iterdir()) == []
+        )
+    finally:
+        node.kill()
+
+
+@pytest.mark.parametrize("delay", [0.05, 0.15, 0.3])
+def test_kill_9_loses_nothing_acknowledged(tmp_path: Path, delay: float) -> None:
+    data = random.Random(2).randbytes(40_000_000)
+    (tmp_path / "src").write_bytes(data)
+    node, address = start(tmp_path, "--capacity", "1G", "--threshold", "1")
+    put = subprocess.Popen(
+        [str(BBCTL), "--node", address, "put", "f.dat", str(tmp_path / "src"), "--chunk", "100000"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    time.sleep(delay)
+    node.send_signal(signal.SIGKILL)
+    node.wait()
+    out, _ = put.communicate(timeout=60)
+    acknowledged = json.loads(out)["acknowledged"]
+    node, address = start(tmp_path, "--capacity", "1G", "--threshold", "1")
+    try:
+        assert int(status(address)["used"]) >= acknowledged, "the log was recovered"
+        assert ctl(address, "drain").returncode == 0
+        drained = (tmp_path / "pfs" / "f.dat").read_bytes() if acknowledged else b""
+        assert drained[:acknowledged] == data[:acknowledged]
+    finally:
+        node.kill()
+
+
+def test_a_full_node_refuses_and_keeps_what_it_holds(tmp_path: Path) -> None:
+    data = random.Random(3).randbytes(2_000_000)
+    (tmp_path / "src").write_bytes(data)
+    node, address = start(tmp_path, "--capacity", "1M", "--threshold", "1")
+    try:
+        put = ctl(address, "put", "f.dat", str(tmp_path / "src"), "--chunk", "300000")
+        assert put.returncode == 3 and "FULL" in put.stderr
+        acknowledged = json.loads(put.stdout)["acknowledged"]
+        assert acknowledged == 900_000
+        assert ctl(address, "drain").returncode == 0
+        assert (tmp_path / "pfs" / "f.dat").read_bytes() == data[:acknowledged]
+        # A client that drains and goes on where the node stopped it ends with the whole file.
+        done = acknowledged
+        while done < len(data):
+            rest = tmp_path / "rest"
+            rest.write_bytes(data[done:])
+            more = ctl(address, "put", "f.dat", str(rest), "--offset", str(done),
+                       "--chunk", "300000")  # fmt: skip
+            assert more.returncode in (0, 3), more.stderr
+            done += json.loads(more.stdout)["acknowledged"]
+            assert ctl(address, "drain").returncode == 0
+        assert (tmp_path / "pfs" / "f.dat").read_bytes() == data
+    finally:
+        node.kill()
+
+
+def test_background_drain_at_the_threshold(tmp_path: Path) -> None:
+    data = random.Random(4).randbytes(6_000_000)
+    (tmp_path / "src").write_bytes(data)
+    node, address = start(tmp_path, "--capacity", "10M", "--threshold", "0.5")
+    try:
+        assert ctl(address, "put", "f.dat", str(tmp_path / "src")).returncode == 0
+        deadline = time.monotonic() + 10
+        while status(address)["used"] != "0" and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert (tmp_path / "pfs" / "f.dat").read_bytes() == data
+    finally:
+        node.kill()
+
+
+def test_bad_names_malformed_and_oversized_frames(tmp_path: Path) -> None:
+    (tmp_path / "src").write_bytes(b"x" * 10)
+    node, address = start(tmp_path, "--threshold", "1")
+    try:
+        for name in ("../escape", "/abs", "a/./b", "a//b"):
+            bad = ctl(address, "put", name, str(tmp_path / "src"))
+            assert bad.returncode == 1 and "INVALID" in bad.stderr, name
+        host, port = address.split(":")
+        with socket.create_connection((host, int(port))) as raw:
+            raw.sendall(struct.pack(">I", 5) + b"\xff\xff\xff\xff\xff")
+            length = struct.unpack(">I", raw.recv(4, socket.MSG_WAITALL))[0]
+            assert b"valid Request" in raw.recv(length, socket.MSG_WAITALL)
+            raw.sendall(struct.pack(">I", 1 << 30))
+            length = struct.unpack(">I", raw.recv(4, socket.MSG_WAITALL))[0]
+            assert b"at most" in raw.recv(length, socket.MSG_WAITALL)
+        assert node.poll() is None and status(address)["used"] == "0"
+    finally:
+        node.kill()
+
+
+def test_bad_arguments(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [str(BBD), "--device", str(tmp_path / "missing"), "--pfs", str(tmp_path)],
+        capture_output=True, text=True, timeout=30, check=False,
+    )  # fmt: skip
+    assert done.returncode == 2 and "missing: not a writable directory" in done.stderr
+    size = subprocess.run(
+        [str(BBD), "--device", str(tmp_path), "--pfs", str(tmp_path), "--capacity", "lots"],
+        capture_output=True, text=True, timeout=30, check=False,
+    )  # fmt: skip
+    assert size.returncode == 2 and "--capacity lots" in size.stderr
