@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <chrono>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -104,6 +105,7 @@ int main(int argc, char** argv) {
       // Prints how many bytes the node acknowledged (from the start, in order), whatever happens.
       std::uint64_t acknowledged = 0;
       int rc = 0;
+      const auto started = std::chrono::steady_clock::now();
       try {
         for (std::uint64_t at = 0; at < data.size() && rc == 0; at += chunk) {
           bb::Request request;
@@ -118,7 +120,10 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "harmonia-bbctl: %s\n", error.what());
         rc = 1;
       }
-      std::printf("{\"acknowledged\": %llu}\n", static_cast<unsigned long long>(acknowledged));
+      const double seconds =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+      std::printf("{\"acknowledged\": %llu, \"seconds\": %.6f}\n",
+                  static_cast<unsigned long long>(acknowledged), seconds);
       return rc;
     }
     bb::Request request;

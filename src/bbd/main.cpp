@@ -101,39 +101,46 @@ bb::Response handle(Store& store, const bb::Request& request) {
   return response;
 }
 
-/// One client connection: frames in, one response each.
+/// Reads exactly `length` bytes; false at the end of the stream or on an error.
+bool receive_exactly(int fd, char* data, std::size_t length) {
+  while (length > 0) {
+    const ssize_t n = recv(fd, data, length, 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    data += n;
+    length -= static_cast<std::size_t>(n);
+  }
+  return true;
+}
+
+/// One client connection: frames in, one response each. Each frame is read straight into one
+/// buffer of its size, reused from one frame to the next.
 void serve(Store& store, int fd) {
-  std::vector<std::uint8_t> input;
-  std::uint8_t chunk[1 << 16];
+  std::string body;
   for (;;) {
-    const auto scan = control::scan_frame(input.data(), input.size(), kMaxRequest);
-    if (scan.kind == control::FrameScan::Kind::TooLarge) {
+    std::uint8_t header[control::kHeaderBytes];
+    if (!receive_exactly(fd, reinterpret_cast<char*>(header), sizeof(header))) break;
+    const std::size_t length = (std::size_t{header[0]} << 24) | (std::size_t{header[1]} << 16) |
+                               (std::size_t{header[2]} << 8) | std::size_t{header[3]};
+    if (length > kMaxRequest) {
       bb::Response refused;
       refused.set_code(bb::Response::MALFORMED);
-      refused.set_message("frame of " + std::to_string(scan.body_length) + " bytes: at most " +
+      refused.set_message("frame of " + std::to_string(length) + " bytes: at most " +
                           std::to_string(kMaxRequest));
       send_message(fd, refused);
       break;  // the stream cannot be resynchronised
     }
-    if (scan.kind == control::FrameScan::Kind::Frame) {
-      bb::Request request;
-      bb::Response response;
-      if (request.ParseFromArray(input.data() + control::kHeaderBytes,
-                                 static_cast<int>(scan.body_length))) {
-        response = handle(store, request);
-      } else {
-        response.set_code(bb::Response::MALFORMED);
-        response.set_message("the frame does not hold a valid Request");
-      }
-      input.erase(input.begin(),
-                  input.begin() + static_cast<long>(control::kHeaderBytes + scan.body_length));
-      if (!send_message(fd, response)) break;
-      continue;
+    body.resize(length);
+    if (!receive_exactly(fd, body.data(), body.size())) break;
+    bb::Request request;
+    bb::Response response;
+    if (request.ParseFromString(body)) {
+      response = handle(store, request);
+    } else {
+      response.set_code(bb::Response::MALFORMED);
+      response.set_message("the frame does not hold a valid Request");
     }
-    const ssize_t n = recv(fd, chunk, sizeof(chunk), 0);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    input.insert(input.end(), chunk, chunk + n);
+    if (!send_message(fd, response)) break;
   }
   close(fd);
 }
