@@ -1,7 +1,5 @@
 // harmonia-bbctl: put, get, drain and status against a harmonia-bbd (docs/buffer-nodes.md).
 #include <google/protobuf/util/json_util.h>
-#include <netdb.h>
-#include <netinet/tcp.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -13,29 +11,13 @@
 #include <iterator>
 
 #include "bbd/bb.pb.h"
+#include "common/tcp.hpp"
 #include "control/frame.hpp"
 
 namespace bb = harmonia::bb;
 namespace control = harmonia::control;
 
 namespace {
-
-int connect_to(const std::string& spec) {
-  const auto colon = spec.rfind(':');
-  if (colon == std::string::npos) throw std::runtime_error(spec + ": expected HOST:PORT");
-  addrinfo hints{};
-  hints.ai_socktype = SOCK_STREAM;
-  addrinfo* found = nullptr;
-  if (getaddrinfo(spec.substr(0, colon).c_str(), spec.substr(colon + 1).c_str(), &hints, &found))
-    throw std::runtime_error(spec + ": unknown address");
-  const int fd = socket(found->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  const bool ok = fd >= 0 && connect(fd, found->ai_addr, found->ai_addrlen) == 0;
-  freeaddrinfo(found);
-  if (!ok) throw std::runtime_error(spec + ": cannot connect");
-  const int yes = 1;
-  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &yes, sizeof(yes));
-  return fd;
-}
 
 bb::Response call(int fd, bb::Request request) {
   static std::uint64_t seq = 0;
@@ -97,7 +79,7 @@ int main(int argc, char** argv) {
   cli.require_subcommand(1);
   CLI11_PARSE(cli, argc, argv);
   try {
-    const int fd = connect_to(address);
+    const int fd = harmonia::common::connect_tcp(address, "--node");
     if (*put) {
       std::ifstream in(local, std::ios::binary);
       if (!in) throw std::runtime_error(local + ": cannot read");

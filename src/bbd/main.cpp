@@ -1,8 +1,6 @@
 // harmonia-bbd: a buffer node (docs/buffer-nodes.md). Clients write into its store over TCP; it
 // drains to the PFS when it is full enough or asked to, and recovers its logs after a crash.
-#include <arpa/inet.h>
 #include <google/protobuf/stubs/logging.h>
-#include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <signal.h>
@@ -18,6 +16,7 @@
 
 #include "bbd/bb.pb.h"
 #include "bbd/store.hpp"
+#include "common/tcp.hpp"
 #include "control/frame.hpp"
 #include "runtime/bbio/config.hpp"
 
@@ -145,33 +144,6 @@ void serve(Store& store, int fd) {
   close(fd);
 }
 
-int listen_tcp(const std::string& spec, std::uint16_t& port) {
-  const auto colon = spec.rfind(':');
-  if (colon == std::string::npos) throw std::runtime_error("--listen " + spec + ": HOST:PORT");
-  addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
-  addrinfo* found = nullptr;
-  if (const int rc = getaddrinfo(spec.substr(0, colon).c_str(), spec.substr(colon + 1).c_str(),
-                                 &hints, &found);
-      rc != 0)
-    throw std::runtime_error("--listen " + spec + ": " + gai_strerror(rc));
-  const int fd = socket(found->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  const int yes = 1;
-  setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
-  const bool ok =
-      fd >= 0 && bind(fd, found->ai_addr, found->ai_addrlen) == 0 && listen(fd, 128) == 0;
-  freeaddrinfo(found);
-  if (!ok) throw std::runtime_error("--listen " + spec + ": " + std::strerror(errno));
-  sockaddr_storage bound{};
-  socklen_t length = sizeof(bound);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&bound), &length);
-  port = ntohs(bound.ss_family == AF_INET6 ? reinterpret_cast<sockaddr_in6*>(&bound)->sin6_port
-                                           : reinterpret_cast<sockaddr_in*>(&bound)->sin_port);
-  return fd;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -201,7 +173,7 @@ int main(int argc, char** argv) {
   try {
     Store store(device, pfs, *capacity);
     std::uint16_t port = 0;
-    const int listener = listen_tcp(listen_on, port);
+    const int listener = harmonia::common::listen_tcp(listen_on, "--listen", 0, port);
     std::printf("port=%u\n", port);
     std::fflush(stdout);
     const auto held = store.held();

@@ -1,8 +1,5 @@
 #include "schedd/client.hpp"
 
-#include <netdb.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -11,6 +8,7 @@
 #include <cstring>
 #include <stdexcept>
 
+#include "common/tcp.hpp"
 #include "control/frame.hpp"
 
 namespace harmonia::schedd {
@@ -36,34 +34,11 @@ int connect_unix(const std::string& path) {
   return fd;
 }
 
-int connect_tcp(const std::string& spec) {
-  const auto colon = spec.rfind(':');
-  if (colon == std::string::npos) throw std::runtime_error("tcp:" + spec + ": expected HOST:PORT");
-  addrinfo hints{};
-  hints.ai_socktype = SOCK_STREAM;
-  addrinfo* found = nullptr;
-  if (const int rc = getaddrinfo(spec.substr(0, colon).c_str(), spec.substr(colon + 1).c_str(),
-                                 &hints, &found);
-      rc != 0)
-    throw std::runtime_error("tcp:" + spec + ": " + gai_strerror(rc));
-  const int fd = socket(found->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  const bool ok = fd >= 0 && connect(fd, found->ai_addr, found->ai_addrlen) == 0;
-  freeaddrinfo(found);
-  if (!ok) {
-    const auto error = failure("cannot connect to tcp:" + spec);
-    if (fd >= 0) close(fd);
-    throw error;
-  }
-  const int yes = 1;
-  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &yes, sizeof(yes));
-  return fd;
-}
-
 }  // namespace
 
 Client::Client(const std::string& address) {
   if (address.rfind("tcp:", 0) == 0)
-    fd_ = connect_tcp(address.substr(4));
+    fd_ = common::connect_tcp(address.substr(4), "tcp:");
   else
     fd_ = connect_unix(address.rfind("unix:", 0) == 0 ? address.substr(5) : address);
 }

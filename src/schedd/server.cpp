@@ -1,8 +1,6 @@
 #include "schedd/server.hpp"
 
-#include <arpa/inet.h>
 #include <fcntl.h>
-#include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <signal.h>
@@ -18,6 +16,7 @@
 #include <cstring>
 #include <stdexcept>
 
+#include "common/tcp.hpp"
 #include "control/frame.hpp"
 
 namespace harmonia::schedd {
@@ -63,36 +62,6 @@ int listen_unix(const std::string& path) {
   return fd;
 }
 
-int listen_tcp(const std::string& spec, std::uint16_t& port) {
-  const auto colon = spec.rfind(':');
-  if (colon == std::string::npos) throw std::runtime_error("tcp " + spec + ": expected HOST:PORT");
-  const std::string host = spec.substr(0, colon), service = spec.substr(colon + 1);
-  addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
-  addrinfo* found = nullptr;
-  if (const int rc = getaddrinfo(host.c_str(), service.c_str(), &hints, &found); rc != 0)
-    throw std::runtime_error("tcp " + spec + ": " + gai_strerror(rc));
-  const int fd = socket(found->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-  const int yes = 1;
-  setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
-  const bool ok =
-      fd >= 0 && bind(fd, found->ai_addr, found->ai_addrlen) == 0 && listen(fd, 1024) == 0;
-  freeaddrinfo(found);
-  if (!ok) {
-    const auto error = failure("tcp " + spec);
-    if (fd >= 0) close(fd);
-    throw error;
-  }
-  sockaddr_storage bound{};
-  socklen_t length = sizeof(bound);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&bound), &length);
-  port = ntohs(bound.ss_family == AF_INET6 ? reinterpret_cast<sockaddr_in6*>(&bound)->sin6_port
-                                           : reinterpret_cast<sockaddr_in*>(&bound)->sin_port);
-  return fd;
-}
-
 void watch(int epoll, int fd, std::uint64_t key, std::uint32_t events, int op = EPOLL_CTL_ADD) {
   epoll_event event{};
   event.events = events;
@@ -132,7 +101,7 @@ Server::Server(Service& service, ServerConfig config)
     watch(epoll_, unix_, kUnixKey, EPOLLIN);
   }
   if (!config_.tcp.empty()) {
-    tcp_ = listen_tcp(config_.tcp, tcp_port_);
+    tcp_ = common::listen_tcp(config_.tcp, "tcp", SOCK_NONBLOCK, tcp_port_);
     watch(epoll_, tcp_, kTcpKey, EPOLLIN);
   }
   sigset_t mask;
