@@ -11,6 +11,7 @@
 #include <iterator>
 
 #include "bbd/bb.pb.h"
+#include "common/frames.hpp"
 #include "common/tcp.hpp"
 #include "control/frame.hpp"
 
@@ -22,15 +23,10 @@ namespace {
 bb::Response call(int fd, bb::Request request) {
   static std::uint64_t seq = 0;
   request.set_seq(++seq);
-  std::string frame(control::kHeaderBytes, '\0');
-  control::put_header(reinterpret_cast<std::uint8_t*>(frame.data()),
-                      static_cast<std::uint32_t>(request.ByteSizeLong()));
-  frame += request.SerializeAsString();
-  for (std::size_t sent = 0; sent < frame.size();) {
-    const ssize_t n = send(fd, frame.data() + sent, frame.size() - sent, MSG_NOSIGNAL);
-    if (n <= 0) throw std::runtime_error("the node closed the connection");
-    sent += static_cast<std::size_t>(n);
-  }
+  std::string frame;
+  harmonia::common::append_frame(frame, request);
+  if (!harmonia::common::send_all(fd, frame))
+    throw std::runtime_error("the node closed the connection");
   std::vector<std::uint8_t> input;
   std::uint8_t chunk[1 << 16];
   for (;;) {

@@ -16,6 +16,7 @@
 
 #include "bbd/bb.pb.h"
 #include "bbd/store.hpp"
+#include "common/frames.hpp"
 #include "common/tcp.hpp"
 #include "control/frame.hpp"
 #include "runtime/bbio/config.hpp"
@@ -29,18 +30,9 @@ namespace {
 constexpr std::size_t kMaxRequest = (16UL << 20) + 4096;
 
 bool send_message(int fd, const bb::Response& response) {
-  std::string frame(control::kHeaderBytes, '\0');
-  control::put_header(reinterpret_cast<std::uint8_t*>(frame.data()),
-                      static_cast<std::uint32_t>(response.ByteSizeLong()));
-  frame += response.SerializeAsString();
-  std::size_t sent = 0;
-  while (sent < frame.size()) {
-    const ssize_t n = send(fd, frame.data() + sent, frame.size() - sent, MSG_NOSIGNAL);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return false;
-    sent += static_cast<std::size_t>(n);
-  }
-  return true;
+  std::string frame;
+  harmonia::common::append_frame(frame, response);
+  return harmonia::common::send_all(fd, frame);
 }
 
 bb::Response::Code code_of(Status status) {
@@ -119,8 +111,7 @@ void serve(Store& store, int fd) {
   for (;;) {
     std::uint8_t header[control::kHeaderBytes];
     if (!receive_exactly(fd, reinterpret_cast<char*>(header), sizeof(header))) break;
-    const std::size_t length = (std::size_t{header[0]} << 24) | (std::size_t{header[1]} << 16) |
-                               (std::size_t{header[2]} << 8) | std::size_t{header[3]};
+    const std::size_t length = control::frame_length(header);
     if (length > kMaxRequest) {
       bb::Response refused;
       refused.set_code(bb::Response::MALFORMED);

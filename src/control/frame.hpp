@@ -22,6 +22,12 @@ inline void put_header(uint8_t* out, uint32_t length) {
   out[3] = static_cast<uint8_t>(length);
 }
 
+/// The body length a frame's 4-byte header announces.
+inline std::uint32_t frame_length(const uint8_t* header) {
+  return (uint32_t{header[0]} << 24) | (uint32_t{header[1]} << 16) | (uint32_t{header[2]} << 8) |
+         uint32_t{header[3]};
+}
+
 /// What the bytes buffered so far hold.
 struct FrameScan {
   enum class Kind { NeedMore, Frame, TooLarge } kind = Kind::NeedMore;
@@ -30,8 +36,7 @@ struct FrameScan {
 
 inline FrameScan scan_frame(const uint8_t* data, size_t length, size_t max_body) {
   if (length < kHeaderBytes) return {};
-  const uint32_t body = (uint32_t{data[0]} << 24) | (uint32_t{data[1]} << 16) |
-                        (uint32_t{data[2]} << 8) | uint32_t{data[3]};
+  const uint32_t body = frame_length(data);
   if (body > max_body) return {FrameScan::Kind::TooLarge, body};
   if (length < kHeaderBytes + body) return {};
   return {FrameScan::Kind::Frame, body};

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <stdexcept>
 
+#include "common/frames.hpp"
 #include "common/tcp.hpp"
 #include "control/frame.hpp"
 
@@ -49,18 +50,9 @@ Client::~Client() {
 
 void Client::send(control::Envelope request) {
   if (request.seq() == 0) request.set_seq(next_seq_++);
-  const size_t length = request.ByteSizeLong();
-  std::string frame(control::kHeaderBytes + length, '\0');
-  auto* bytes = reinterpret_cast<std::uint8_t*>(frame.data());
-  control::put_header(bytes, static_cast<std::uint32_t>(length));
-  request.SerializeWithCachedSizesToArray(bytes + control::kHeaderBytes);
-  size_t sent = 0;
-  while (sent < frame.size()) {
-    const ssize_t n = ::send(fd_, frame.data() + sent, frame.size() - sent, MSG_NOSIGNAL);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) throw failure("send to harmonia-schedd");
-    sent += static_cast<size_t>(n);
-  }
+  std::string frame;
+  common::append_frame(frame, request);
+  if (!common::send_all(fd_, frame)) throw failure("send to harmonia-schedd");
 }
 
 control::Envelope Client::receive() {

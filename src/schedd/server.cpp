@@ -16,6 +16,7 @@
 #include <cstring>
 #include <stdexcept>
 
+#include "common/frames.hpp"
 #include "common/tcp.hpp"
 #include "control/frame.hpp"
 
@@ -225,12 +226,7 @@ void Server::on_readable(Connection& connection) {
 }
 
 void Server::queue(Connection& connection, const control::Envelope& message) {
-  const size_t length = message.ByteSizeLong();
-  const size_t at = connection.output.size();
-  connection.output.resize(at + control::kHeaderBytes + length);
-  auto* bytes = reinterpret_cast<std::uint8_t*>(connection.output.data() + at);
-  control::put_header(bytes, static_cast<std::uint32_t>(length));
-  message.SerializeWithCachedSizesToArray(bytes + control::kHeaderBytes);
+  common::append_frame(connection.output, message);
 }
 
 void Server::send_all(std::vector<Outgoing>& out) {

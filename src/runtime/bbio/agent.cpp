@@ -22,6 +22,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/frames.hpp"
 #include "control/control.pb-c.h"
 #include "control/frame.hpp"
 #include "runtime/bbio/config.hpp"
@@ -159,17 +160,6 @@ int connect_to(const std::string& address) {
   return fd;
 }
 
-bool send_all(int fd, const std::string& bytes) {
-  size_t sent = 0;
-  while (sent < bytes.size()) {
-    const ssize_t n = send(fd, bytes.data() + sent, bytes.size() - sent, MSG_NOSIGNAL);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return false;
-    sent += static_cast<size_t>(n);
-  }
-  return true;
-}
-
 class Agent {
  public:
   explicit Agent(std::string address) : address_(std::move(address)), pid_(getpid()) {
@@ -198,14 +188,7 @@ class Agent {
   void before_flush() {
     std::unique_lock lock(mutex_);
     if (!connected_) return;
-    if (!wants_flush_) {
-      wants_flush_ = true;
-      Harmonia__Control__FlushRequest body = HARMONIA__CONTROL__FLUSH_REQUEST__INIT;
-      body.staged_bytes = staged_total();
-      const uint64_t seq = post(lock, HARMONIA__CONTROL__ENVELOPE__BODY_FLUSH_REQUEST,
-                                &Harmonia__Control__Envelope::flush_request, body);
-      await_reply(lock, seq);
-    }
+    if (!wants_flush_) await_reply(lock, ask_to_flush(lock));
     // Stage and block: wait for the turn, or for the daemon to go away.
     changed_.wait(lock, [this] { return !connected_ || flush_allowed_.load(); });
   }
@@ -285,13 +268,16 @@ class Agent {
                &Harmonia__Control__Envelope::phase_end, body);
     // Out of its phase with data still staged: it has nothing left but to flush, so it asks, and
     // keeps its place in line until the flush is done (docs/coordination.md).
-    if (!wants_flush_ && staged_total() > 0) {
-      wants_flush_ = true;
-      Harmonia__Control__FlushRequest ask = HARMONIA__CONTROL__FLUSH_REQUEST__INIT;
-      ask.staged_bytes = staged_total();
-      (void)post(lock, HARMONIA__CONTROL__ENVELOPE__BODY_FLUSH_REQUEST,
-                 &Harmonia__Control__Envelope::flush_request, ask);
-    }
+    if (!wants_flush_ && staged_total() > 0) (void)ask_to_flush(lock);
+  }
+
+  /// Tells the daemon this process would flush now (it is then in line until FlushDone).
+  uint64_t ask_to_flush(std::unique_lock<std::mutex>& lock) {
+    wants_flush_ = true;
+    Harmonia__Control__FlushRequest body = HARMONIA__CONTROL__FLUSH_REQUEST__INIT;
+    body.staged_bytes = staged_total();
+    return post(lock, HARMONIA__CONTROL__ENVELOPE__BODY_FLUSH_REQUEST,
+                &Harmonia__Control__Envelope::flush_request, body);
   }
 
   /// Queues a request carrying `body` (the Envelope's `member`); returns its seq.
@@ -404,7 +390,7 @@ class Agent {
       body.wants_flush = wants_flush_;
       e.seq = next_seq_++;
     }
-    if (!send_all(fd, frame_of(e))) {
+    if (!common::send_all(fd, frame_of(e))) {
       real().close(fd);
       return -1;
     }
@@ -494,7 +480,7 @@ class Agent {
         if (stopping_ && sending.empty()) lost = true;
       }
       for (const std::string& frame : sending) {
-        if (!send_all(fd, frame)) {
+        if (!common::send_all(fd, frame)) {
           lost = true;
           break;
         }
