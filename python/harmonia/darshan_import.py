@@ -27,7 +27,11 @@ import numpy as np
 import numpy.typing as npt
 
 from harmonia.scenario import WorkloadFile
+from harmonia.simulator import REPO_ROOT
 from harmonia.units import format_size
+
+# The real logs shipped beside the repository (../shared/traces/darshan/README.md).
+SHARED_LOGS = REPO_ROOT.parent / "shared" / "traces" / "darshan"
 
 Op = Literal["write", "read"]
 OPS: tuple[Op, Op] = ("write", "read")

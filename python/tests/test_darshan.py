@@ -17,12 +17,13 @@ from typing import Any
 
 import numpy as np
 import pytest
-from support import BASE_SCENARIO, EXAMPLES, REPO_ROOT
+from support import BASE_SCENARIO, EXAMPLES
 from typer.testing import CliRunner
 
 from harmonia.cli.main import app
 from harmonia.darshan_import import (
     MIN_GAP,
+    SHARED_LOGS,
     DarshanImportError,
     Imported,
     Segments,
@@ -38,7 +39,7 @@ from harmonia.darshan_import import (
 from harmonia.scenario import ScenarioError, load_scenario, load_workload, normalize
 from harmonia.simulator import SimulatorNotFound, find_simulator
 
-LOGS = REPO_ROOT.parent / "shared" / "traces" / "darshan"
+LOGS = SHARED_LOGS
 LOG_NAMES = [
     "ior-posix_16p_aurora",
     "lammps-periodic-dump_1p_dxt",

@@ -22,7 +22,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from harmonia.simulator import REPO_ROOT, find_tool
+from harmonia.simulator import find_tool
 
 TOLERANCE = 0.05  # seconds, for each boundary
 
@@ -156,12 +156,14 @@ DARSHAN_TRUTH = {
 }
 
 
-def darshan_counts(logs: Path) -> list[Score]:
+def darshan_counts(logs: Path | None = None) -> list[Score]:
     """Write phases the importer finds against the documented structure. The logs carry no clock
     of their phases independent of the importer, so only counts are compared: when they agree,
     every phase counts as matched (docs/darshan.md checked their boundaries by hand); when they
     do not, none does (a phase that merges several true ones matches none of them)."""
-    from harmonia.darshan_import import import_log
+    from harmonia.darshan_import import SHARED_LOGS, import_log
+
+    logs = logs or SHARED_LOGS
 
     scores = []
     for name, (op, expected, what) in DARSHAN_TRUTH.items():
@@ -186,7 +188,6 @@ def source_fixtures(fixtures: Path, truth: set[tuple[str, int]]) -> Score:
     )  # fmt: skip
 
 
-SHARED_LOGS = REPO_ROOT.parent / "shared" / "traces" / "darshan"
 FIXTURE_TRUTH = {
     ("writer.c", 14), ("writer.c", 23), ("writer.c", 29), ("dump.cpp", 6), ("dump.cpp", 13),
     ("output.f90", 7), ("output.f90", 15),
@@ -212,7 +213,7 @@ def run_all(progress: Callable[[str], None], quick: bool = False) -> list[Score]
             progress(f"runtime detector, harmonia-bench, gap threshold {threshold:g} s")
             scores.append(runtime_mpi_bench(library.resolve(), bench, scratch, threshold))
     progress("Darshan import, shared logs")
-    scores += darshan_counts(SHARED_LOGS)
+    scores += darshan_counts()
     fixtures = Path(__file__).resolve().parents[2] / "tests" / "data" / "source"
     if fixtures.is_dir():
         scores.append(source_fixtures(fixtures, FIXTURE_TRUTH))
