@@ -15,11 +15,12 @@
 #include <thread>
 
 #include "bbd/bb.pb.h"
+#include "bbd/monitor.hpp"
 #include "bbd/store.hpp"
 #include "common/frames.hpp"
+#include "common/size.hpp"
 #include "common/tcp.hpp"
 #include "control/frame.hpp"
-#include "runtime/bbio/config.hpp"
 
 using namespace harmonia::bbd;
 namespace bb = harmonia::bb;
@@ -69,7 +70,7 @@ bb::Response handle(Store& store, const bb::Request& request) {
   switch (request.body_case()) {
     case bb::Request::kWrite:
       status = store.write(request.write().file(), request.write().offset(), request.write().data(),
-                           why);
+                           request.write().job(), why);
       break;
     case bb::Request::kRead:
       status = store.read(request.read().file(), request.read().offset(), request.read().length(),
@@ -104,6 +105,15 @@ bool receive_exactly(int fd, char* data, std::size_t length) {
   return true;
 }
 
+/// The host part of HOST:PORT.
+std::string host_of(const std::string& spec) {
+  const auto colon = spec.rfind(':');
+  return colon == std::string::npos ? spec : spec.substr(0, colon);
+}
+
+/// Requests being served now (the monitor's queue depth).
+std::atomic<unsigned> in_flight{0};
+
 /// One client connection: frames in, one response each. Each frame is read straight into one
 /// buffer of its size, reused from one frame to the next.
 void serve(Store& store, int fd) {
@@ -125,7 +135,9 @@ void serve(Store& store, int fd) {
     bb::Request request;
     bb::Response response;
     if (request.ParseFromString(body)) {
+      in_flight.fetch_add(1);
       response = handle(store, request);
+      in_flight.fetch_sub(1);
     } else {
       response.set_code(bb::Response::MALFORMED);
       response.set_message("the frame does not hold a valid Request");
@@ -152,17 +164,26 @@ int main(int argc, char** argv) {
                  "only when asked)")
       ->capture_default_str()
       ->check(CLI::Range(0.0, 1.0));
+  std::string schedd, advertise, drain_scheduler = "fifo";
+  cli.add_option("--schedd", schedd,
+                 "Scheduler daemon to report to and take drain orders from (unix:PATH or "
+                 "tcp:HOST:PORT); without it the node drains at --threshold");
+  cli.add_option("--advertise", advertise,
+                 "HOST:PORT clients reach this node at (default: the --listen host and port)");
+  cli.add_option("--drain-scheduler", drain_scheduler,
+                 "Request scheduler that picks the next file to drain (fifo, sjf, hbrr, ...)")
+      ->capture_default_str();
   CLI11_PARSE(cli, argc, argv);
   google::protobuf::SetLogHandler(nullptr);
   signal(SIGPIPE, SIG_IGN);
-  const auto capacity = harmonia::bbio::parse_size(capacity_text);
+  const auto capacity = harmonia::common::parse_size(capacity_text);
   if (!capacity) {
     std::fprintf(stderr, "harmonia-bbd: --capacity %s: expected a size such as 64M or 1G\n",
                  capacity_text.c_str());
     return 2;
   }
   try {
-    Store store(device, pfs, *capacity);
+    Store store(device, pfs, *capacity, drain_scheduler);
     std::uint16_t port = 0;
     const int listener = harmonia::common::listen_tcp(listen_on, "--listen", 0, port);
     std::printf("port=%u\n", port);
@@ -171,20 +192,9 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "harmonia-bbd: %zu files recovered, %llu bytes held of %llu\n",
                  held.size(), static_cast<unsigned long long>(store.stats().used),
                  static_cast<unsigned long long>(*capacity));
-    if (threshold < 1.0) {
-      std::thread([&store, threshold] {
-        for (;;) {
-          std::this_thread::sleep_for(std::chrono::milliseconds(50));
-          const StoreStats s = store.stats();
-          if (s.used > 0 &&
-              static_cast<double>(s.used) >= threshold * static_cast<double>(s.capacity)) {
-            std::string why;
-            if (store.drain("", why) != Status::Ok)
-              std::fprintf(stderr, "harmonia-bbd: drain: %s\n", why.c_str());
-          }
-        }
-      }).detach();
-    }
+    if (advertise.empty()) advertise = host_of(listen_on) + ":" + std::to_string(port);
+    Monitor monitor(store, schedd, advertise, threshold, in_flight);
+    monitor.start();
     for (;;) {
       const int fd = accept4(listener, nullptr, nullptr, SOCK_CLOEXEC);
       if (fd < 0) {

@@ -11,6 +11,7 @@
 #include <cstring>
 #include <stdexcept>
 
+#include "core/requests/registry.hpp"
 #include "runtime/bbio/log_format.hpp"
 
 namespace harmonia::bbd {
@@ -64,9 +65,12 @@ bool make_parents(const std::string& path) {
 struct Store::Log {
   std::string path;
   int fd = -1;
-  std::uint64_t end = 0;    // where the next record goes
-  std::uint64_t start = 0;  // the first record
-  std::uint64_t bytes = 0;  // data held
+  std::uint64_t end = 0;      // where the next record goes
+  std::uint64_t start = 0;    // the first record
+  std::uint64_t bytes = 0;    // data held
+  std::uint64_t created = 0;  // order of creation: a drain's arrival order
+  std::string job;            // the writer's job (empty when it named none)
+  bool recovered = false;     // left by a previous run of the node
   std::vector<Record> records;
   ~Log() {
     if (fd >= 0) close(fd);
@@ -86,8 +90,14 @@ bool Store::valid_name(const std::string& file) {
   return true;
 }
 
-Store::Store(std::string device, std::string pfs_root, std::uint64_t capacity)
-    : device_(std::move(device)), pfs_root_(std::move(pfs_root)), capacity_(capacity) {
+Store::Store(std::string device, std::string pfs_root, std::uint64_t capacity,
+             std::string drain_scheduler)
+    : device_(std::move(device)),
+      pfs_root_(std::move(pfs_root)),
+      drain_scheduler_(std::move(drain_scheduler)),
+      capacity_(capacity) {
+  // Fails here, naming the scheduler, rather than at the first drain.
+  (void)core::requests::make_request_scheduler(drain_scheduler_);
   struct stat st {};
   for (const auto* dir : {&device_, &pfs_root_})
     if (stat(dir->c_str(), &st) != 0 || !S_ISDIR(st.st_mode) || access(dir->c_str(), W_OK) != 0)
@@ -128,6 +138,7 @@ Store::Store(std::string device, std::string pfs_root, std::uint64_t capacity)
     log->end = at;
     if (ftruncate(log->fd, static_cast<off_t>(at)) != 0) continue;  // drop a torn tail
     used_ += log->bytes;
+    log->recovered = true;
     const std::string number = name.substr(0, name.find('.'));
     if (!number.empty() && number.find_first_not_of("0123456789") == std::string::npos &&
         number.size() < 19)
@@ -142,6 +153,7 @@ Store::Log* Store::log_for(const std::string& file, std::string& why) {
   auto found = logs_.find(file);
   if (found != logs_.end()) return found->second.get();
   auto log = std::make_unique<Log>();
+  log->created = next_log_;
   log->path = device_ + "/" + std::to_string(next_log_++) + kSuffix;
   log->fd = open(log->path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
   if (log->fd < 0 || !bbio::write_log_header(log->fd, file)) {
@@ -154,7 +166,7 @@ Store::Log* Store::log_for(const std::string& file, std::string& why) {
 }
 
 Status Store::write(const std::string& file, std::uint64_t offset, const std::string& data,
-                    std::string& why) {
+                    const std::string& job, std::string& why) {
   if (!valid_name(file)) {
     why = "bad file name (relative, no . or .. parts)";
     return Status::Invalid;
@@ -167,6 +179,7 @@ Status Store::write(const std::string& file, std::uint64_t offset, const std::st
   }
   Log* log = log_for(file, why);
   if (!log) return Status::Full;
+  if (log->job.empty()) log->job = job;
   bbio::RecordHeader header;
   header.offset = offset;
   header.length = data.size();
@@ -303,6 +316,47 @@ Status Store::drain(const std::string& file, std::string& why) {
   }
   draining_ = false;
   return result;
+}
+
+Status Store::drain_next(const std::set<std::string>& jobs, std::string& file, std::string& why) {
+  std::lock_guard lock(mutex_);
+  // Candidates: files of the ordered jobs, and logs recovered after a crash (their writers are
+  // gone; nothing else will drain them). The request scheduler picks which goes first.
+  namespace req = harmonia::core::requests;
+  const auto scheduler = req::make_request_scheduler(drain_scheduler_);
+  std::vector<std::map<std::string, std::unique_ptr<Log>>::iterator> candidates;
+  for (auto it = logs_.begin(); it != logs_.end(); ++it)
+    if (it->second->recovered || jobs.count(it->second->job)) candidates.push_back(it);
+  // In arrival order: the scheduler's clock never goes back.
+  std::sort(candidates.begin(), candidates.end(),
+            [](const auto& a, const auto& b) { return a->second->created < b->second->created; });
+  std::map<std::string, core::AppId> job_ids;
+  for (std::size_t k = 0; k < candidates.size(); ++k) {
+    const Log& log = *candidates[k]->second;
+    const auto app = job_ids.emplace(log.job, static_cast<core::AppId>(job_ids.size())).first;
+    scheduler->enqueue({k + 1, k + 1, 0, std::max<std::uint64_t>(1, log.bytes), core::Op::Write,
+                        app->second, 0, static_cast<req::Time>(log.created)});
+  }
+  if (candidates.empty()) return Status::NotHeld;
+  const auto batch = scheduler->dequeue(static_cast<req::Time>(next_log_));
+  // A window scheduler may hold everything back at this instant: then the oldest goes.
+  const auto chosen = batch.dispatches.empty()
+                          ? candidates.front()
+                          : candidates[batch.dispatches.front().parts.front().id - 1];
+  file = chosen->first;
+  draining_ = true;
+  const Status status = drain_one(chosen->first, *chosen->second, why);
+  draining_ = false;
+  if (status == Status::Ok) logs_.erase(chosen);
+  return status;
+}
+
+std::set<std::string> Store::held_jobs() {
+  std::lock_guard lock(mutex_);
+  std::set<std::string> out;
+  for (const auto& entry : logs_)
+    if (!entry.second->recovered) out.insert(entry.second->job);
+  return out;
 }
 
 StoreStats Store::stats() {

@@ -7,6 +7,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -25,19 +26,26 @@ class Store {
   /// `device`: the node's directory for logs (recovered at once: logs left by a previous run are
   /// indexed again); `pfs_root`: where drained files go; `capacity`: bytes held at most.
   /// Throws std::runtime_error naming a directory that cannot be used.
-  Store(std::string device, std::string pfs_root, std::uint64_t capacity);
+  /// `drain_scheduler`: the request scheduler (core/requests) that picks which file drains next.
+  Store(std::string device, std::string pfs_root, std::uint64_t capacity,
+        std::string drain_scheduler = "fifo");
   ~Store();
 
   /// Appends a write; Full when it does not fit (in capacity or on the device), Invalid for a
   /// bad name. The data is in the log (the page cache) when Ok returns.
   Status write(const std::string& file, std::uint64_t offset, const std::string& data,
-               std::string& why);
+               const std::string& job, std::string& why);
   /// The range when the node holds all of it (later writes win), else NotHeld.
   Status read(const std::string& file, std::uint64_t offset, std::uint64_t length, std::string& out,
               std::string& why);
   /// Writes every record of `file` (all files when empty) to the PFS in order, syncs it, and
   /// frees the log. Error when the PFS fails (what is not drained stays held).
   Status drain(const std::string& file, std::string& why);
+  /// Drains one file of `jobs` (or one recovered after a crash), chosen by the drain scheduler;
+  /// NotHeld when there is none. `file` names the one drained.
+  Status drain_next(const std::set<std::string>& jobs, std::string& file, std::string& why);
+  /// Jobs with data held, but for logs recovered after a crash (drain_next drains those always).
+  std::set<std::string> held_jobs();
   StoreStats stats();
   /// Files with data held, and their bytes.
   std::map<std::string, std::uint64_t> held();
@@ -50,7 +58,7 @@ class Store {
   Log* log_for(const std::string& file, std::string& why);
   Status drain_one(const std::string& file, Log& log, std::string& why);
 
-  std::string device_, pfs_root_;
+  std::string device_, pfs_root_, drain_scheduler_;
   std::uint64_t capacity_;
   std::mutex mutex_;  ///< guards everything; drains hold it (writes to a draining node wait)
   std::map<std::string, std::unique_ptr<Log>> logs_;

@@ -173,6 +173,34 @@ void Scheduler::on_app_end(AppId app, double now) {
   if (state.held_bytes <= kByteEpsilon) on_app_drained(app, now);
 }
 
+void Scheduler::on_released(BufferId buffer, AppId app, double now) {
+  auto& buf = buffers_.at(static_cast<size_t>(buffer));
+  auto& owner = apps_.at(static_cast<size_t>(app));
+  const bool had = owner.held_bytes > kByteEpsilon;
+  for (auto it = buf.held.begin(); it != buf.held.end();) {
+    const bool running = std::any_of(running_.begin(), running_.end(), [&](const RunningPhase& p) {
+      return p.request.app == app && p.request.index == it->phase;
+    });
+    if (it->app != app || running) {
+      ++it;
+      continue;
+    }
+    buf.used = std::max(0.0, buf.used - it->bytes);
+    owner.held_bytes -= it->bytes;
+    it = buf.held.erase(it);
+  }
+  if (buf.draining && buf.drainable() <= kByteEpsilon) {
+    buf.draining = false;
+    buf.exclusive_flush = false;
+    actions_.stop_drain(buffer);
+    recorder_.drain_stopped(buffer, now);
+  }
+  if (had && owner.ended && owner.held_bytes <= kByteEpsilon) {
+    owner.held_bytes = 0;
+    on_app_drained(app, now);
+  }
+}
+
 bool Scheduler::drain_before_app_end(AppId app) const {
   return apps_.at(static_cast<size_t>(app)).info.hint == Hint::Flushable;
 }

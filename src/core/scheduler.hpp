@@ -130,6 +130,9 @@ class Scheduler {
   /// A drain chunk of `bytes` from `buffer` reached the PFS.
   void on_drained(BufferId buffer, double bytes, double now);
   void on_app_end(AppId app, double now);
+  /// The buffer holds nothing more of `app`'s finished phases (it wrote less than it declared,
+  /// and that all drained): the space the policy still counts for them is free.
+  void on_released(BufferId buffer, AppId app, double now);
   /// Let the policy decide: grant pending phases, start and stop drains.
   void on_tick(double now);
 

@@ -6,6 +6,8 @@
 #include <cstdio>
 #include <iostream>
 
+#include "common/size.hpp"
+#include "common/write_atomically.hpp"
 #include "schedd/server.hpp"
 
 using namespace harmonia::schedd;
@@ -35,7 +37,65 @@ int main(int argc, char** argv) {
   cli.add_option("--tick", server.tick_seconds, "Seconds between timer checks")
       ->capture_default_str()
       ->check(CLI::Range(0.001, 10.0));
+  BufferConfig buffers;
+  int buffer_count = 0;
+  std::string capacity = "1G", stripe = "1M", phase = "64M", record;
+  auto* group = cli.add_option_group("Buffer nodes", "docs/buffer-nodes.md");
+  group->add_option("--buffers", buffer_count, "Buffer nodes (harmonia-bbd --schedd) to place on");
+  group
+      ->add_option("--policy", buffers.policy,
+                   "datawarp, max-buffer-efficiency, priority, max-bandwidth, fairness, "
+                   "min-stall")
+      ->capture_default_str();
+  group->add_option("--buffer-capacity", capacity, "Bytes per node")->capture_default_str();
+  group->add_option("--buffer-write-bw", buffers.write_bw, "A node's device, bytes/s")
+      ->capture_default_str();
+  group->add_option("--buffer-read-bw", buffers.read_bw, "bytes/s")->capture_default_str();
+  group->add_option("--buffer-concurrency", buffers.concurrency, "Device queue depth")
+      ->capture_default_str();
+  group
+      ->add_option("--interference-slope", buffers.interference_slope,
+                   "I_f(n) = 1 + slope (n - 1), from the device's profile")
+      ->capture_default_str();
+  group->add_option("--link-bw", buffers.link_bw, "Network into a node, bytes/s")
+      ->capture_default_str();
+  group
+      ->add_option("--flush-threshold", buffers.flush_threshold,
+                   "Used share at which a node drains")
+      ->capture_default_str();
+  group
+      ->add_option("--backup-flushers", buffers.backup_flushers,
+                   "Nodes that may drain exclusively at once (section V-D)")
+      ->capture_default_str();
+  group->add_option("--max-colocated", buffers.max_colocated,
+                    "Phases per node at most (default: from the interference limit)");
+  group->add_option("--min-buffers", buffers.min_buffers, "Nodes per phase at least")
+      ->capture_default_str();
+  group->add_option("--phase-bytes", phase, "Per process, for phases that declare no size")
+      ->capture_default_str();
+  group->add_option("--stripe", stripe, "Stripe unit over a phase's nodes")->capture_default_str();
+  group->add_option("--record", record,
+                    "Write the policy's per-job metrics (JSON) here when stopped");
   CLI11_PARSE(cli, argc, argv);
+  if (buffer_count > 0) {
+    const auto bytes = harmonia::common::parse_size(capacity);
+    const auto unit = harmonia::common::parse_size(stripe);
+    const auto per_phase = harmonia::common::parse_size(phase);
+    if (!bytes || !unit || !per_phase) {
+      std::fprintf(stderr,
+                   "harmonia-schedd: --buffer-capacity, --stripe and --phase-bytes take sizes such "
+                   "as 64M or 1G\n");
+      return 2;
+    }
+    buffers.count = buffer_count;
+    buffers.capacity = static_cast<double>(*bytes);
+    buffers.stripe_bytes = *unit;
+    buffers.phase_bytes = static_cast<double>(*per_phase);
+    service.buffers = buffers;
+  } else if (!record.empty()) {
+    std::fprintf(stderr, "harmonia-schedd: --record needs --buffers\n");
+    return 2;
+  }
 
   // One descriptor per connected process: 10,000 jobs need more than the usual 1024.
   rlimit limit{};
@@ -51,12 +111,15 @@ int main(int argc, char** argv) {
     Service state(service, monotonic_seconds());
     Server listener(state, server);
     if (!server.tcp.empty()) std::printf("tcp_port=%u\n", listener.tcp_port());
-    std::fprintf(stderr, "harmonia-schedd: listening%s%s%s (strategy %s, flush order %s)\n",
+    std::fprintf(stderr, "harmonia-schedd: listening%s%s%s (strategy %s, flush order %s%s%s)\n",
                  server.unix_path.empty() ? "" : " on ", server.unix_path.c_str(),
                  server.tcp.empty() ? "" : (" on tcp " + server.tcp).c_str(),
-                 service.strategy.c_str(), flush_order.c_str());
+                 service.strategy.c_str(), flush_order.c_str(),
+                 service.buffers ? ", buffer policy " : "",
+                 service.buffers ? service.buffers->policy.c_str() : "");
     std::fflush(stdout);
     listener.run();
+    if (!record.empty()) harmonia::common::write_atomically(record, state.buffer_results());
     std::fprintf(stderr, "harmonia-schedd: stopped\n");
   } catch (const std::exception& error) {
     std::fprintf(stderr, "harmonia-schedd: %s\n", error.what());

@@ -26,6 +26,10 @@ Service::Service(ServiceConfig config, double now)
       started_(now),
       coordinator_(coord::make_coordinator(config_.strategy, config_.coordinator)) {
   if (!(config_.lease_seconds > 0)) throw std::invalid_argument("lease_seconds must be > 0");
+  if (config_.buffers) {
+    broker_ = std::make_unique<BufferBroker>(*config_.buffers, now);
+    node_connection_.assign(static_cast<size_t>(config_.buffers->count), 0);
+  }
 }
 
 void Service::on_connect(ConnectionId connection, std::optional<uid_t> uid, double now) {
@@ -48,6 +52,7 @@ void Service::on_message(ConnectionId connection, const Envelope& request, doubl
   Envelope reply;
   reply.set_seq(request.seq());
   handle(connection, it->second, request, now, reply);
+  if (broker_) decide_buffers(it->second, now, reply);
   out.push_back({connection, std::move(reply)});
   push_changes(connection, out);
 }
@@ -63,6 +68,18 @@ void Service::handle(ConnectionId id, Connection& connection, const Envelope& re
     case Body::kStatusRequest:
       fill_status(now, *reply.mutable_status());
       return;
+    case Body::kRegisterBuffer:
+      register_buffer(id, connection, request.register_buffer(), reply);
+      return;
+    case Body::kBufferReport:
+      if (connection.buffer_node < 0) {
+        set_error(reply, Error::CODE_NOT_REGISTERED, "send RegisterBuffer first");
+        return;
+      }
+      broker_->node_report(connection.buffer_node, request.buffer_report(), now);
+      broker_->tick(now);
+      broker_->fill_order(connection.buffer_node, *reply.mutable_drain_order());
+      return;
     case Body::kHeartbeat:
     case Body::kPhaseBegin:
     case Body::kPhaseEnd:
@@ -74,6 +91,8 @@ void Service::handle(ConnectionId id, Connection& connection, const Envelope& re
     case Body::kDirective:
     case Body::kStatus:
     case Body::kError:
+    case Body::kBufferRegistered:
+    case Body::kDrainOrder:
       set_error(reply, Error::CODE_NOT_A_REQUEST, "replies and pushes go from the daemon only");
       return;
     case Body::BODY_NOT_SET:
@@ -94,7 +113,8 @@ void Service::handle(ConnectionId id, Connection& connection, const Envelope& re
   switch (body) {
     case Body::kPhaseBegin:
       if (!connection.in_phase) job.phases += 1;
-      set_phase(connection, job, true, now);
+      set_phase(connection, job, true, now,
+                static_cast<double>(request.phase_begin().expected_bytes()));
       break;
     case Body::kPhaseEnd:
       set_phase(connection, job, false, now);
@@ -160,6 +180,11 @@ void Service::register_process(ConnectionId id, Connection& connection,
     if (job_of_id_.size() <= static_cast<size_t>(job.id))
       job_of_id_.resize(static_cast<size_t>(job.id) + 1);
     job_of_id_[static_cast<size_t>(job.id)] = request.job();
+    if (broker_) {
+      job.broker_job = broker_->add_job(request.job(), job.name, job.ranks, job.priority,
+                                        request.bytes_per_process() * job.ranks, now);
+      job_of_broker_.push_back(request.job());
+    }
     found = jobs_.emplace(request.job(), std::move(job)).first;
   }
   Job& job = found->second;
@@ -177,14 +202,63 @@ void Service::register_process(ConnectionId id, Connection& connection,
   fill_directive(job, *registered->mutable_directive());
 }
 
-void Service::set_phase(Connection& connection, Job& job, bool in_phase, double now) {
+void Service::set_phase(Connection& connection, Job& job, bool in_phase, double now,
+                        double expected_bytes) {
   if (connection.in_phase == in_phase) return;
   connection.in_phase = in_phase;
   if (in_phase) {
-    if (job.in_phase++ == 0) coordinator_->on_io_begin(job.id, now);
+    if (job.in_phase++ > 0) return;
+    coordinator_->on_io_begin(job.id, now);
+    // A declared size is per process; the phase is the whole job's.
+    if (broker_) broker_->phase_begin(job.broker_job, expected_bytes * job.ranks, now);
   } else {
-    if (--job.in_phase == 0) coordinator_->on_io_end(job.id, now);
+    if (--job.in_phase > 0) return;
+    coordinator_->on_io_end(job.id, now);
+    if (broker_) broker_->phase_end(job.broker_job, now);
   }
+}
+
+void Service::register_buffer(ConnectionId id, Connection& connection,
+                              const control::RegisterBuffer& request, Envelope& reply) {
+  if (!broker_) {
+    set_error(reply, Error::CODE_INVALID, "this daemon runs without buffer nodes (--buffers)");
+    return;
+  }
+  if (connection.buffer_node >= 0 || !connection.job.empty()) {
+    set_error(reply, Error::CODE_ALREADY_REGISTERED, "this connection is already registered");
+    return;
+  }
+  if (request.protocol_version() != control::VERSION_CURRENT) {
+    set_error(
+        reply, Error::CODE_VERSION,
+        "protocol version " + std::to_string(request.protocol_version()) + " is not supported");
+    return;
+  }
+  if (request.address().empty() || request.address().size() > kMaxKeyLength) {
+    set_error(reply, Error::CODE_INVALID, "RegisterBuffer.address must be 1 to 256 bytes");
+    return;
+  }
+  const auto slot = broker_->register_node(request.address(), request.capacity());
+  if (!slot) {
+    set_error(reply, Error::CODE_INVALID,
+              "all " + std::to_string(node_connection_.size()) +
+                  " buffer slots belong to other nodes (--buffers)");
+    return;
+  }
+  connection.buffer_node = *slot;
+  node_connection_[static_cast<size_t>(*slot)] = id;
+  auto* registered = reply.mutable_buffer_registered();
+  registered->set_index(static_cast<std::uint32_t>(*slot));
+  registered->set_report_seconds(broker_->config().report_seconds);
+  broker_->fill_order(*slot, *registered->mutable_order());
+}
+
+void Service::decide_buffers(const Connection& connection, double now, Envelope& reply) {
+  broker_->tick(now);
+  if (connection.job.empty()) return;
+  const Job& job = jobs_.at(connection.job);
+  if (reply.has_directive()) fill_directive(job, *reply.mutable_directive());
+  if (reply.has_registered()) fill_directive(job, *reply.mutable_registered()->mutable_directive());
 }
 
 void Service::set_wants_flush(Connection& connection, Job& job, bool wants, double now) {
@@ -208,6 +282,10 @@ void Service::leave(ConnectionId id, Connection& connection, double now) {
   job.processes.erase(id);
   if (job.processes.empty()) {
     coordinator_->on_unregister(job.id, now);
+    if (broker_) {
+      broker_->job_end(job.broker_job, now);
+      job_of_broker_[static_cast<size_t>(job.broker_job)].clear();
+    }
     job_of_id_[static_cast<size_t>(job.id)].clear();
     jobs_.erase(found);
   }
@@ -217,8 +295,16 @@ void Service::on_disconnect(ConnectionId connection, double now, std::vector<Out
   const auto it = connections_.find(connection);
   if (it == connections_.end()) return;
   leave(connection, it->second, now);
+  forget_node(it->second);
   connections_.erase(it);
+  if (broker_) broker_->tick(now);
   push_changes(connection, out);
+}
+
+void Service::forget_node(const Connection& connection) {
+  if (connection.buffer_node < 0) return;
+  broker_->node_gone(connection.buffer_node);
+  node_connection_[static_cast<size_t>(connection.buffer_node)] = 0;
 }
 
 std::vector<ConnectionId> Service::on_tick(double now, std::vector<Outgoing>& out) {
@@ -227,9 +313,11 @@ std::vector<ConnectionId> Service::on_tick(double now, std::vector<Outgoing>& ou
     if (now - connection.last_seen > config_.lease_seconds) expired.push_back(id);
   for (ConnectionId id : expired) {
     leave(id, connections_.at(id), now);
+    forget_node(connections_.at(id));
     connections_.erase(id);
   }
   coordinator_->on_tick(now);
+  if (broker_) broker_->tick(now);
   push_changes(0, out);
   return expired;
 }
@@ -247,6 +335,29 @@ void Service::push_changes(ConnectionId except, std::vector<Outgoing>& out) {
       out.push_back({process, std::move(push)});
     }
   }
+  if (broker_) push_buffer_changes(except, out);
+}
+
+void Service::push_buffer_changes(ConnectionId except, std::vector<Outgoing>& out) {
+  for (BrokerJob id : broker_->take_changed_jobs()) {
+    const std::string& key = job_of_broker_[static_cast<size_t>(id)];
+    if (key.empty()) continue;
+    Job& job = jobs_.at(key);
+    job.epoch += 1;
+    for (ConnectionId process : job.processes) {
+      if (process == except) continue;
+      Envelope push;
+      fill_directive(job, *push.mutable_directive());
+      out.push_back({process, std::move(push)});
+    }
+  }
+  for (int node : broker_->take_changed_nodes()) {
+    const ConnectionId monitor = node_connection_[static_cast<size_t>(node)];
+    if (monitor == 0 || monitor == except) continue;
+    Envelope push;
+    broker_->fill_order(node, *push.mutable_drain_order());
+    out.push_back({monitor, std::move(push)});
+  }
 }
 
 void Service::fill_directive(const Job& job, control::Directive& out) const {
@@ -256,6 +367,7 @@ void Service::fill_directive(const Job& job, control::Directive& out) const {
   for (int server : d.servers) out.add_servers(static_cast<std::uint32_t>(server));
   out.set_min_request_gap(d.min_request_gap);
   out.set_epoch(job.epoch);
+  if (broker_) broker_->fill_directive(job.broker_job, out);
 }
 
 void Service::fill_status(double now, control::Status& out) const {
@@ -283,7 +395,9 @@ void Service::fill_status(double now, control::Status& out) const {
     fill_directive(job, *s->mutable_directive());
     s->set_registered_seconds(now - job.registered_at);
     s->set_phases(job.phases);
+    if (broker_) s->set_wait_seconds(broker_->wait_seconds(job.broker_job, now));
   }
+  if (broker_) broker_->fill_status(out);
 }
 
 }  // namespace harmonia::schedd

@@ -16,6 +16,7 @@
 
 #include "control/control.pb.h"
 #include "core/coordination/coordinator.hpp"
+#include "schedd/buffers.hpp"
 
 namespace harmonia::schedd {
 
@@ -25,6 +26,9 @@ struct ServiceConfig {
   std::string strategy = "none";  ///< a coordination strategy (core/coordination registry)
   core::coordination::CoordinatorConfig coordinator;
   double lease_seconds = 10;  ///< a process silent this long is dropped
+  /// Buffer nodes and the policy that places phases on them (docs/buffer-nodes.md); none: the
+  /// coordination strategy alone.
+  std::optional<BufferConfig> buffers;
 };
 
 /// A message for one connection.
@@ -54,6 +58,8 @@ class Service {
   size_t job_count() const { return jobs_.size(); }
   size_t connection_count() const { return connections_.size(); }
   const ServiceConfig& config() const { return config_; }
+  /// The buffer policy's results (JSON), or "" without buffer nodes.
+  std::string buffer_results() const { return broker_ ? broker_->results_json() : ""; }
 
  private:
   struct Connection {
@@ -62,6 +68,7 @@ class Service {
     std::string job;  ///< empty until registered
     bool in_phase = false;
     bool wants_flush = false;
+    int buffer_node = -1;  ///< a buffer node's monitor, not a process
   };
   struct Job {
     core::coordination::JobId id = 0;
@@ -75,6 +82,7 @@ class Service {
     std::uint32_t wants_flush = 0;
     std::uint64_t phases = 0;
     std::uint64_t epoch = 0;
+    BrokerJob broker_job = -1;
   };
 
   void handle(ConnectionId id, Connection& connection, const control::Envelope& request, double now,
@@ -82,7 +90,14 @@ class Service {
   void register_process(ConnectionId id, Connection& connection,
                         const control::RegisterProcess& request, double now,
                         control::Envelope& reply);
-  void set_phase(Connection& connection, Job& job, bool in_phase, double now);
+  void set_phase(Connection& connection, Job& job, bool in_phase, double now,
+                 double expected_bytes = 0);
+  void register_buffer(ConnectionId id, Connection& connection,
+                       const control::RegisterBuffer& request, control::Envelope& reply);
+  /// Lets the buffer policy decide, and refreshes the directive `reply` carries.
+  void forget_node(const Connection& connection);
+  void push_buffer_changes(ConnectionId except, std::vector<Outgoing>& out);
+  void decide_buffers(const Connection& connection, double now, control::Envelope& reply);
   void set_wants_flush(Connection& connection, Job& job, bool wants, double now);
   void leave(ConnectionId id, Connection& connection, double now);
   /// Pushes changed directives to every process of the changed jobs but `except`.
@@ -97,6 +112,9 @@ class Service {
   std::unordered_map<std::string, Job> jobs_;
   std::vector<std::string> job_of_id_;  ///< core job id -> job key ("" once the job ended)
   std::uint64_t requests_ = 0;
+  std::unique_ptr<BufferBroker> broker_;
+  std::vector<std::string> job_of_broker_;     ///< broker job -> job key ("" once it ended)
+  std::vector<ConnectionId> node_connection_;  ///< buffer slot -> its monitor (0: none)
 };
 
 }  // namespace harmonia::schedd

@@ -7,13 +7,18 @@
  *
  *   mpirun -np P harmonia-bench --dir DIR --apps K --requests N --size S [--delay d]
  *          [--offsets D_0,D_1,...] [--only k] [--api posix|stdio] [--sync fsync|direct|none]
- *          [--start-at T] [--first-app k]
+ *          [--start-at T] [--first-app k] [--steps K] [--compute C] [--keep 1]
  *
  * Applications may also be separate jobs, one mpirun each (as under the scheduler daemon, where
  * each must register as a job of its own): then --start-at T (seconds since the epoch) gives
  * them a common origin, and --first-app k numbers this launch's applications from k. Each
  * process declares its I/O phase (open to close) with harmonia_io_begin/end when libharmonia is
  * loaded.
+ *
+ * With --steps K each process runs K time steps (VPIC-like): C seconds of computation (sleep),
+ * then the I/O phase, into a file of its own per step. --keep 1 leaves the files in place, each
+ * request starting with "app:rank:step:request;" padded with dots to 64 bytes, so that a
+ * reader can check every byte landed where it was written (harmonia.buffers.verify).
  *
  * With --only k, the other applications stay idle (the "alone" run interference is measured
  * against). Rank 0 prints one JSON object: {"apps": [{"app", "ranks", "start", "end",
@@ -55,6 +60,44 @@ static double wall_seconds(void) {
 typedef int (*PhaseBegin)(const char*, size_t);
 typedef int (*PhaseEnd)(void);
 
+/* One I/O phase: `requests` writes of `size` bytes into `path`, then the sync. With `label` >= 0
+ * each request begins with "label:rank:step:request;". Returns nonzero when a call failed. */
+static int write_phase(const char* path, const char* api, const char* sync, int direct,
+                       char* buffer, long requests, long size, double delay, int label, int rank,
+                       int step, PhaseBegin phase_begin, PhaseEnd phase_end) {
+  if (phase_begin) phase_begin("harmonia-bench", (size_t)requests * (size_t)size);
+  int failed = 0;
+  FILE* f = NULL;
+  int fd = -1;
+  if (!strcmp(api, "posix")) {
+    fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | (direct ? O_DIRECT : 0), 0644);
+    failed = fd < 0;
+  } else {
+    f = fopen(path, "w");
+    failed = f == NULL;
+  }
+  for (long r = 0; r < requests && !failed; ++r) {
+    if (r > 0) sleep_seconds(delay);
+    if (label >= 0) {
+      const int n = snprintf(buffer, 64, "%d:%d:%d:%ld;", label, rank, step, r);
+      memset(buffer + n, '.', (size_t)(64 - n));
+    }
+    if (f)
+      failed = fwrite(buffer, 1, (size_t)size, f) != (size_t)size;
+    else
+      failed = write(fd, buffer, (size_t)size) != size;
+  }
+  if (f) {
+    if (!failed) failed = fflush(f) != 0 || (!strcmp(sync, "fsync") && fsync(fileno(f)) != 0);
+    if (f) failed |= fclose(f) != 0;
+  } else {
+    if (!failed && !strcmp(sync, "fsync")) failed = fsync(fd) != 0;
+    if (fd >= 0) failed |= close(fd) != 0;
+  }
+  if (phase_end) phase_end();
+  return failed;
+}
+
 int main(int argc, char** argv) {
   MPI_Init(&argc, &argv);
   int rank = 0, size = 1;
@@ -64,7 +107,8 @@ int main(int argc, char** argv) {
   const char* dir = NULL;
   const char* api = "posix";
   const char* sync = "fsync";
-  int apps = 1, only = -1, first_app = 0;
+  int apps = 1, only = -1, first_app = 0, steps = 1, keep = 0;
+  double compute = 0;
   double start_at = 0;
   long requests = 0, request_size = 0;
   double delay = 0, offsets[MAX_APPS] = {0};
@@ -91,6 +135,12 @@ int main(int argc, char** argv) {
       start_at = atof(value);
     else if (!strcmp(argv[i], "--first-app"))
       first_app = atoi(value);
+    else if (!strcmp(argv[i], "--steps"))
+      steps = atoi(value);
+    else if (!strcmp(argv[i], "--compute"))
+      compute = atof(value);
+    else if (!strcmp(argv[i], "--keep"))
+      keep = atoi(value);
     else if (!strcmp(argv[i], "--offsets")) {
       char* copy = strdup(value);
       int k = 0;
@@ -103,6 +153,8 @@ int main(int argc, char** argv) {
   }
   if (!dir || requests <= 0 || request_size <= 0)
     usage_error(rank, "--dir, --requests and --size are required, > 0");
+  if (steps < 1 || compute < 0) usage_error(rank, "--steps must be >= 1, --compute >= 0");
+  if (keep && request_size < 64) usage_error(rank, "--keep needs a --size of 64 bytes or more");
   if (apps < 1 || apps > MAX_APPS || apps > size)
     usage_error(rank, "--apps must be in [1, processes]");
   if (strcmp(api, "posix") && strcmp(api, "stdio"))
@@ -129,7 +181,6 @@ int main(int argc, char** argv) {
     MPI_Abort(MPI_COMM_WORLD, 1);
   memset(buffer, 'a' + app % 26, (size_t)request_size);
   char path[4096];
-  snprintf(path, sizeof path, "%s/app%d-rank%d.dat", dir, label, rank);
 
   MPI_Barrier(MPI_COMM_WORLD);
   double origin = MPI_Wtime();
@@ -146,32 +197,22 @@ int main(int argc, char** argv) {
   if (active) {
     sleep_seconds(offsets[app]);
     start = MPI_Wtime() - origin;
-    if (phase_begin) phase_begin("harmonia-bench", (size_t)requests * (size_t)request_size);
-    if (!strcmp(api, "posix")) {
-      const int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | (direct ? O_DIRECT : 0), 0644);
-      failed = fd < 0;
-      for (long r = 0; r < requests && !failed; ++r) {
-        if (r > 0) sleep_seconds(delay);
-        failed = write(fd, buffer, (size_t)request_size) != request_size;
+    for (int step = 0; step < steps && !failed; ++step) {
+      sleep_seconds(compute);
+      if (steps == 1)
+        snprintf(path, sizeof path, "%s/app%d-rank%d.dat", dir, label, rank);
+      else
+        snprintf(path, sizeof path, "%s/app%d-rank%d-step%d.dat", dir, label, rank, step);
+      failed = write_phase(path, api, sync, direct, buffer, requests, request_size, delay,
+                           keep ? label : -1, rank, step, phase_begin, phase_end);
+      if (!keep) {
+        /* A file placed on a PFS server (HARMONIA_PFS_ROOT) is a link to where it went. */
+        char placed[4096];
+        if (realpath(path, placed) && strcmp(placed, path)) unlink(placed);
+        unlink(path);
       }
-      if (!failed && !strcmp(sync, "fsync")) failed = fsync(fd) != 0;
-      if (fd >= 0) failed |= close(fd) != 0;
-    } else {
-      FILE* f = fopen(path, "w");
-      failed = f == NULL;
-      for (long r = 0; r < requests && !failed; ++r) {
-        if (r > 0) sleep_seconds(delay);
-        failed = fwrite(buffer, 1, (size_t)request_size, f) != (size_t)request_size;
-      }
-      if (!failed) failed = fflush(f) != 0 || (!strcmp(sync, "fsync") && fsync(fileno(f)) != 0);
-      if (f) failed |= fclose(f) != 0;
     }
-    if (phase_end) phase_end();
     end = MPI_Wtime() - origin;
-    /* A file placed on a PFS server (HARMONIA_PFS_ROOT) is a link to where it went: remove both. */
-    char placed[4096];
-    if (realpath(path, placed) && strcmp(placed, path)) unlink(placed);
-    unlink(path);
   }
 
   /* Per application: the earliest start and the latest end of its processes. */
@@ -197,7 +238,7 @@ int main(int argc, char** argv) {
           "%s{\"app\": %d, \"ranks\": %d, \"start\": %.6f, \"end\": %.6f, \"phase_time\": %.6f, "
           "\"bytes\": %ld}",
           printed++ ? ", " : "", first_app + k, ranks[k], first[k], last[k], last[k] - first[k],
-          (long)ranks[k] * requests * request_size);
+          (long)ranks[k] * requests * request_size * steps);
     }
     printf("]}\n");
   }

@@ -220,9 +220,20 @@ class Agent {
         }
       }
     }
-    if (declared_.load(std::memory_order_relaxed)) return;
-    last_write_.store(now(), std::memory_order_relaxed);
-    if (!in_phase_.load(std::memory_order_relaxed)) begin_phase("", 0, true);
+    if (!declared_.load(std::memory_order_relaxed)) {
+      last_write_.store(now(), std::memory_order_relaxed);
+      if (!in_phase_.load(std::memory_order_relaxed)) begin_phase("", 0, true);
+    }
+    if (await_grant_.load(std::memory_order_relaxed)) {
+      // Burst-buffer mode: the phase waits for its nodes (or for the daemon to go away).
+      std::unique_lock lock(mutex_);
+      changed_.wait(lock, [this] { return !connected_ || !await_grant_.load(); });
+    }
+  }
+
+  Grant grant() {
+    std::lock_guard lock(mutex_);
+    return grant_;
   }
 
   void begin_phase(const std::string& name, size_t expected, bool detected) {
@@ -305,6 +316,8 @@ class Agent {
   /// Without a daemon: write through, flush freely, no pacing.
   void fall_back() {
     servers_.clear();
+    grant_ = Grant{};
+    await_grant_ = false;
     stage_ = false;
     flush_allowed_ = true;
     min_gap_ = 0;
@@ -316,6 +329,13 @@ class Agent {
     stage_ = d->mode == HARMONIA__CONTROL__MODE__MODE_STAGE;
     flush_allowed_ = d->flush_allowed;
     min_gap_ = d->min_request_gap > 0 && d->min_request_gap < 10 ? d->min_request_gap : 0;
+    grant_ = Grant{};
+    if (d->buffer_mode) {
+      for (size_t i = 0; i < d->n_buffers; ++i) grant_.nodes.emplace_back(d->buffers[i]);
+      grant_.stripe = d->stripe_bytes;
+      grant_.job = d->job ? d->job : "";
+    }
+    await_grant_ = d->buffer_mode && d->await_grant;
     // Flush now: staged data may go, and nothing else will move it soon (the process writes
     // through now, or asked to flush). The flusher thread writes it out behind the application.
     if (flush_allowed_ && staged_total() > 0 && (!stage_ || wants_flush_)) {
@@ -553,6 +573,8 @@ class Agent {
   uint64_t next_seq_ = 1, replied_ = 0;
   double lease_ = 10;
   std::vector<uint32_t> servers_;
+  Grant grant_;
+  std::atomic<bool> await_grant_{false};
   bool flusher_started_ = false;
   bool flush_wanted_ = false;
   std::condition_variable flush_signal_;
@@ -619,6 +641,11 @@ void phase_begin(const std::string& name, size_t expected_bytes) {
 
 void phase_end() {
   if (Agent* a = get()) a->end_phase();
+}
+
+Grant buffer_grant() {
+  Agent* a = get();
+  return a ? a->grant() : Grant{};
 }
 
 std::vector<uint32_t> servers() {

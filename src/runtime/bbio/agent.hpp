@@ -25,11 +25,19 @@ bool flush_permitted();
 void before_flush(size_t staged);
 /// After a flush: when nothing is staged in the process any more, tells the daemon.
 void after_flush(size_t still_staged);
-/// A write of `bytes` is about to start: honours the throttle and detects phases.
+/// A write of `bytes` is about to start: honours the throttle, detects phases, and in
+/// burst-buffer mode waits until the phase is granted buffer nodes.
 void before_write(size_t bytes);
 /// Declared phases (harmonia_io_begin/end); the detector stays off once they are used.
 void phase_begin(const std::string& name, size_t expected_bytes);
 void phase_end();
+/// The buffer nodes granted to this job's current I/O phase (burst-buffer mode).
+struct Grant {
+  std::vector<std::string> nodes;  ///< HOST:PORT, in stripe order; empty: write to the PFS
+  std::uint64_t stripe = 0;
+  std::string job;  ///< the job key that tags the data on the nodes
+};
+Grant buffer_grant();
 /// The PFS servers the daemon wants new files on (indices; empty: all of them).
 std::vector<uint32_t> servers();
 /// At exit: ends a detected phase and unregisters (best effort).

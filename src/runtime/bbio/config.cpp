@@ -49,31 +49,6 @@ bool Config::wants(const std::string& path) const {
   return false;
 }
 
-std::optional<size_t> parse_size(const std::string& text) {
-  size_t i = 0;
-  unsigned long long value = 0;
-  if (text.empty() || !std::isdigit(static_cast<unsigned char>(text[0]))) return std::nullopt;
-  while (i < text.size() && std::isdigit(static_cast<unsigned char>(text[i]))) {
-    value = value * 10 + static_cast<unsigned>(text[i] - '0');
-    if (value > (1ULL << 50)) return std::nullopt;
-    ++i;
-  }
-  std::string unit = text.substr(i);
-  unsigned shift = 0;
-  if (unit.empty() || unit == "B")
-    shift = 0;
-  else if (unit == "K" || unit == "KiB")
-    shift = 10;
-  else if (unit == "M" || unit == "MiB")
-    shift = 20;
-  else if (unit == "G" || unit == "GiB")
-    shift = 30;
-  else
-    return std::nullopt;
-  if (value == 0) return std::nullopt;
-  return static_cast<size_t>(value << shift);
-}
-
 std::string check_stage_dir(const std::string& dir) {
   struct stat st {};
   if (dir.empty() || dir[0] != '/') return "must be an absolute path";

@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "common/size.hpp"
+
 namespace harmonia::bbio {
 
 struct Config {
@@ -35,7 +37,6 @@ Config config_from_environment(std::string& error);
 /// Checks that `dir` is a writable directory; returns an error message or "".
 std::string check_stage_dir(const std::string& dir);
 
-/// Parses "64M", "1G", "4096", "512KiB" (binary multiples); nullopt when malformed or zero.
-std::optional<size_t> parse_size(const std::string& text);
+using common::parse_size;
 
 }  // namespace harmonia::bbio

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "runtime/bbio/agent.hpp"
+#include "runtime/bbio/buffer_client.hpp"
 #include "runtime/bbio/placement.hpp"
 #include "runtime/bbio/real.hpp"
 #include "runtime/bbio/registry.hpp"
@@ -76,7 +77,7 @@ template <class Call>
 auto flushed_then(StagedFile* file, Call call) -> decltype(call()) {
   return guarded([&]() -> decltype(call()) {
     std::lock_guard lock(file->mutex);
-    if (file->flush() != 0) return -1;
+    if (file->settle() != 0) return -1;
     const auto result = call();
     const int saved = errno;
     file->adopt_file_offset();
@@ -98,6 +99,8 @@ int flushed_dup(int fd, int new_fd) {
 std::string placement(int dirfd, const char* path, int flags) noexcept {
   try {
     const int saved = errno;
+    // What this process left on buffer nodes comes back before the file is opened again.
+    if (path && (path[0] == '/' || dirfd == AT_FDCWD)) buffers::settle_path(path);
     std::string placed = placed_path(dirfd, path, flags);
     errno = saved;
     return placed;
@@ -291,7 +294,7 @@ template <class Offset, class Truncate>
 static int staged_truncate(StagedFile* file, Offset length, Truncate truncate) {
   return guarded([&] {
     std::lock_guard lock(file->mutex);
-    if (file->flush() != 0) return -1;
+    if (file->settle() != 0) return -1;
     const int result = truncate();
     if (result == 0) file->truncated(length);
     return result;

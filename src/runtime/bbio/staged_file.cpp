@@ -14,6 +14,7 @@
 
 #include "core/requests/registry.hpp"
 #include "runtime/bbio/agent.hpp"
+#include "runtime/bbio/buffer_client.hpp"
 #include "runtime/bbio/log_format.hpp"
 #include "runtime/bbio/phases.hpp"
 #include "runtime/bbio/real.hpp"
@@ -88,6 +89,7 @@ std::unique_ptr<StagedFile> StagedFile::create(int fd, const std::string& path, 
                                                const Config& config, std::string& error) {
   std::unique_ptr<StagedFile> file(new StagedFile());
   file->path_ = path;
+  file->buffer_name_ = buffers::relative_name(path);
   file->append_ = (flags & O_APPEND) != 0;
   file->capacity_ = config.file_capacity;
   file->flush_scheduler_ = config.flush_scheduler;
@@ -146,7 +148,7 @@ ssize_t StagedFile::write_at(const struct iovec* iov, int count, off64_t offset)
 }
 
 ssize_t StagedFile::write_direct(const struct iovec* iov, int count, off64_t offset) {
-  if (flush() != 0) return -1;
+  if (settle() != 0) return -1;
   const ssize_t n = pwritev_all(fd_, iov, count, offset);
   if (n > 0) {
     size_ = std::max(size_, offset + n);
@@ -159,6 +161,8 @@ ssize_t StagedFile::stage(const struct iovec* iov, int count, off64_t offset) {
   const size_t total = total_length(iov, count);
   if (total == 0) return 0;
   agent::before_write(total);
+  if (!buffer_name_.empty() && !write_through_ && write_to_buffers(iov, count, offset, total))
+    return static_cast<ssize_t>(total);
   if (write_through_) return write_direct(iov, count, offset);
   // The scheduler daemon says write through: do, once what is staged may go first.
   if (!agent::stage_writes() && (entries_.empty() || agent::flush_permitted()))
@@ -183,6 +187,37 @@ ssize_t StagedFile::stage(const struct iovec* iov, int count, off64_t offset) {
   size_ = std::max(size_, offset + static_cast<off64_t>(total));
   note_io(path_, total, true);
   return static_cast<ssize_t>(total);
+}
+
+bool StagedFile::write_to_buffers(const struct iovec* iov, int count, off64_t offset,
+                                  size_t total) {
+  const agent::Grant grant = agent::buffer_grant();
+  if (grant.nodes.empty()) return false;
+  // What is staged here, and what other nodes hold, lands first: the file ends with the bytes
+  // written last whatever the order of drains.
+  if (flush() != 0) return false;
+  if (!buffer_nodes_.empty() && buffer_nodes_ != grant.nodes) drain_buffers();
+  if (buffer_nodes_.empty()) {
+    buffer_nodes_ = grant.nodes;
+    buffers::note_held(path_, buffer_nodes_);
+  }
+  if (!buffers::write(buffer_name_, grant.job, iov, count, offset, grant.nodes, grant.stripe))
+    return false;
+  size_ = std::max(size_, offset + static_cast<off64_t>(total));
+  note_io(path_, total, true);
+  return true;
+}
+
+void StagedFile::drain_buffers() {
+  // A node that is gone keeps its part until it recovers and drains it (docs/buffer-nodes.md).
+  (void)buffers::drain(buffer_name_, buffer_nodes_);
+  buffer_nodes_.clear();
+}
+
+int StagedFile::settle() {
+  if (flush() != 0) return -1;
+  if (!buffer_nodes_.empty()) drain_buffers();
+  return 0;
 }
 
 bool StagedFile::append_to_log(const struct iovec* iov, int count, size_t total, off64_t offset) {

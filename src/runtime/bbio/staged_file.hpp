@@ -39,6 +39,9 @@ class StagedFile {
   /// Writes every staged byte to the file, in order, and sets the file offset to the position.
   /// Returns 0, or -1 with errno (the data not yet written stays staged).
   int flush();
+  /// flush(), and the file's data on buffer nodes drained to it: before reads, truncation and
+  /// anything else that must see the whole file. Returns 0, or -1 with errno.
+  int settle();
   /// Re-reads the position from the file offset after a call that moved it (read, lseek).
   void adopt_file_offset();
   /// The file was truncated to `length` (after a flush).
@@ -56,6 +59,10 @@ class StagedFile {
   StagedFile() = default;
   ssize_t stage(const struct iovec* iov, int count, off64_t offset);
   ssize_t write_direct(const struct iovec* iov, int count, off64_t offset);
+  /// A write of a granted phase to its buffer nodes; false when it must go through instead.
+  bool write_to_buffers(const struct iovec* iov, int count, off64_t offset, size_t total);
+  /// Drains this file's data from the buffer nodes holding it.
+  void drain_buffers();
   bool append_to_log(const struct iovec* iov, int count, size_t total, off64_t offset);
   /// Writes entries [first, last) with one pwritev (their data from RAM or the log).
   bool write_entries(const std::vector<size_t>& which);
@@ -75,6 +82,8 @@ class StagedFile {
 
   int fd_ = -1;  ///< our own descriptor for the same open file description
   std::string path_;
+  std::string buffer_name_;                ///< relative to HARMONIA_BUFFER_ROOT; "": not buffered
+  std::vector<std::string> buffer_nodes_;  ///< nodes holding its data (one stripe map)
   bool append_ = false;
   bool write_through_ = false;
   bool in_callback_ = false;

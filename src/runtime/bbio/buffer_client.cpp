@@ -1,0 +1,263 @@
+#include "runtime/bbio/buffer_client.hpp"
+
+#include <limits.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+#include <time.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <set>
+
+#include "bbd/bb.pb-c.h"
+#include "common/frames.hpp"
+#include "control/frame.hpp"
+#include "runtime/bbio/real.hpp"
+#include "runtime/bbio/staged_file.hpp"
+
+namespace harmonia::bbio::buffers {
+
+namespace {
+
+namespace wire = harmonia::control;
+
+/// A write's piece per request: the node takes frames of at most 16 MiB + 4 KiB.
+constexpr std::uint64_t kMaxPiece = 8ULL << 20;
+/// A node that failed is not tried again for this long (the write goes through meanwhile).
+constexpr double kRetryDead = 5.0;
+/// Replies larger than this are garbage (writes and drains have no payload).
+constexpr std::size_t kMaxReply = 1 << 20;
+
+double now() {
+  timespec ts{};
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
+}
+
+class TcpChannel final : public Channel {
+ public:
+  explicit TcpChannel(int fd) : fd_(fd) {}
+  ~TcpChannel() override { real().close(fd_); }
+
+  bool send(const std::string& frame) override { return common::send_all(fd_, frame); }
+
+  bool receive(std::string& body) override {
+    std::uint8_t header[wire::kHeaderBytes];
+    if (!receive_exactly(reinterpret_cast<char*>(header), sizeof(header))) return false;
+    const std::size_t length = wire::frame_length(header);
+    if (length > kMaxReply) return false;
+    body.resize(length);
+    return receive_exactly(body.data(), length);
+  }
+
+ private:
+  bool receive_exactly(char* data, std::size_t length) {
+    while (length > 0) {
+      const ssize_t n = recv(fd_, data, length, 0);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) return false;
+      data += n;
+      length -= static_cast<std::size_t>(n);
+    }
+    return true;
+  }
+
+  int fd_;
+};
+
+struct Node {
+  std::mutex mutex;  ///< one request at a time on the channel
+  std::unique_ptr<Channel> channel;
+  double dead_until = 0;
+};
+
+std::mutex pool_mutex;
+std::map<std::string, std::unique_ptr<Node>>& pool() {
+  static auto* nodes = new std::map<std::string, std::unique_ptr<Node>>;  // used until exit
+  return *nodes;
+}
+
+Node& node_for(const std::string& address) {
+  std::lock_guard lock(pool_mutex);
+  auto& slot = pool()[address];
+  if (!slot) slot = std::make_unique<Node>();
+  return *slot;
+}
+
+enum class Outcome { Ok, Full, Failed };
+
+/// One request and its response on `address` (the node's mutex held by the caller).
+Outcome call(Node& node, const std::string& address, Harmonia__Bb__Request& request) {
+  if (!node.channel) {
+    if (now() < node.dead_until) return Outcome::Failed;
+    node.channel = connect_tcp(address);
+    if (!node.channel) {
+      node.dead_until = now() + kRetryDead;
+      report("buffer node " + address + ": unreachable; writing through to the PFS");
+      return Outcome::Failed;
+    }
+  }
+  const std::size_t length = harmonia__bb__request__get_packed_size(&request);
+  std::string frame(wire::kHeaderBytes + length, '\0');
+  auto* bytes = reinterpret_cast<std::uint8_t*>(frame.data());
+  wire::put_header(bytes, static_cast<std::uint32_t>(length));
+  harmonia__bb__request__pack(&request, bytes + wire::kHeaderBytes);
+  std::string body;
+  if (!node.channel->send(frame) || !node.channel->receive(body)) {
+    node.channel.reset();
+    node.dead_until = now() + kRetryDead;
+    report("buffer node " + address + ": lost; writing through to the PFS");
+    return Outcome::Failed;
+  }
+  Harmonia__Bb__Response* response = harmonia__bb__response__unpack(
+      nullptr, body.size(), reinterpret_cast<const std::uint8_t*>(body.data()));
+  if (!response) {
+    node.channel.reset();
+    return Outcome::Failed;
+  }
+  const auto code = response->code;
+  if (code != HARMONIA__BB__RESPONSE__CODE__OK && code != HARMONIA__BB__RESPONSE__CODE__FULL)
+    report("buffer node " + address + ": " + (response->message ? response->message : "error"));
+  harmonia__bb__response__free_unpacked(response, nullptr);
+  if (code == HARMONIA__BB__RESPONSE__CODE__OK) return Outcome::Ok;
+  return code == HARMONIA__BB__RESPONSE__CODE__FULL ? Outcome::Full : Outcome::Failed;
+}
+
+Outcome drain_one(const std::string& file, const std::string& address) {
+  Node& node = node_for(address);
+  std::lock_guard lock(node.mutex);
+  Harmonia__Bb__Drain drain = HARMONIA__BB__DRAIN__INIT;
+  drain.file = const_cast<char*>(file.c_str());
+  Harmonia__Bb__Request request = HARMONIA__BB__REQUEST__INIT;
+  request.body_case = HARMONIA__BB__REQUEST__BODY_DRAIN;
+  request.drain = &drain;
+  return call(node, address, request);
+}
+
+std::string buffer_root() {
+  const char* root = std::getenv("HARMONIA_BUFFER_ROOT");
+  if (!root || !*root) return "";
+  char resolved[PATH_MAX];
+  return realpath(root, resolved) ? std::string(resolved) : "";
+}
+
+std::mutex held_mutex;
+/// Files this process left on nodes: absolute path -> nodes.
+std::map<std::string, std::set<std::string>>& held() {
+  static auto* files = new std::map<std::string, std::set<std::string>>;  // used until exit
+  return *files;
+}
+
+}  // namespace
+
+std::unique_ptr<Channel> connect_tcp(const std::string& address) {
+  const auto colon = address.rfind(':');
+  if (colon == std::string::npos) return nullptr;
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* found = nullptr;
+  if (getaddrinfo(address.substr(0, colon).c_str(), address.substr(colon + 1).c_str(), &hints,
+                  &found) != 0)
+    return nullptr;
+  const int fd = socket(found->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  const bool ok = fd >= 0 && connect(fd, found->ai_addr, found->ai_addrlen) == 0;
+  freeaddrinfo(found);
+  if (!ok) {
+    if (fd >= 0) real().close(fd);
+    return nullptr;
+  }
+  const int yes = 1;
+  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &yes, sizeof(yes));
+  return std::make_unique<TcpChannel>(fd);
+}
+
+std::string relative_name(const std::string& path) {
+  static const std::string root = buffer_root();
+  if (root.empty() || path.size() <= root.size() + 1 || path.compare(0, root.size(), root) != 0 ||
+      path[root.size()] != '/')
+    return "";
+  return path.substr(root.size() + 1);
+}
+
+bool write(const std::string& file, const std::string& job, const struct iovec* iov, int count,
+           off64_t offset, const std::vector<std::string>& nodes, std::uint64_t stripe) {
+  if (nodes.empty() || stripe == 0) return false;
+  // The data as one run: pieces cut at stripe boundaries point into it.
+  std::string gathered;
+  const char* data = static_cast<const char*>(iov[0].iov_base);
+  std::size_t total = iov[0].iov_len;
+  if (count > 1) {
+    for (int i = 0; i < count; ++i)
+      gathered.append(static_cast<const char*>(iov[i].iov_base), iov[i].iov_len);
+    data = gathered.data();
+    total = gathered.size();
+  }
+  auto at = static_cast<std::uint64_t>(offset);
+  std::size_t done = 0;
+  while (done < total) {
+    const std::uint64_t unit = at / stripe;
+    const std::uint64_t piece =
+        std::min<std::uint64_t>({total - done, (unit + 1) * stripe - at, kMaxPiece});
+    const std::string& address = nodes[unit % nodes.size()];
+    Node& node = node_for(address);
+    Outcome outcome;
+    {
+      std::lock_guard lock(node.mutex);
+      Harmonia__Bb__Write body = HARMONIA__BB__WRITE__INIT;
+      body.file = const_cast<char*>(file.c_str());
+      body.offset = at;
+      body.data.len = piece;
+      body.data.data = reinterpret_cast<std::uint8_t*>(const_cast<char*>(data + done));
+      body.job = const_cast<char*>(job.c_str());
+      Harmonia__Bb__Request request = HARMONIA__BB__REQUEST__INIT;
+      request.body_case = HARMONIA__BB__REQUEST__BODY_WRITE;
+      request.write = &body;
+      outcome = call(node, address, request);
+    }
+    if (outcome == Outcome::Full) {
+      // What the full node holds of the file must land before the write that goes through.
+      (void)drain_one(file, address);
+      return false;
+    }
+    if (outcome != Outcome::Ok) return false;
+    at += piece;
+    done += piece;
+  }
+  return true;
+}
+
+bool drain(const std::string& file, const std::vector<std::string>& nodes) {
+  bool ok = true;
+  for (const auto& address : nodes) ok = drain_one(file, address) == Outcome::Ok && ok;
+  return ok;
+}
+
+void note_held(const std::string& path, const std::vector<std::string>& nodes) {
+  std::lock_guard lock(held_mutex);
+  held()[path].insert(nodes.begin(), nodes.end());
+}
+
+void settle_path(const char* path) {
+  std::set<std::string> nodes;
+  std::string name;
+  {
+    std::lock_guard lock(held_mutex);
+    if (held().empty()) return;
+    char resolved[PATH_MAX];
+    if (!realpath(path, resolved)) return;
+    const auto found = held().find(resolved);
+    if (found == held().end()) return;
+    nodes.swap(found->second);
+    held().erase(found);
+    name = relative_name(resolved);
+  }
+  if (!name.empty()) (void)drain(name, std::vector<std::string>(nodes.begin(), nodes.end()));
+}
+
+}  // namespace harmonia::bbio::buffers

@@ -1,0 +1,50 @@
+#pragma once
+// libharmonia's data-plane client (docs/buffer-nodes.md): writes of a granted I/O phase go to
+// buffer nodes (harmonia-bbd), striped round-robin over the granted nodes; reads, truncation and
+// a change of nodes first drain the file from the nodes that hold it, so that the file on the PFS
+// always ends with the bytes written last. A node that is full or unreachable makes the write go
+// through to the PFS instead (after draining what that node holds of the file, when it can).
+
+#include <sys/types.h>
+#include <sys/uio.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace harmonia::bbio::buffers {
+
+/// One connection to a node. The transport is behind this interface: TCP now; an RDMA transport
+/// (UCX) needs connect by address, ordered reliable messages of up to 16 MiB + 4 KiB, and a
+/// registered buffer for the payload (docs/buffer-nodes.md, "Transport").
+class Channel {
+ public:
+  virtual ~Channel() = default;
+  /// Sends one whole frame; false when the node is gone.
+  virtual bool send(const std::string& frame) = 0;
+  /// Receives one frame's body into `body`; false when the node is gone or sent garbage.
+  virtual bool receive(std::string& body) = 0;
+};
+
+/// Opens a TCP channel to "HOST:PORT", or nullptr.
+std::unique_ptr<Channel> connect_tcp(const std::string& address);
+
+/// The name of `path` (absolute) relative to HARMONIA_BUFFER_ROOT, the PFS directory the buffer
+/// nodes drain to; "" when the path is outside it (never buffered) or the variable is unset.
+std::string relative_name(const std::string& path);
+
+/// Sends `iov` (`count` pieces) for `offset` of `file` to `nodes`, `stripe` bytes per node in
+/// turn; true when every byte is acknowledged. false: some bytes are not on a node (full or
+/// gone); the caller writes the whole range through to the PFS.
+bool write(const std::string& file, const std::string& job, const struct iovec* iov, int count,
+           off64_t offset, const std::vector<std::string>& nodes, std::uint64_t stripe);
+/// Drains `file` from `nodes` to the PFS and waits; false when a node could not (it is gone).
+bool drain(const std::string& file, const std::vector<std::string>& nodes);
+/// Before the file at `path` is opened again in this process: drains it from the nodes this
+/// process wrote it to, so that what the open sees (or truncates) is complete.
+void settle_path(const char* path);
+/// Remembers that `path`'s data sits on `nodes` (for settle_path).
+void note_held(const std::string& path, const std::vector<std::string>& nodes);
+
+}  // namespace harmonia::bbio::buffers

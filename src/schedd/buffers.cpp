@@ -1,0 +1,354 @@
+#include "schedd/buffers.hpp"
+
+#include <algorithm>
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <stdexcept>
+
+#include "core/registry.hpp"
+
+namespace harmonia::schedd {
+
+core::SchedulerConfig BufferConfig::scheduler_config() const {
+  if (count < 1) throw std::invalid_argument("buffers: count must be >= 1");
+  if (!(capacity > 0)) throw std::invalid_argument("buffers: capacity must be > 0");
+  if (!(write_bw > 0) || !(read_bw > 0) || !(link_bw > 0))
+    throw std::invalid_argument("buffers: bandwidths must be > 0");
+  if (!(flush_threshold >= 0 && flush_threshold <= 1))
+    throw std::invalid_argument("buffers: flush threshold must be in [0, 1]");
+  if (backup_flushers < 0 || backup_flushers >= count)
+    throw std::invalid_argument("buffers: backup flushers must be in [0, count)");
+  if (!(phase_bytes > 0)) throw std::invalid_argument("buffers: phase bytes must be > 0");
+  if (stripe_bytes < 4096 || stripe_bytes > (16u << 20))
+    throw std::invalid_argument("buffers: stripe must be 4 KiB to 16 MiB");
+  if (!(report_seconds > 0)) throw std::invalid_argument("buffers: report period must be > 0");
+  core::SchedulerConfig cfg(core::DeviceModel::from_slope("buffer", write_bw, read_bw, concurrency,
+                                                          interference_slope));
+  cfg.buffer_count = count;
+  cfg.buffer_capacity = capacity;
+  cfg.buffer_link_bw = link_bw;
+  cfg.client_node_bw = link_bw;
+  cfg.flush_threshold = flush_threshold;
+  cfg.backup_flushers = backup_flushers;
+  cfg.max_colocated = max_colocated;
+  cfg.min_buffers = min_buffers;
+  return cfg;
+}
+
+BufferBroker::BufferBroker(BufferConfig config, double origin)
+    : config_(std::move(config)), nodes_(static_cast<size_t>(config_.count)), origin_(origin) {
+  scheduler_ = core::make_scheduler(config_.policy, config_.scheduler_config(), *this);
+  for (size_t i = 0; i < nodes_.size(); ++i) nodes_[i].order.set_epoch(1);
+}
+
+BufferBroker::~BufferBroker() = default;
+
+BrokerJob BufferBroker::add_job(const std::string& key, const std::string& name,
+                                std::uint32_t ranks, std::int32_t priority, double declared_bytes,
+                                double now) {
+  advance(now);
+  const auto id = static_cast<BrokerJob>(jobs_.size());
+  jobs_.push_back({});
+  jobs_.back().key = key;
+  jobs_.back().ranks = std::max<std::uint32_t>(1, ranks);
+  jobs_.back().registered = now_;
+  core::AppInfo info;
+  info.name = name;
+  info.nodes = 1;  // one machine's processes share one client link
+  info.priority = priority;
+  // DataWarp reserves what the job declares; without a declaration, one default phase.
+  info.declared_bytes = declared_bytes > 0 ? declared_bytes : config_.phase_bytes * ranks;
+  const core::AppId app = scheduler_->on_app_register(info, now_);
+  if (app != id) throw std::logic_error("job and policy-core application ids diverged");
+  return id;
+}
+
+void BufferBroker::phase_begin(BrokerJob job, double bytes, double now) {
+  advance(now);
+  JobState& state = jobs_.at(static_cast<size_t>(job));
+  if (state.in_phase || state.ended) return;
+  state.in_phase = true;
+  state.phase_index += 1;
+  const double total = config_.phase_bytes * state.ranks;
+  // A phase never asks for more than all buffers hold: the policies could never place it.
+  state.phase_bytes = std::min(bytes > 0 ? bytes : total, config_.capacity * config_.count);
+  mark_job(job);
+  if (state.admitted) submit_phase(job, now_);
+}
+
+void BufferBroker::submit_phase(BrokerJob job, double now) {
+  const JobState& state = jobs_[static_cast<size_t>(job)];
+  core::PhaseRequest request;
+  request.app = job;
+  request.index = state.phase_index;
+  request.bytes = state.phase_bytes;
+  scheduler_->on_phase_request(request, now);
+}
+
+void BufferBroker::phase_end(BrokerJob job, double now) {
+  advance(now);
+  JobState& state = jobs_.at(static_cast<size_t>(job));
+  if (!state.in_phase) return;
+  state.in_phase = false;
+  if (state.phase_running) {
+    state.phase_running = false;
+    complete_phase(job);
+  } else if (state.admitted) {
+    // Ended before its grant (a declared phase without writes): completes once granted.
+    state.end_when_granted = true;
+  } else {
+    state.phase_index -= 1;  // never submitted
+  }
+  mark_job(job);
+}
+
+void BufferBroker::job_end(BrokerJob job, double now) {
+  advance(now);
+  JobState& state = jobs_.at(static_cast<size_t>(job));
+  if (state.ended) return;
+  phase_end(job, now);
+  state.ended = true;
+  // The core accepts an application's end only once it is admitted; a queued job that leaves
+  // is admitted and ended at once (it reserved nothing it used).
+  if (state.admitted && !state.end_when_granted) scheduler_->on_app_end(job, now_);
+}
+
+std::optional<int> BufferBroker::register_node(const std::string& address,
+                                               std::uint64_t capacity) {
+  (void)capacity;  // the policy places by the configured capacity; the node refuses beyond its own
+  for (size_t i = 0; i < nodes_.size(); ++i)
+    if (nodes_[i].address == address) {
+      nodes_[i].connected = true;
+      mark_node(static_cast<int>(i));
+      return static_cast<int>(i);
+    }
+  for (size_t i = 0; i < nodes_.size(); ++i)
+    if (nodes_[i].address.empty()) {
+      nodes_[i].address = address;
+      nodes_[i].connected = true;
+      mark_node(static_cast<int>(i));
+      // Jobs granted this slot before its node came can use it now.
+      for (size_t j = 0; j < jobs_.size(); ++j)
+        if (std::count(jobs_[j].granted.begin(), jobs_[j].granted.end(), static_cast<int>(i)))
+          mark_job(static_cast<BrokerJob>(j));
+      return static_cast<int>(i);
+    }
+  return std::nullopt;
+}
+
+void BufferBroker::node_report(int node, const control::BufferReport& report, double now) {
+  advance(now);
+  NodeState& state = nodes_.at(static_cast<size_t>(node));
+  const std::uint64_t before = state.reported ? state.last.drained_bytes() : 0;
+  // A restarted node counts from zero again.
+  const std::uint64_t drained =
+      report.drained_bytes() >= before ? report.drained_bytes() - before : report.drained_bytes();
+  state.last = report;
+  state.reported = true;
+  if (drained > 0) scheduler_->on_drained(node, static_cast<double>(drained), now_);
+  // The policy accounts phases by their declared size, the node holds what was really written.
+  // Once the node has seen the current order (sent after the last phase on it completed, so its
+  // report includes every write of that phase), a job it holds nothing of holds nothing there.
+  if (report.order_epoch() != state.order.epoch()) return;
+  const std::set<std::string> held(report.held_jobs().begin(), report.held_jobs().end());
+  std::set<core::AppId> gone;
+  for (const auto& data : scheduler_->buffers()[static_cast<size_t>(node)].held)
+    if (!held.count(jobs_[static_cast<size_t>(data.app)].key)) gone.insert(data.app);
+  for (core::AppId app : gone) scheduler_->on_released(node, app, now_);
+}
+
+void BufferBroker::node_gone(int node) {
+  NodeState& state = nodes_.at(static_cast<size_t>(node));
+  state.connected = false;
+  for (size_t j = 0; j < jobs_.size(); ++j)
+    if (std::count(jobs_[j].granted.begin(), jobs_[j].granted.end(), node))
+      mark_job(static_cast<BrokerJob>(j));
+}
+
+void BufferBroker::tick(double now) {
+  advance(now);
+  scheduler_->on_tick(now_);
+  while (!deferred_.empty()) {
+    std::vector<std::function<void()>> run;
+    run.swap(deferred_);
+    for (auto& action : run) action();
+    scheduler_->on_tick(now_);
+  }
+  update_orders();
+}
+
+void BufferBroker::admit(core::AppId app) {
+  JobState& state = jobs_.at(static_cast<size_t>(app));
+  state.admitted = true;
+  state.admitted_at = now_;
+  mark_job(app);
+  if (state.in_phase) submit_phase(app, now_);
+  // Called from inside the policy: a job that left while queued ends right after.
+  if (state.ended) deferred_.push_back([this, app] { scheduler_->on_app_end(app, now_); });
+}
+
+void BufferBroker::grant(const core::PhaseRequest& phase,
+                         const std::vector<core::BufferId>& buffers) {
+  JobState& state = jobs_.at(static_cast<size_t>(phase.app));
+  state.granted = buffers;
+  state.phase_running = true;
+  mark_job(phase.app);
+  // Called from inside the policy's decision: a phase that already ended completes after it.
+  if (!state.end_when_granted) return;
+  const BrokerJob job = phase.app;
+  deferred_.push_back([this, job] {
+    JobState& ended = jobs_[static_cast<size_t>(job)];
+    ended.end_when_granted = false;
+    ended.phase_running = false;
+    complete_phase(job);
+    if (ended.ended) scheduler_->on_app_end(job, now_);
+  });
+}
+
+void BufferBroker::start_drain(core::BufferId buffer) {
+  nodes_.at(static_cast<size_t>(buffer)).draining = true;
+}
+
+void BufferBroker::stop_drain(core::BufferId buffer) {
+  nodes_.at(static_cast<size_t>(buffer)).draining = false;
+}
+
+void BufferBroker::update_orders() {
+  const auto& buffers = scheduler_->buffers();
+  for (size_t b = 0; b < nodes_.size(); ++b) {
+    NodeState& node = nodes_[b];
+    std::set<std::string> jobs;
+    if (node.draining)
+      for (const auto& held : buffers[b].held)
+        if (held.drainable) jobs.insert(jobs_[static_cast<size_t>(held.app)].key);
+    const bool same = node.order.drain() == node.draining &&
+                      static_cast<size_t>(node.order.jobs_size()) == jobs.size() &&
+                      std::equal(jobs.begin(), jobs.end(), node.order.jobs().begin());
+    if (same) continue;
+    node.order.set_drain(node.draining);
+    node.order.clear_jobs();
+    for (const auto& job : jobs) node.order.add_jobs(job);
+    node.order.set_epoch(node.order.epoch() + 1);
+    mark_node(static_cast<int>(b));
+  }
+}
+
+void BufferBroker::fill_directive(BrokerJob job, control::Directive& out) const {
+  const JobState& state = jobs_.at(static_cast<size_t>(job));
+  out.set_buffer_mode(true);
+  out.set_job(state.key);
+  out.set_stripe_bytes(config_.stripe_bytes);
+  out.set_await_grant(state.in_phase && !state.phase_running);
+  for (int b : state.granted) {
+    const NodeState& node = nodes_[static_cast<size_t>(b)];
+    if (node.connected) out.add_buffers(node.address);
+  }
+}
+
+void BufferBroker::fill_order(int node, control::DrainOrder& out) const {
+  out = nodes_.at(static_cast<size_t>(node)).order;
+}
+
+void BufferBroker::fill_status(control::Status& out) const {
+  out.set_policy(config_.policy);
+  const auto& buffers = scheduler_->buffers();
+  for (size_t b = 0; b < nodes_.size(); ++b) {
+    const NodeState& node = nodes_[b];
+    auto* s = out.add_buffers();
+    s->set_index(static_cast<std::uint32_t>(b));
+    s->set_address(node.address);
+    s->set_connected(node.connected);
+    s->set_capacity(node.reported ? node.last.capacity()
+                                  : static_cast<std::uint64_t>(config_.capacity));
+    s->set_used(node.last.used());
+    s->set_scheduled_used(buffers[b].used);
+    s->set_phases(static_cast<std::uint32_t>(buffers[b].phases));
+    s->set_draining(node.draining);
+    s->set_queue_depth(node.last.queue_depth());
+    s->set_drained_bytes(node.last.drained_bytes());
+  }
+}
+
+double BufferBroker::wait_seconds(BrokerJob job, double now) const {
+  now -= origin_;
+  const JobState& state = jobs_.at(static_cast<size_t>(job));
+  // Admission (DataWarp's reservation) first, then each phase's wait for its grant.
+  double total = (state.admitted ? state.admitted_at : now) - state.registered;
+  for (const auto& phase : scheduler_->recorder().phases())
+    if (phase.app == job) total += (phase.granted >= 0 ? phase.granted : now) - phase.requested;
+  return total;
+}
+
+std::vector<BrokerJob> BufferBroker::take_changed_jobs() {
+  std::vector<BrokerJob> out;
+  out.swap(changed_jobs_);
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
+std::vector<int> BufferBroker::take_changed_nodes() {
+  std::vector<int> out;
+  out.swap(changed_nodes_);
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
+void BufferBroker::complete_phase(BrokerJob job) {
+  JobState& state = jobs_[static_cast<size_t>(job)];
+  scheduler_->on_phase_complete(job, state.phase_index, now_);
+  // A new order epoch for its nodes: reports that acknowledge it include all of its writes.
+  for (int b : state.granted) {
+    auto& order = nodes_[static_cast<size_t>(b)].order;
+    order.set_epoch(order.epoch() + 1);
+    mark_node(b);
+  }
+  state.granted.clear();
+}
+
+void BufferBroker::advance(double now) { now_ = std::max(now_, now - origin_); }
+
+void BufferBroker::mark_job(BrokerJob job) { changed_jobs_.push_back(job); }
+void BufferBroker::mark_node(int node) { changed_nodes_.push_back(node); }
+
+std::string BufferBroker::results_json() const {
+  using nlohmann::ordered_json;
+  const auto& recorder = scheduler_->recorder();
+  const auto apps = recorder.app_metrics();
+  const auto s = recorder.system_metrics();
+  ordered_json out;
+  out["policy"] = config_.policy;
+  out["metrics"] = {{"avg_completion", s.avg_completion}, {"avg_wait", s.avg_wait},
+                    {"avg_io", s.avg_io},                 {"makespan", s.makespan},
+                    {"avg_stall", s.avg_stall},           {"fairness", s.fairness},
+                    {"buffer_efficiency", s.buffer_efficiency}};
+  out["apps"] = ordered_json::array();
+  for (size_t a = 0; a < apps.size(); ++a)
+    out["apps"].push_back({{"job", jobs_[a].key},
+                           {"name", apps[a].name},
+                           {"arrival", apps[a].arrival},
+                           {"start", apps[a].start},
+                           {"end", apps[a].end},
+                           {"completion", apps[a].completion},
+                           {"wait", apps[a].wait},
+                           {"io", apps[a].io},
+                           {"bytes", apps[a].bytes}});
+  out["phases"] = ordered_json::array();
+  for (const auto& p : recorder.phases())
+    out["phases"].push_back({{"job", jobs_[static_cast<size_t>(p.app)].key},
+                             {"index", p.index},
+                             {"requested", p.requested},
+                             {"granted", p.granted},
+                             {"end", p.end},
+                             {"size", p.bytes}});
+  out["drains"] = ordered_json::array();
+  for (const auto& d : recorder.drains())
+    if (d.bytes > 0)
+      out["drains"].push_back(
+          {{"buffer", d.buffer}, {"start", d.start}, {"end", d.end}, {"bytes", d.bytes}});
+  return out.dump(2) + "\n";
+}
+
+}  // namespace harmonia::schedd

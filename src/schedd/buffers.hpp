@@ -1,0 +1,135 @@
+#pragma once
+/// @file The scheduler daemon's burst-buffer side (docs/buffer-nodes.md): the Harmonia policy core
+/// (core/scheduler.hpp, the code the simulator runs) fed with the daemon's jobs, their I/O phases
+/// and the reports of the buffer nodes' monitors, and its decisions turned into grants (the nodes
+/// a job's phase writes to) and drain orders (what a node drains to the PFS). No sockets, no
+/// threads: `Service` drives it.
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "control/control.pb.h"
+#include "core/scheduler.hpp"
+
+namespace harmonia::schedd {
+
+struct BufferConfig {
+  std::string policy = "max-bandwidth";  ///< a core policy (core/registry.hpp)
+  int count = 1;                         ///< buffer nodes the policy places on
+  double capacity = 1e9;                 ///< bytes per node
+  double write_bw = 500e6;               ///< one node's device, bytes/s (its profile)
+  double read_bw = 550e6;
+  int concurrency = 4;
+  double interference_slope = 0.3;  ///< I_f(n) = 1 + slope (n - 1)
+  double link_bw = 1.25e9;          ///< network into one node and out of one client
+  double flush_threshold = 0.5;
+  int backup_flushers = 0;
+  std::optional<int> max_colocated;
+  int min_buffers = 1;
+  double phase_bytes = 64e6;  ///< per process, for a phase that declares no size
+  std::uint64_t stripe_bytes = 1 << 20;
+  double report_seconds = 0.1;
+
+  /// The policy core's configuration; throws std::invalid_argument naming a bad setting.
+  core::SchedulerConfig scheduler_config() const;
+};
+
+using BrokerJob = core::AppId;
+
+class BufferBroker : private core::Actions {
+ public:
+  /// Times are the daemon's clock; `origin` (its start) is time 0 in the policy's records.
+  /// Throws std::invalid_argument naming a bad policy or setting.
+  BufferBroker(BufferConfig config, double origin);
+  ~BufferBroker() override;
+
+  // Jobs, as the daemon sees them (a job is all processes with one key).
+  BrokerJob add_job(const std::string& key, const std::string& name, std::uint32_t ranks,
+                    std::int32_t priority, double declared_bytes, double now);
+  /// The job's first process entered an I/O phase of `bytes` (0: the default size).
+  void phase_begin(BrokerJob job, double bytes, double now);
+  /// Its last process left the phase.
+  void phase_end(BrokerJob job, double now);
+  /// Its last process left: its data drains (DataWarp: stage-out).
+  void job_end(BrokerJob job, double now);
+
+  // Buffer nodes (the monitors' connections).
+  /// A node at `address` registers: its slot (the same again after a restart), or nullopt when
+  /// every slot belongs to another address.
+  std::optional<int> register_node(const std::string& address, std::uint64_t capacity);
+  void node_report(int node, const control::BufferReport& report, double now);
+  void node_gone(int node);
+
+  /// Lets the policy decide (grants, drains); call after each batch of events.
+  void tick(double now);
+
+  /// The job's part of its directive: buffer_mode, buffers, stripe_bytes, await_grant.
+  void fill_directive(BrokerJob job, control::Directive& out) const;
+  void fill_order(int node, control::DrainOrder& out) const;
+  void fill_status(control::Status& out) const;
+  /// Seconds the job's phases have waited for grants (including one waiting now).
+  double wait_seconds(BrokerJob job, double now) const;
+  /// Jobs whose directive changed, and nodes whose drain order changed, since the last call.
+  std::vector<BrokerJob> take_changed_jobs();
+  std::vector<int> take_changed_nodes();
+  /// The policy core's per-job and system metrics (as harmonia-sim writes them).
+  std::string results_json() const;
+
+  const BufferConfig& config() const { return config_; }
+
+ private:
+  struct JobState {
+    std::string key;
+    std::uint32_t ranks = 1;
+    double registered = 0;
+    bool admitted = false;
+    double admitted_at = 0;
+    bool ended = false;
+    bool in_phase = false;
+    bool phase_running = false;  ///< the core granted the current phase
+    bool end_when_granted = false;
+    int phase_index = -1;
+    double phase_bytes = 0;
+    std::vector<int> granted;
+  };
+  struct NodeState {
+    std::string address;
+    bool connected = false;
+    bool draining = false;  ///< the policy wants it to drain
+    control::DrainOrder order;
+    control::BufferReport last;
+    bool reported = false;
+  };
+
+  // core::Actions
+  void admit(core::AppId app) override;
+  void grant(const core::PhaseRequest& phase, const std::vector<core::BufferId>& buffers) override;
+  void start_drain(core::BufferId buffer) override;
+  void stop_drain(core::BufferId buffer) override;
+
+  void submit_phase(BrokerJob job, double now);
+  void advance(double now);
+  /// The core's phase completion, and a new order epoch for the phase's nodes.
+  void complete_phase(BrokerJob job);
+  void mark_job(BrokerJob job);
+  void mark_node(int node);
+  /// Recomputes each node's order from the policy's state; marks the nodes whose order changed.
+  void update_orders();
+
+  BufferConfig config_;
+  std::unique_ptr<core::Scheduler> scheduler_;
+  std::vector<JobState> jobs_;
+  std::vector<NodeState> nodes_;
+  std::vector<BrokerJob> changed_jobs_;
+  std::vector<int> changed_nodes_;
+  /// Events that arose inside a policy call, run once it has returned.
+  std::vector<std::function<void()>> deferred_;
+  double origin_;
+  double now_ = 0;  ///< seconds since origin_
+};
+
+}  // namespace harmonia::schedd

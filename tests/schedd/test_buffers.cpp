@@ -1,0 +1,227 @@
+// The scheduler daemon's burst-buffer side: jobs, buffer nodes' monitors and the policy core,
+// driven through the service as the server would drive it.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+#include "schedd/service.hpp"
+
+using namespace harmonia::schedd;
+using harmonia::control::DrainOrder;
+using harmonia::control::Envelope;
+
+namespace {
+
+constexpr double kMiB = 1 << 20;
+
+ServiceConfig buffered(const std::string& policy, int nodes, double capacity) {
+  ServiceConfig c;
+  BufferConfig b;
+  b.policy = policy;
+  b.count = nodes;
+  b.capacity = capacity;
+  b.phase_bytes = 16 * kMiB;
+  b.flush_threshold = 0.5;
+  c.buffers = b;
+  return c;
+}
+
+struct Harness {
+  explicit Harness(ServiceConfig c) : service(std::move(c), 0) {}
+  Service service;
+  double now = 0;
+  std::vector<Outgoing> pushes;
+  bool tool_connected = false;
+
+  Envelope call(ConnectionId id, Envelope request) {
+    request.set_seq(5);
+    std::vector<Outgoing> out;
+    service.on_message(id, request, now, out);
+    EXPECT_FALSE(out.empty());
+    Envelope reply = out.front().message;
+    pushes.insert(pushes.end(), out.begin() + 1, out.end());
+    return reply;
+  }
+  void node(ConnectionId id, const std::string& address) {
+    service.on_connect(id, std::nullopt, now);
+    Envelope e;
+    e.mutable_register_buffer()->set_protocol_version(1);
+    e.mutable_register_buffer()->set_address(address);
+    e.mutable_register_buffer()->set_capacity(1 << 30);
+    ASSERT_TRUE(call(id, e).has_buffer_registered());
+  }
+  harmonia::control::Directive job(ConnectionId id, const std::string& key,
+                                   double bytes_per_process = 0) {
+    service.on_connect(id, 1000, now);
+    Envelope e;
+    auto* r = e.mutable_register_process();
+    r->set_protocol_version(1);
+    r->set_job(key);
+    r->set_ranks(1);
+    r->set_bytes_per_process(bytes_per_process);
+    return call(id, e).registered().directive();
+  }
+  harmonia::control::Directive begin(ConnectionId id, double bytes) {
+    Envelope e;
+    e.mutable_phase_begin()->set_expected_bytes(static_cast<std::uint64_t>(bytes));
+    return call(id, e).directive();
+  }
+  harmonia::control::Directive end(ConnectionId id) {
+    Envelope e;
+    e.mutable_phase_end();
+    return call(id, e).directive();
+  }
+  DrainOrder report(ConnectionId node, std::uint64_t used, std::uint64_t drained,
+                    std::vector<std::string> held, std::uint64_t acted_epoch) {
+    Envelope e;
+    auto* r = e.mutable_buffer_report();
+    r->set_capacity(1 << 30);
+    r->set_used(used);
+    r->set_drained_bytes(drained);
+    for (auto& job : held) r->add_held_jobs(job);
+    r->set_order_epoch(acted_epoch);
+    return call(node, e).drain_order();
+  }
+  /// The last directive pushed to `id`.
+  std::optional<harmonia::control::Directive> pushed(ConnectionId id) const {
+    for (auto it = pushes.rbegin(); it != pushes.rend(); ++it)
+      if (it->to == id && it->message.has_directive()) return it->message.directive();
+    return std::nullopt;
+  }
+  harmonia::control::Status status() {
+    if (!tool_connected) service.on_connect(99, 1000, now);
+    tool_connected = true;
+    Envelope e;
+    e.mutable_status_request();
+    return call(99, e).status();
+  }
+};
+
+}  // namespace
+
+TEST(Buffers, BadSettingsAreRefusedByName) {
+  auto c = buffered("max-bandwidth", 2, 0);
+  EXPECT_THROW(Service(c, 0), std::invalid_argument);
+  c = buffered("no-such-policy", 2, 64 * kMiB);
+  EXPECT_THROW(Service(c, 0), std::invalid_argument);
+  c = buffered("max-bandwidth", 2, 64 * kMiB);
+  c.buffers->stripe_bytes = 100;
+  EXPECT_THROW(Service(c, 0), std::invalid_argument);
+}
+
+TEST(Buffers, NodesKeepTheirSlotAcrossRestartsAndExtraNodesAreRefused) {
+  Harness h(buffered("max-bandwidth", 1, 64 * kMiB));
+  h.node(1, "n0:7100");
+  h.service.on_connect(2, std::nullopt, 0);
+  Envelope e;
+  e.mutable_register_buffer()->set_protocol_version(1);
+  e.mutable_register_buffer()->set_address("n1:7100");
+  EXPECT_TRUE(h.call(2, e).has_error()) << "one slot, taken by n0";
+  std::vector<Outgoing> out;
+  h.service.on_disconnect(1, 0, out);
+  EXPECT_FALSE(h.status().buffers(0).connected());
+  h.node(3, "n0:7100");
+  EXPECT_TRUE(h.status().buffers(0).connected());
+}
+
+TEST(Buffers, APhaseWaitsForItsGrantAndGetsStripedNodes) {
+  Harness h(buffered("max-bandwidth", 2, 64 * kMiB));
+  h.node(1, "n0:7100");
+  h.node(2, "n1:7100");
+  const auto registered = h.job(10, "a");
+  EXPECT_TRUE(registered.buffer_mode());
+  EXPECT_EQ(registered.job(), "a");
+  EXPECT_EQ(registered.buffers_size(), 0) << "no phase yet: nothing granted";
+  const auto granted = h.begin(10, 32 * kMiB);
+  EXPECT_FALSE(granted.await_grant());
+  ASSERT_GE(granted.buffers_size(), 1);
+  for (const auto& node : granted.buffers()) EXPECT_TRUE(node == "n0:7100" || node == "n1:7100");
+  EXPECT_EQ(granted.stripe_bytes(), 1u << 20);
+  const auto after = h.end(10);
+  EXPECT_EQ(after.buffers_size(), 0) << "out of its phase, a job writes to the PFS";
+}
+
+TEST(Buffers, AGrantToANodeThatIsGoneIsNotHandedOut) {
+  Harness h(buffered("datawarp", 2, 64 * kMiB));
+  h.node(1, "n0:7100");  // slot 1 never registers
+  const auto d = h.begin((h.job(10, "a"), 10), 8 * kMiB);
+  ASSERT_EQ(d.buffers_size(), 1) << "DataWarp stripes over every slot, but only n0 is there";
+  EXPECT_EQ(d.buffers(0), "n0:7100");
+}
+
+TEST(Buffers, DataWarpQueuesJobsWhoseReservationDoesNotFit) {
+  Harness h(buffered("datawarp", 2, 64 * kMiB));
+  h.node(1, "n0:7100");
+  h.node(2, "n1:7100");
+  h.job(10, "big", 100 * kMiB);  // reserves 100 of 128 MiB
+  h.job(11, "second", 64 * kMiB);
+  EXPECT_FALSE(h.begin(10, 100 * kMiB).await_grant());
+  const auto waiting = h.begin(11, 64 * kMiB);
+  EXPECT_TRUE(waiting.await_grant()) << "its reservation waits for the first job's stage-out";
+  EXPECT_EQ(waiting.buffers_size(), 0);
+  h.end(10);
+  h.now = 1;
+  const DrainOrder before_end = h.report(1, 50 * kMiB, 0, {"big"}, 1);
+  EXPECT_FALSE(before_end.drain()) << "DataWarp stages out only when the job ends";
+  std::vector<Outgoing> out;
+  h.service.on_disconnect(10, h.now, out);  // the job ends: stage-out
+  h.pushes.insert(h.pushes.end(), out.begin(), out.end());
+  const DrainOrder order = h.report(1, 50 * kMiB, 0, {"big"}, 0);
+  EXPECT_TRUE(order.drain());
+  ASSERT_EQ(order.jobs_size(), 1);
+  EXPECT_EQ(order.jobs(0), "big");
+  EXPECT_FALSE(h.pushed(11) && !h.pushed(11)->await_grant()) << "still queued mid stage-out";
+  // Both nodes drain all they hold of the job: the reservation is freed, the second job runs.
+  h.now = 2;
+  h.report(1, 0, 50 * kMiB, {}, order.epoch());
+  const DrainOrder second = h.report(2, 0, 50 * kMiB, {}, order.epoch());
+  (void)second;
+  ASSERT_TRUE(h.pushed(11).has_value());
+  EXPECT_FALSE(h.pushed(11)->await_grant());
+  EXPECT_EQ(h.pushed(11)->buffers_size(), 2);
+  const auto status = h.status();
+  const auto job = std::find_if(status.jobs().begin(), status.jobs().end(),
+                                [](const auto& j) { return j.job() == "second"; });
+  ASSERT_NE(job, status.jobs().end());
+  EXPECT_NEAR(job->wait_seconds(), 2.0, 1e-9) << "admission wait, from registration at 0 to 2";
+}
+
+TEST(Buffers, DrainedBytesAreAccountedAndAnEmptyNodeSettlesThePolicysEstimate) {
+  Harness h(buffered("max-bandwidth", 1, 64 * kMiB));
+  h.node(1, "n0:7100");
+  h.job(10, "a");
+  h.begin(10, 40 * kMiB);  // over the 50 % threshold
+  h.end(10);
+  const DrainOrder order = h.report(1, 30 * kMiB, 0, {"a"}, 0);
+  ASSERT_TRUE(order.drain());
+  EXPECT_NEAR(h.status().buffers(0).scheduled_used(), 40 * kMiB, 1);
+  const DrainOrder below = h.report(1, 20 * kMiB, 10 * kMiB, {"a"}, 0);
+  EXPECT_NEAR(h.status().buffers(0).scheduled_used(), 30 * kMiB, 1) << "10 MiB drained";
+  EXPECT_FALSE(below.drain()) << "below the threshold again";
+  // The job really wrote 30 MiB, not the 40 it declared: once the node, having seen the latest
+  // order, holds nothing of it, the rest of the estimate is free too.
+  const DrainOrder done = h.report(1, 0, 30 * kMiB, {}, below.epoch());
+  EXPECT_NEAR(h.status().buffers(0).scheduled_used(), 0, 1);
+  EXPECT_FALSE(done.drain());
+}
+
+TEST(Buffers, AStaleReportDoesNotSettleANewerOrder) {
+  Harness h(buffered("max-bandwidth", 1, 64 * kMiB));
+  h.node(1, "n0:7100");
+  h.job(10, "a");
+  h.begin(10, 40 * kMiB);
+  h.end(10);
+  const DrainOrder order = h.report(1, 40 * kMiB, 0, {"a"}, 0);
+  ASSERT_TRUE(order.drain());
+  // A report from before the node took the order: it holds nothing of "a" yet in its view.
+  h.report(1, 0, 0, {}, order.epoch() - 1);
+  EXPECT_NEAR(h.status().buffers(0).scheduled_used(), 40 * kMiB, 1);
+}
+
+TEST(Buffers, ReportsBeforeRegistrationAreRefused) {
+  Harness h(buffered("max-bandwidth", 1, 64 * kMiB));
+  h.service.on_connect(1, std::nullopt, 0);
+  Envelope e;
+  e.mutable_buffer_report();
+  EXPECT_TRUE(h.call(1, e).has_error());
+}
