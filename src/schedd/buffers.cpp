@@ -23,8 +23,8 @@ core::SchedulerConfig BufferConfig::scheduler_config() const {
   if (stripe_bytes < 4096 || stripe_bytes > (16u << 20))
     throw std::invalid_argument("buffers: stripe must be 4 KiB to 16 MiB");
   if (!(report_seconds > 0)) throw std::invalid_argument("buffers: report period must be > 0");
-  core::SchedulerConfig cfg(core::DeviceModel::from_slope("buffer", write_bw, read_bw, concurrency,
-                                                          interference_slope));
+  core::SchedulerConfig cfg(
+      core::DeviceModel::from_slope("buffer", write_bw, read_bw, concurrency, interference_slope));
   cfg.buffer_count = count;
   cfg.buffer_capacity = capacity;
   cfg.buffer_link_bw = link_bw;
@@ -93,12 +93,11 @@ void BufferBroker::phase_end(BrokerJob job, double now) {
   state.in_phase = false;
   if (state.phase_running) {
     state.phase_running = false;
-    complete_phase(job);
+    complete_phase(job, state.phase_index, state.granted);
+    state.granted.clear();
   } else if (state.admitted) {
     // Ended before its grant (a declared phase without writes): completes once granted.
-    state.end_when_granted = true;
-  } else {
-    state.phase_index -= 1;  // never submitted
+    state.ended_early.insert(state.phase_index);
   }
   mark_job(job);
 }
@@ -111,11 +110,10 @@ void BufferBroker::job_end(BrokerJob job, double now) {
   state.ended = true;
   // The core accepts an application's end only once it is admitted; a queued job that leaves
   // is admitted and ended at once (it reserved nothing it used).
-  if (state.admitted && !state.end_when_granted) scheduler_->on_app_end(job, now_);
+  if (state.admitted && state.ended_early.empty()) scheduler_->on_app_end(job, now_);
 }
 
-std::optional<int> BufferBroker::register_node(const std::string& address,
-                                               std::uint64_t capacity) {
+std::optional<int> BufferBroker::register_node(const std::string& address, std::uint64_t capacity) {
   (void)capacity;  // the policy places by the configured capacity; the node refuses beyond its own
   for (size_t i = 0; i < nodes_.size(); ++i)
     if (nodes_[i].address == address) {
@@ -191,18 +189,20 @@ void BufferBroker::admit(core::AppId app) {
 void BufferBroker::grant(const core::PhaseRequest& phase,
                          const std::vector<core::BufferId>& buffers) {
   JobState& state = jobs_.at(static_cast<size_t>(phase.app));
-  state.granted = buffers;
-  state.phase_running = true;
-  mark_job(phase.app);
+  if (!state.ended_early.count(phase.index)) {
+    state.granted = buffers;
+    state.phase_running = true;
+    mark_job(phase.app);
+    return;
+  }
   // Called from inside the policy's decision: a phase that already ended completes after it.
-  if (!state.end_when_granted) return;
   const BrokerJob job = phase.app;
-  deferred_.push_back([this, job] {
+  const int index = phase.index;
+  deferred_.push_back([this, job, index, buffers] {
     JobState& ended = jobs_[static_cast<size_t>(job)];
-    ended.end_when_granted = false;
-    ended.phase_running = false;
-    complete_phase(job);
-    if (ended.ended) scheduler_->on_app_end(job, now_);
+    ended.ended_early.erase(index);
+    complete_phase(job, index, buffers);
+    if (ended.ended && ended.ended_early.empty()) scheduler_->on_app_end(job, now_);
   });
 }
 
@@ -296,16 +296,14 @@ std::vector<int> BufferBroker::take_changed_nodes() {
   return out;
 }
 
-void BufferBroker::complete_phase(BrokerJob job) {
-  JobState& state = jobs_[static_cast<size_t>(job)];
-  scheduler_->on_phase_complete(job, state.phase_index, now_);
+void BufferBroker::complete_phase(BrokerJob job, int index, const std::vector<int>& buffers) {
+  scheduler_->on_phase_complete(job, index, now_);
   // A new order epoch for its nodes: reports that acknowledge it include all of its writes.
-  for (int b : state.granted) {
+  for (int b : buffers) {
     auto& order = nodes_[static_cast<size_t>(b)].order;
     order.set_epoch(order.epoch() + 1);
     mark_node(b);
   }
-  state.granted.clear();
 }
 
 void BufferBroker::advance(double now) { now_ = std::max(now_, now - origin_); }
@@ -320,9 +318,12 @@ std::string BufferBroker::results_json() const {
   const auto s = recorder.system_metrics();
   ordered_json out;
   out["policy"] = config_.policy;
-  out["metrics"] = {{"avg_completion", s.avg_completion}, {"avg_wait", s.avg_wait},
-                    {"avg_io", s.avg_io},                 {"makespan", s.makespan},
-                    {"avg_stall", s.avg_stall},           {"fairness", s.fairness},
+  out["metrics"] = {{"avg_completion", s.avg_completion},
+                    {"avg_wait", s.avg_wait},
+                    {"avg_io", s.avg_io},
+                    {"makespan", s.makespan},
+                    {"avg_stall", s.avg_stall},
+                    {"fairness", s.fairness},
                     {"buffer_efficiency", s.buffer_efficiency}};
   out["apps"] = ordered_json::array();
   for (size_t a = 0; a < apps.size(); ++a)

@@ -9,6 +9,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -91,7 +92,7 @@ class BufferBroker : private core::Actions {
     bool ended = false;
     bool in_phase = false;
     bool phase_running = false;  ///< the core granted the current phase
-    bool end_when_granted = false;
+    std::set<int> ended_early;   ///< phases that ended before their grant
     int phase_index = -1;
     double phase_bytes = 0;
     std::vector<int> granted;
@@ -114,7 +115,7 @@ class BufferBroker : private core::Actions {
   void submit_phase(BrokerJob job, double now);
   void advance(double now);
   /// The core's phase completion, and a new order epoch for the phase's nodes.
-  void complete_phase(BrokerJob job);
+  void complete_phase(BrokerJob job, int index, const std::vector<int>& buffers);
   void mark_job(BrokerJob job);
   void mark_node(int node);
   /// Recomputes each node's order from the policy's state; marks the nodes whose order changed.

@@ -1,0 +1,288 @@
+"""Buffer nodes on one machine (docs/buffer-nodes.md): a harmonia-schedd running a burst-buffer
+policy and N harmonia-bbd nodes reporting to it, for `harmonia up`, the end-to-end experiment
+(`harmonia reproduce buffers`) and the tests; and the check that files written by
+`harmonia-bench --keep 1` came out whole."""
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from harmonia.simulator import find_tool
+
+POLICIES = ("datawarp", "max-buffer-efficiency", "priority", "max-bandwidth", "fairness",
+            "min-stall")  # fmt: skip
+
+
+class ClusterError(Exception):
+    """A daemon did not start or a job failed; the message says which and why."""
+
+
+@dataclass(frozen=True)
+class ClusterSettings:
+    directory: Path  # holds pfs/, bb0/.., the socket, logs and the policy's record
+    buffers: int = 4
+    capacity: int = 256 << 20  # bytes per node
+    policy: str = "max-bandwidth"
+    write_bw: float = 500e6  # a node's device (bytes/s), from its profile
+    interference_slope: float = 0.3
+    flush_threshold: float = 0.5
+    backup_flushers: int = 0
+    phase_bytes: int = 64 << 20  # per process, for phases that declare no size
+    stripe: int = 1 << 20
+    drain_scheduler: str = "fifo"
+
+
+@dataclass
+class BufferCluster:
+    """The daemons, started by `start` and stopped by `stop` (or as a context manager)."""
+
+    settings: ClusterSettings
+    schedd: subprocess.Popen[str] | None = None
+    nodes: list[subprocess.Popen[str] | None] = field(default_factory=list)
+
+    @property
+    def socket(self) -> Path:
+        return self.settings.directory / "schedd.sock"
+
+    @property
+    def pfs(self) -> Path:
+        return self.settings.directory / "pfs"
+
+    @property
+    def record(self) -> Path:
+        return self.settings.directory / "record.json"
+
+    def env(self) -> dict[str, str]:
+        """What a job needs to write through the buffer nodes."""
+        library = find_tool("libharmonia.so", "HARMONIA_LIBRARY", "src/runtime/bbio/libharmonia.so")
+        return {
+            "LD_PRELOAD": str(library.resolve()),
+            "HARMONIA_SCHEDD": str(self.socket),
+            "HARMONIA_BUFFER_ROOT": str(self.pfs),
+            # Only the PFS's files: writes elsewhere (MPI's session files) are no I/O phase.
+            "HARMONIA_STAGE_INCLUDE": str(self.pfs),
+        }
+
+    def __enter__(self) -> "BufferCluster":
+        self.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.stop()
+
+    def start(self) -> None:
+        s = self.settings
+        if s.policy not in POLICIES:
+            raise ClusterError(f"policy {s.policy!r}: expected one of {', '.join(POLICIES)}")
+        if s.buffers < 1:
+            raise ClusterError("buffers: at least 1")
+        self.pfs.mkdir(parents=True, exist_ok=True)
+        schedd = find_tool("harmonia-schedd", "HARMONIA_SCHEDD_BIN", "src/schedd/harmonia-schedd")
+        self.socket.unlink(missing_ok=True)
+        self.schedd = subprocess.Popen(
+            [str(schedd), "--socket", str(self.socket), "--tick", "0.01",
+             "--buffers", str(s.buffers), "--policy", s.policy,
+             "--buffer-capacity", str(s.capacity), "--buffer-write-bw", str(s.write_bw),
+             "--interference-slope", str(s.interference_slope),
+             "--flush-threshold", str(s.flush_threshold),
+             "--backup-flushers", str(s.backup_flushers),
+             "--phase-bytes", str(s.phase_bytes), "--stripe", str(s.stripe),
+             "--record", str(self.record)],
+            stdout=subprocess.DEVNULL, stderr=self._log("schedd"), text=True,
+        )  # fmt: skip
+        self._wait(lambda: self.socket.exists(), "harmonia-schedd did not start", self.schedd)
+        self.nodes = [None] * s.buffers
+        for k in range(s.buffers):
+            self.start_node(k)
+        self._wait(
+            lambda: all(b.get("connected", False) for b in self.status().get("buffers", [{}])),
+            "the buffer nodes did not register with harmonia-schedd",
+            self.schedd,
+        )
+
+    def start_node(self, k: int) -> None:
+        """Starts node k (again, after a crash: it recovers its log and keeps its slot)."""
+        device = self.settings.directory / f"bb{k}"
+        device.mkdir(exist_ok=True)
+        bbd = find_tool("harmonia-bbd", "HARMONIA_BBD", "src/bbd/harmonia-bbd")
+        port_file = device.with_suffix(".port")
+        command = [str(bbd), "--device", str(device), "--pfs", str(self.pfs),
+                   "--capacity", str(self.settings.capacity), "--schedd", f"unix:{self.socket}",
+                   "--drain-scheduler", self.settings.drain_scheduler]  # fmt: skip
+        if port_file.exists():  # a restart keeps its address, hence its slot
+            command += ["--listen", f"127.0.0.1:{port_file.read_text().strip()}"]
+        node = subprocess.Popen(
+            command, stdout=subprocess.PIPE, stderr=self._log(f"bb{k}"), text=True
+        )
+        line = node.stdout.readline() if node.stdout else ""
+        if not line.startswith("port="):
+            node.kill()
+            raise ClusterError(f"harmonia-bbd {k} did not start; see {device}.log")
+        port_file.write_text(line.split("=", 1)[1].strip())
+        self.nodes[k] = node
+
+    def kill_node(self, k: int) -> None:
+        node = self.nodes[k]
+        if node is not None:
+            node.send_signal(signal.SIGKILL)
+            node.wait()
+            self.nodes[k] = None
+
+    def status(self) -> dict[str, Any]:
+        ctl = find_tool("harmonia-schedctl", "HARMONIA_SCHEDCTL", "src/schedd/harmonia-schedctl")
+        done = subprocess.run(
+            [str(ctl), "--address", str(self.socket), "status", "--compact"],
+            capture_output=True, text=True, check=False, timeout=10,
+        )  # fmt: skip
+        if done.returncode != 0:
+            return {}
+        result: dict[str, Any] = json.loads(done.stdout)
+        return result
+
+    def wait_drained(self, timeout: float = 120) -> None:
+        """Until every node holds nothing (all data reached the PFS)."""
+        self._wait(
+            lambda: all(int(b.get("used", 0)) == 0 for b in self.status().get("buffers", []))
+            and not any(any((self.settings.directory / f"bb{k}").glob("*.bblog"))
+                        for k in range(self.settings.buffers)),
+            f"the buffer nodes did not drain within {timeout:.0f} s",
+            None,
+            timeout,
+        )  # fmt: skip
+
+    def stop(self) -> dict[str, Any]:
+        """Stops everything; returns the policy's record (per-job waits and completions)."""
+        for k in range(len(self.nodes)):
+            node = self.nodes[k]
+            if node is not None:
+                node.send_signal(signal.SIGTERM)
+                node.wait(timeout=10)
+                self.nodes[k] = None
+        if self.schedd is not None and self.schedd.poll() is None:
+            self.schedd.send_signal(signal.SIGTERM)
+            self.schedd.wait(timeout=10)
+        self.schedd = None
+        if self.record.exists():
+            record: dict[str, Any] = json.loads(self.record.read_text())
+            return record
+        return {}
+
+    def _log(self, name: str) -> Any:
+        return (self.settings.directory / f"{name}.log").open("a")
+
+    @staticmethod
+    def _wait(
+        ready: Any, message: str, process: subprocess.Popen[str] | None, timeout: float = 15
+    ) -> None:
+        deadline = time.monotonic() + timeout
+        while not ready():
+            if process is not None and process.poll() is not None:
+                raise ClusterError(f"{message}: it exited with {process.returncode}")
+            if time.monotonic() > deadline:
+                raise ClusterError(message)
+            time.sleep(0.05)
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    """A VPIC-like job: `ranks` processes, `steps` time steps of `compute` seconds and then
+    `requests` writes of `size` bytes each into a file per rank and step."""
+
+    ranks: int = 2
+    steps: int = 4
+    requests: int = 4
+    size: int = 1 << 20
+    compute: float = 0.3
+
+    @property
+    def bytes_per_rank(self) -> int:
+        return self.steps * self.requests * self.size
+
+
+def run_jobs(
+    cluster: BufferCluster, jobs: int, spec: JobSpec, start_slack: float = 3.0
+) -> list[dict[str, Any]]:
+    """`jobs` jobs as separate mpiruns under libharmonia against `cluster`, started at one
+    wall-clock time; returns harmonia-bench's result for each."""
+    mpirun = shutil.which("mpirun")
+    if mpirun is None:
+        raise ClusterError("mpirun not found (Debian: openmpi-bin)")
+    bench = find_tool("harmonia-bench", "HARMONIA_BENCH", "src/tools/harmonia-bench")
+    start_at = time.time() + start_slack
+    sessions = Path(tempfile.mkdtemp(prefix="harmonia-buffers-mpi-"))
+    launched = []
+    try:
+        for k in range(jobs):
+            (sessions / str(k)).mkdir()
+            exported = {**cluster.env(), "HARMONIA_JOB": f"job{k}",
+                        # What DataWarp reserves for the job: all it will write.
+                        "HARMONIA_BYTES_PER_PROCESS": str(spec.bytes_per_rank)}  # fmt: skip
+            command = [mpirun, "--allow-run-as-root", "--oversubscribe", "-np", str(spec.ranks),
+                       "--mca", "orte_tmpdir_base", str(sessions / str(k))]  # fmt: skip
+            for name, value in exported.items():
+                command += ["-x", f"{name}={value}"]
+            command += [str(bench), "--dir", str(cluster.pfs), "--apps", "1", "--first-app", str(k),
+                        "--requests", str(spec.requests), "--size", str(spec.size),
+                        "--steps", str(spec.steps), "--compute", str(spec.compute),
+                        "--keep", "1", "--sync", "none",
+                        "--start-at", f"{start_at:.6f}"]  # fmt: skip
+            launched.append(
+                subprocess.Popen(
+                    command,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.PIPE,
+                    text=True,
+                    env={**os.environ, **exported},
+                )  # fmt: skip
+            )
+        results = []
+        for k, job in enumerate(launched):
+            out, err = job.communicate(timeout=900)
+            if job.returncode != 0:
+                raise ClusterError(f"job{k} failed (exit {job.returncode}): {err.strip()[-2000:]}")
+            results.append(json.loads(out))
+        return results
+    finally:
+        for job in launched:
+            if job.poll() is None:
+                job.kill()
+        shutil.rmtree(sessions, ignore_errors=True)
+
+
+def verify(pfs: Path, jobs: int, spec: JobSpec) -> list[str]:
+    """Problems with the files `run_jobs` wrote (empty: every byte is where it was written)."""
+    problems: list[str] = []
+    for label in range(jobs):
+        for rank in range(spec.ranks):
+            for step in range(spec.steps):
+                name = (f"app{label}-rank{rank}.dat" if spec.steps == 1
+                        else f"app{label}-rank{rank}-step{step}.dat")  # fmt: skip
+                path = pfs / name
+                if not path.is_file():
+                    problems.append(f"{name}: missing")
+                    continue
+                data = path.read_bytes()
+                if len(data) != spec.requests * spec.size:
+                    problems.append(
+                        f"{name}: {len(data)} bytes, expected {spec.requests * spec.size}"
+                    )
+                    continue
+                for r in range(spec.requests):
+                    chunk = data[r * spec.size : (r + 1) * spec.size]
+                    head = f"{label}:{rank}:{step}:{r};".encode()
+                    body = chunk[64:]
+                    if (
+                        chunk[: len(head)] != head
+                        or chunk[len(head) : 64].strip(b".")
+                        or body.count(body[:1]) != len(body)
+                    ):
+                        problems.append(f"{name}: request {r} is not what was written")
+                        break
+    return problems

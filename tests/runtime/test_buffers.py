@@ -1,0 +1,99 @@
+"""Buffer nodes end to end: harmonia-schedd with a burst-buffer policy, harmonia-bbd nodes
+reporting to it, and MPI jobs writing under libharmonia. Every file must come out with exactly
+the bytes written, whatever the policy and whatever happens to the nodes."""
+
+import os
+import random
+import shutil
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from harmonia.buffers import BufferCluster, ClusterSettings, JobSpec, run_jobs, verify
+from harmonia.simulator import SimulatorNotFound, find_tool
+
+try:
+    find_tool("harmonia-bbd", "HARMONIA_BBD", "src/bbd/harmonia-bbd")
+    BUILT = shutil.which("mpirun") is not None
+except SimulatorNotFound:
+    BUILT = False
+pytestmark = pytest.mark.skipif(not BUILT, reason="harmonia-bbd or mpirun missing")
+
+SPEC = JobSpec(ranks=2, steps=3, requests=4, size=1 << 20, compute=0.2)
+
+
+def phases_on_buffers(record: dict) -> list[dict]:
+    return [p for p in record["phases"] if p["granted"] >= 0]
+
+
+def test_jobs_write_through_buffer_nodes_and_files_are_identical(
+    tmp_path: Path,
+) -> None:
+    settings = ClusterSettings(
+        tmp_path, buffers=2, capacity=64 << 20, policy="max-bandwidth"
+    )
+    with BufferCluster(settings) as cluster:
+        run_jobs(cluster, 2, SPEC)
+        cluster.wait_drained()
+        assert verify(cluster.pfs, 2, SPEC) == []
+        record = cluster.stop()
+    # Every phase was granted buffer nodes by the policy; a job's phase runs from its first
+    # process's begin to its last one's end, so ranks out of step may split a step in two.
+    assert all(p["granted"] >= 0 and p["end"] >= 0 for p in record["phases"])
+    for job in ("job0", "job1"):
+        assert sum(p["job"] == job for p in record["phases"]) >= SPEC.steps
+    assert sum(d["bytes"] for d in record["drains"]) > 0, "the nodes drained to the PFS"
+    assert not any(any((tmp_path / f"bb{k}").glob("*.bblog")) for k in range(2))
+
+
+def test_datawarp_holds_a_job_until_the_first_one_is_staged_out(tmp_path: Path) -> None:
+    # Each job declares 24 MiB; the two nodes hold 32 MiB: the second job's reservation fits
+    # only once the first job has ended and its data has left the nodes.
+    settings = ClusterSettings(
+        tmp_path, buffers=2, capacity=16 << 20, policy="datawarp"
+    )
+    with BufferCluster(settings) as cluster:
+        results = run_jobs(cluster, 2, SPEC)
+        cluster.wait_drained()
+        assert verify(cluster.pfs, 2, SPEC) == []
+        record = cluster.stop()
+    phases = sorted(phases_on_buffers(record), key=lambda p: p["granted"])
+    first_job = phases[0]["job"]
+    other = [p for p in phases if p["job"] != first_job]
+    last_of_first = max(p["end"] for p in phases if p["job"] == first_job)
+    assert other and min(p["granted"] for p in other) >= last_of_first, (
+        "the second job's phases ran only after the first job's"
+    )
+    ends = sorted(r["apps"][0]["end"] for r in results)
+    assert ends[1] > ends[0] + SPEC.steps * SPEC.compute * 0.5, "the second job waited"
+
+
+@pytest.mark.skipif(
+    not os.environ.get("HARMONIA_CHAOS_TESTS"),
+    reason="intermittent: one run in about three stalls up to 2 minutes after the restart "
+    "(docs/buffer-nodes.md, open problems); set HARMONIA_CHAOS_TESTS=1 to run it",
+)
+@pytest.mark.parametrize("seed", [1, 2])
+def test_kill_9_of_a_node_mid_run_loses_nothing(tmp_path: Path, seed: int) -> None:
+    rng = random.Random(seed)
+    settings = ClusterSettings(tmp_path, buffers=2, capacity=64 << 20, policy="max-bandwidth",
+                               flush_threshold=1.0)  # fmt: skip
+    with BufferCluster(settings) as cluster:
+        victim = rng.randrange(2)
+
+        def crash() -> None:
+            # Into the run (the jobs start 3 s after launch), then back after a while.
+            time.sleep(3.0 + rng.uniform(0.1, 0.8))
+            cluster.kill_node(victim)
+            time.sleep(rng.uniform(0.2, 0.6))
+            cluster.start_node(victim)
+
+        chaos = threading.Thread(target=crash)
+        chaos.start()
+        run_jobs(cluster, 2, SPEC)
+        chaos.join()
+        cluster.wait_drained()
+        assert verify(cluster.pfs, 2, SPEC) == []
+        log = (tmp_path / f"bb{victim}.log").read_text()
+        assert log.count("files recovered") == 2, "the node was restarted"
