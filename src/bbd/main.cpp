@@ -93,18 +93,6 @@ bb::Response handle(Store& store, const bb::Request& request) {
   return response;
 }
 
-/// Reads exactly `length` bytes; false at the end of the stream or on an error.
-bool receive_exactly(int fd, char* data, std::size_t length) {
-  while (length > 0) {
-    const ssize_t n = recv(fd, data, length, 0);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return false;
-    data += n;
-    length -= static_cast<std::size_t>(n);
-  }
-  return true;
-}
-
 /// The host part of HOST:PORT.
 std::string host_of(const std::string& spec) {
   const auto colon = spec.rfind(':');
@@ -120,7 +108,7 @@ void serve(Store& store, int fd) {
   std::string body;
   for (;;) {
     std::uint8_t header[control::kHeaderBytes];
-    if (!receive_exactly(fd, reinterpret_cast<char*>(header), sizeof(header))) break;
+    if (!harmonia::common::receive_all(fd, reinterpret_cast<char*>(header), sizeof(header))) break;
     const std::size_t length = control::frame_length(header);
     if (length > kMaxRequest) {
       bb::Response refused;
@@ -131,7 +119,7 @@ void serve(Store& store, int fd) {
       break;  // the stream cannot be resynchronised
     }
     body.resize(length);
-    if (!receive_exactly(fd, body.data(), body.size())) break;
+    if (!harmonia::common::receive_all(fd, body.data(), body.size())) break;
     bb::Request request;
     bb::Response response;
     if (request.ParseFromString(body)) {

@@ -1,6 +1,7 @@
 #pragma once
-/// @file Sending length-prefixed frames (control/frame.hpp) over a socket, for the daemons and
-/// tools that encode with libprotobuf, and the send loop every sender shares.
+/// @file Length-prefixed frames (control/frame.hpp) over a socket: encoding with libprotobuf
+/// (the daemons and tools) or protobuf-c (libharmonia), and the send and receive loops every
+/// peer shares.
 
 #include <sys/socket.h>
 
@@ -23,6 +24,18 @@ void append_frame(std::string& out, const Message& message) {
   message.SerializeWithCachedSizesToArray(bytes + control::kHeaderBytes);
 }
 
+/// `message` (a protobuf-c message) as one frame, given its generated size and pack functions.
+template <class Message>
+std::string packed_frame(const Message& message, std::size_t (*size)(const Message*),
+                         std::size_t (*pack)(const Message*, std::uint8_t*)) {
+  const std::size_t length = size(&message);
+  std::string frame(control::kHeaderBytes + length, '\0');
+  auto* bytes = reinterpret_cast<std::uint8_t*>(frame.data());
+  control::put_header(bytes, static_cast<std::uint32_t>(length));
+  pack(&message, bytes + control::kHeaderBytes);
+  return frame;
+}
+
 /// Sends all of `bytes` on a blocking socket; false once the peer is gone.
 inline bool send_all(int fd, const std::string& bytes) {
   std::size_t sent = 0;
@@ -31,6 +44,19 @@ inline bool send_all(int fd, const std::string& bytes) {
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) return false;
     sent += static_cast<std::size_t>(n);
+  }
+  return true;
+}
+
+/// Receives exactly `length` bytes from a blocking socket; false at the end of the stream or on
+/// an error.
+inline bool receive_all(int fd, char* data, std::size_t length) {
+  while (length > 0) {
+    const ssize_t n = ::recv(fd, data, length, 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    data += n;
+    length -= static_cast<std::size_t>(n);
   }
   return true;
 }

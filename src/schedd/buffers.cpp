@@ -10,6 +10,19 @@
 
 namespace harmonia::schedd {
 
+namespace {
+
+/// The ids marked since the last call, each once; the list is emptied.
+std::vector<int> take_distinct(std::vector<int>& marked) {
+  std::vector<int> out;
+  out.swap(marked);
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
+}  // namespace
+
 core::SchedulerConfig BufferConfig::scheduler_config() const {
   if (count < 1) throw std::invalid_argument("buffers: count must be >= 1");
   if (!(capacity > 0)) throw std::invalid_argument("buffers: capacity must be > 0");
@@ -113,8 +126,7 @@ void BufferBroker::job_end(BrokerJob job, double now) {
   if (state.admitted && state.ended_early.empty()) scheduler_->on_app_end(job, now_);
 }
 
-std::optional<int> BufferBroker::register_node(const std::string& address, std::uint64_t capacity) {
-  (void)capacity;  // the policy places by the configured capacity; the node refuses beyond its own
+std::optional<int> BufferBroker::register_node(const std::string& address) {
   for (size_t i = 0; i < nodes_.size(); ++i)
     if (nodes_[i].address == address) {
       nodes_[i].connected = true;
@@ -280,21 +292,9 @@ double BufferBroker::wait_seconds(BrokerJob job, double now) const {
   return total;
 }
 
-std::vector<BrokerJob> BufferBroker::take_changed_jobs() {
-  std::vector<BrokerJob> out;
-  out.swap(changed_jobs_);
-  std::sort(out.begin(), out.end());
-  out.erase(std::unique(out.begin(), out.end()), out.end());
-  return out;
-}
+std::vector<BrokerJob> BufferBroker::take_changed_jobs() { return take_distinct(changed_jobs_); }
 
-std::vector<int> BufferBroker::take_changed_nodes() {
-  std::vector<int> out;
-  out.swap(changed_nodes_);
-  std::sort(out.begin(), out.end());
-  out.erase(std::unique(out.begin(), out.end()), out.end());
-  return out;
-}
+std::vector<int> BufferBroker::take_changed_nodes() { return take_distinct(changed_nodes_); }
 
 void BufferBroker::complete_phase(BrokerJob job, int index, const std::vector<int>& buffers) {
   scheduler_->on_phase_complete(job, index, now_);

@@ -60,8 +60,9 @@ class BufferBroker : private core::Actions {
 
   // Buffer nodes (the monitors' connections).
   /// A node at `address` registers: its slot (the same again after a restart), or nullopt when
-  /// every slot belongs to another address.
-  std::optional<int> register_node(const std::string& address, std::uint64_t capacity);
+  /// every slot belongs to another address. The policy places by the configured capacity; a
+  /// node refuses writes beyond its own.
+  std::optional<int> register_node(const std::string& address);
   void node_report(int node, const control::BufferReport& report, double now);
   void node_gone(int node);
 

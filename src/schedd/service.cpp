@@ -77,8 +77,7 @@ void Service::handle(ConnectionId id, Connection& connection, const Envelope& re
         return;
       }
       broker_->node_report(connection.buffer_node, request.buffer_report(), now);
-      broker_->tick(now);
-      broker_->fill_order(connection.buffer_node, *reply.mutable_drain_order());
+      reply.mutable_drain_order();  // filled by decide_buffers, after the policy has decided
       return;
     case Body::kHeartbeat:
     case Body::kPhaseBegin:
@@ -238,7 +237,7 @@ void Service::register_buffer(ConnectionId id, Connection& connection,
     set_error(reply, Error::CODE_INVALID, "RegisterBuffer.address must be 1 to 256 bytes");
     return;
   }
-  const auto slot = broker_->register_node(request.address(), request.capacity());
+  const auto slot = broker_->register_node(request.address());
   if (!slot) {
     set_error(reply, Error::CODE_INVALID,
               "all " + std::to_string(node_connection_.size()) +
@@ -255,6 +254,8 @@ void Service::register_buffer(ConnectionId id, Connection& connection,
 
 void Service::decide_buffers(const Connection& connection, double now, Envelope& reply) {
   broker_->tick(now);
+  if (reply.has_drain_order() && connection.buffer_node >= 0)
+    broker_->fill_order(connection.buffer_node, *reply.mutable_drain_order());
   if (connection.job.empty()) return;
   const Job& job = jobs_.at(connection.job);
   if (reply.has_directive()) fill_directive(job, *reply.mutable_directive());
@@ -323,33 +324,19 @@ std::vector<ConnectionId> Service::on_tick(double now, std::vector<Outgoing>& ou
 }
 
 void Service::push_changes(ConnectionId except, std::vector<Outgoing>& out) {
-  for (coord::JobId id : coordinator_->take_changed()) {
+  const auto changed = coordinator_->take_changed();
+  for (coord::JobId id : changed) {
     const std::string& key = job_of_id_[static_cast<size_t>(id)];
-    if (key.empty()) continue;  // the job ended
-    Job& job = jobs_.at(key);
-    job.epoch += 1;
-    for (ConnectionId process : job.processes) {
-      if (process == except) continue;  // its reply carries the directive
-      Envelope push;
-      fill_directive(job, *push.mutable_directive());
-      out.push_back({process, std::move(push)});
-    }
+    if (!key.empty()) push_directive(jobs_.at(key), except, out);  // empty: the job ended
   }
-  if (broker_) push_buffer_changes(except, out);
-}
-
-void Service::push_buffer_changes(ConnectionId except, std::vector<Outgoing>& out) {
+  if (!broker_) return;
   for (BrokerJob id : broker_->take_changed_jobs()) {
     const std::string& key = job_of_broker_[static_cast<size_t>(id)];
     if (key.empty()) continue;
     Job& job = jobs_.at(key);
-    job.epoch += 1;
-    for (ConnectionId process : job.processes) {
-      if (process == except) continue;
-      Envelope push;
-      fill_directive(job, *push.mutable_directive());
-      out.push_back({process, std::move(push)});
-    }
+    // One push per change, whichever side changed the directive.
+    if (std::find(changed.begin(), changed.end(), job.id) == changed.end())
+      push_directive(job, except, out);
   }
   for (int node : broker_->take_changed_nodes()) {
     const ConnectionId monitor = node_connection_[static_cast<size_t>(node)];
@@ -357,6 +344,16 @@ void Service::push_buffer_changes(ConnectionId except, std::vector<Outgoing>& ou
     Envelope push;
     broker_->fill_order(node, *push.mutable_drain_order());
     out.push_back({monitor, std::move(push)});
+  }
+}
+
+void Service::push_directive(Job& job, ConnectionId except, std::vector<Outgoing>& out) {
+  job.epoch += 1;
+  for (ConnectionId process : job.processes) {
+    if (process == except) continue;  // its reply carries the directive
+    Envelope push;
+    fill_directive(job, *push.mutable_directive());
+    out.push_back({process, std::move(push)});
   }
 }
 

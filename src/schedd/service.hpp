@@ -96,7 +96,8 @@ class Service {
                        const control::RegisterBuffer& request, control::Envelope& reply);
   /// Lets the buffer policy decide, and refreshes the directive `reply` carries.
   void forget_node(const Connection& connection);
-  void push_buffer_changes(ConnectionId except, std::vector<Outgoing>& out);
+  /// Pushes the job's new directive to its processes but `except`.
+  void push_directive(Job& job, ConnectionId except, std::vector<Outgoing>& out);
   void decide_buffers(const Connection& connection, double now, control::Envelope& reply);
   void set_wants_flush(Connection& connection, Job& job, bool wants, double now);
   void leave(ConnectionId id, Connection& connection, double now);

@@ -115,13 +115,9 @@ Identity identity() {
 }
 
 /// `envelope` (with its body set by the caller) as one frame.
-std::string frame_of(Harmonia__Control__Envelope& envelope) {
-  const size_t length = harmonia__control__envelope__get_packed_size(&envelope);
-  std::string frame(wire::kHeaderBytes + length, '\0');
-  auto* bytes = reinterpret_cast<uint8_t*>(frame.data());
-  wire::put_header(bytes, static_cast<uint32_t>(length));
-  harmonia__control__envelope__pack(&envelope, bytes + wire::kHeaderBytes);
-  return frame;
+std::string frame_of(const Harmonia__Control__Envelope& envelope) {
+  return common::packed_frame(envelope, harmonia__control__envelope__get_packed_size,
+                              harmonia__control__envelope__pack);
 }
 
 int connect_to(const std::string& address) {

@@ -49,25 +49,14 @@ class TcpChannel final : public Channel {
 
   bool receive(std::string& body) override {
     std::uint8_t header[wire::kHeaderBytes];
-    if (!receive_exactly(reinterpret_cast<char*>(header), sizeof(header))) return false;
+    if (!common::receive_all(fd_, reinterpret_cast<char*>(header), sizeof(header))) return false;
     const std::size_t length = wire::frame_length(header);
     if (length > kMaxReply) return false;
     body.resize(length);
-    return receive_exactly(body.data(), length);
+    return common::receive_all(fd_, body.data(), length);
   }
 
  private:
-  bool receive_exactly(char* data, std::size_t length) {
-    while (length > 0) {
-      const ssize_t n = recv(fd_, data, length, 0);
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) return false;
-      data += n;
-      length -= static_cast<std::size_t>(n);
-    }
-    return true;
-  }
-
   int fd_;
 };
 
@@ -103,11 +92,8 @@ Outcome call(Node& node, const std::string& address, Harmonia__Bb__Request& requ
       return Outcome::Failed;
     }
   }
-  const std::size_t length = harmonia__bb__request__get_packed_size(&request);
-  std::string frame(wire::kHeaderBytes + length, '\0');
-  auto* bytes = reinterpret_cast<std::uint8_t*>(frame.data());
-  wire::put_header(bytes, static_cast<std::uint32_t>(length));
-  harmonia__bb__request__pack(&request, bytes + wire::kHeaderBytes);
+  const std::string frame = common::packed_frame(request, harmonia__bb__request__get_packed_size,
+                                                 harmonia__bb__request__pack);
   std::string body;
   if (!node.channel->send(frame) || !node.channel->receive(body)) {
     node.channel.reset();
