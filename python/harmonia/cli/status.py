@@ -54,11 +54,13 @@ def status(
     if as_json:
         typer.echo(json.dumps(state, indent=1))
         return
-    table = Table(
-        title=f"harmonia-schedd at {address}: strategy {state['strategy']}, flush order "
+    # A line of its own: as a table title it would wrap to the table's width.
+    typer.echo(
+        f"harmonia-schedd at {address}: strategy {state['strategy']}, flush order "
         f"{state['flush_order']}, {state['pfs_servers']} PFS servers, "
         f"up {state['uptime_seconds']:.0f} s, {state['requests']} requests"
     )
+    table = Table()
     for column in ("job", "name", "processes", "in phase", "flush waits", "phases", "directive"):
         table.add_column(
             column, justify="left" if column in ("job", "name", "directive") else "right"
