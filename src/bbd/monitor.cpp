@@ -44,7 +44,7 @@ void Monitor::drain_loop() {
       const StoreStats s = store_.stats();
       if (threshold_ < 1.0 && s.used > 0 &&
           static_cast<double>(s.used) >= threshold_ * static_cast<double>(s.capacity))
-        for (const auto& job : store_.held_jobs()) jobs.insert(job);
+        for (const auto& held : s.held_by_job) jobs.insert(held.first);
     }
     std::string file, why;
     Status status = Status::Error;
@@ -112,16 +112,21 @@ void Monitor::serve_scheduler() {
     std::this_thread::sleep_for(std::chrono::duration<double>(period > 0 ? period : 0.1));
     control::Envelope report;
     auto* r = report.mutable_buffer_report();
+    {
+      // The epoch first: the snapshot after it holds every write the order's phases made.
+      std::lock_guard lock(mutex_);
+      r->set_order_epoch(acted_epoch_);
+    }
     const StoreStats s = store_.stats();
     r->set_capacity(s.capacity);
     r->set_used(s.used);
     r->set_drained_bytes(s.drained);
     r->set_draining(s.draining);
     r->set_queue_depth(in_flight_.load());
-    for (const auto& job : store_.held_jobs()) r->add_held_jobs(job);
-    {
-      std::lock_guard lock(mutex_);
-      r->set_order_epoch(acted_epoch_);
+    for (const auto& [job, bytes] : s.held_by_job) {
+      auto* held = r->add_held();
+      held->set_job(job);
+      held->set_bytes(bytes);
     }
     client.send(report);
     // Pushed orders that came since the last report, then the reply (an order too).

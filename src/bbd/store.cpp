@@ -351,18 +351,13 @@ Status Store::drain_next(const std::set<std::string>& jobs, std::string& file, s
   return status;
 }
 
-std::set<std::string> Store::held_jobs() {
-  std::lock_guard lock(mutex_);
-  std::set<std::string> out;
-  for (const auto& entry : logs_)
-    if (!entry.second->recovered) out.insert(entry.second->job);
-  return out;
-}
-
 StoreStats Store::stats() {
   std::lock_guard lock(mutex_);
-  return {capacity_, used_, drained_, received_, static_cast<std::uint32_t>(logs_.size()),
-          draining_};
+  StoreStats out{capacity_, used_, drained_, received_, static_cast<std::uint32_t>(logs_.size()),
+                 draining_, {}};
+  for (const auto& entry : logs_)
+    if (!entry.second->recovered) out.held_by_job[entry.second->job] += entry.second->bytes;
+  return out;
 }
 
 std::map<std::string, std::uint64_t> Store::held() {

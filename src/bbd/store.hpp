@@ -19,6 +19,9 @@ struct StoreStats {
   std::uint64_t capacity = 0, used = 0, drained = 0, received = 0;
   std::uint32_t files = 0;
   bool draining = false;
+  /// Bytes held per writer's job, but for logs recovered after a crash (drain_next drains those
+  /// always).
+  std::map<std::string, std::uint64_t> held_by_job;
 };
 
 class Store {
@@ -44,8 +47,7 @@ class Store {
   /// Drains one file of `jobs` (or one recovered after a crash), chosen by the drain scheduler;
   /// NotHeld when there is none. `file` names the one drained.
   Status drain_next(const std::set<std::string>& jobs, std::string& file, std::string& why);
-  /// Jobs with data held, but for logs recovered after a crash (drain_next drains those always).
-  std::set<std::string> held_jobs();
+  /// One snapshot of everything.
   StoreStats stats();
   /// Files with data held, and their bytes.
   std::map<std::string, std::uint64_t> held();

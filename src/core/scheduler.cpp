@@ -1,7 +1,9 @@
 #include "core/scheduler.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <functional>
+#include <iterator>
 #include <stdexcept>
 
 #include "core/optimizer.hpp"
@@ -153,13 +155,7 @@ void Scheduler::on_drained(BufferId buffer, double bytes, double now) {
     actions_.stop_drain(buffer);
     recorder_.drain_stopped(buffer, now);
   }
-  for (AppId a : touched) {
-    auto& app = apps_[static_cast<size_t>(a)];
-    if (app.ended && app.held_bytes <= kByteEpsilon) {
-      app.held_bytes = 0;
-      on_app_drained(a, now);
-    }
-  }
+  for (AppId a : touched) settle_if_drained(a, now);
 }
 
 void Scheduler::on_app_end(AppId app, double now) {
@@ -170,35 +166,62 @@ void Scheduler::on_app_end(AppId app, double now) {
   for (auto& buf : buffers_)
     for (auto& h : buf.held)
       if (h.app == app) h.drainable = true;
-  if (state.held_bytes <= kByteEpsilon) on_app_drained(app, now);
+  settle_if_drained(app, now);
 }
 
-void Scheduler::on_released(BufferId buffer, AppId app, double now) {
+void Scheduler::on_held_reported(BufferId buffer, AppId app, double bytes, double now) {
   auto& buf = buffers_.at(static_cast<size_t>(buffer));
   auto& owner = apps_.at(static_cast<size_t>(app));
-  const bool had = owner.held_bytes > kByteEpsilon;
-  for (auto it = buf.held.begin(); it != buf.held.end();) {
-    const bool running = std::any_of(running_.begin(), running_.end(), [&](const RunningPhase& p) {
-      return p.request.app == app && p.request.index == it->phase;
-    });
-    if (it->app != app || running) {
-      ++it;
-      continue;
+  const bool running = std::any_of(running_.begin(), running_.end(), [&](const RunningPhase& p) {
+    return p.request.app == app &&
+           std::find(p.buffers.begin(), p.buffers.end(), buffer) != p.buffers.end();
+  });
+  if (running) return;
+  double counted = 0;
+  for (const auto& h : buf.held)
+    if (h.app == app) counted += h.bytes;
+  const double delta = bytes - counted;
+  if (std::abs(delta) <= kByteEpsilon) return;
+  if (delta > 0) {
+    // More than counted: the newest of the app's data there grows, or new data appears (from
+    // no phase the policy placed there; phase -1 matches none).
+    const auto last = std::find_if(buf.held.rbegin(), buf.held.rend(),
+                                   [&](const HeldData& h) { return h.app == app; });
+    if (last != buf.held.rend())
+      last->bytes += delta;
+    else
+      buf.held.push_back({app, -1, delta, owner.ended || drain_before_app_end(app)});
+  } else {
+    // Less: the oldest data went first (drains run in arrival order).
+    double excess = -delta;
+    for (auto it = buf.held.begin(); it != buf.held.end() && excess > kByteEpsilon;) {
+      if (it->app != app) {
+        ++it;
+        continue;
+      }
+      const double taken = std::min(excess, it->bytes);
+      it->bytes -= taken;
+      excess -= taken;
+      it = it->bytes <= kByteEpsilon ? buf.held.erase(it) : std::next(it);
     }
-    buf.used = std::max(0.0, buf.used - it->bytes);
-    owner.held_bytes -= it->bytes;
-    it = buf.held.erase(it);
   }
+  buf.used = std::max(0.0, buf.used + delta);
+  owner.held_bytes = std::max(0.0, owner.held_bytes + delta);
   if (buf.draining && buf.drainable() <= kByteEpsilon) {
     buf.draining = false;
     buf.exclusive_flush = false;
     actions_.stop_drain(buffer);
     recorder_.drain_stopped(buffer, now);
   }
-  if (had && owner.ended && owner.held_bytes <= kByteEpsilon) {
-    owner.held_bytes = 0;
-    on_app_drained(app, now);
-  }
+  settle_if_drained(app, now);
+}
+
+void Scheduler::settle_if_drained(AppId app, double now) {
+  auto& state = apps_[static_cast<size_t>(app)];
+  if (!state.ended || state.drained || state.held_bytes > kByteEpsilon) return;
+  state.held_bytes = 0;
+  state.drained = true;
+  on_app_drained(app, now);
 }
 
 bool Scheduler::drain_before_app_end(AppId app) const {

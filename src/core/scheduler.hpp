@@ -105,6 +105,7 @@ struct AppState {
   bool admitted = false;
   bool ended = false;
   double held_bytes = 0;  ///< bytes on buffers not yet drained
+  bool drained = false;   ///< ended and all its data drained (on_app_drained was called)
 };
 
 /// How a policy lets drains share a buffer with I/O phases.
@@ -130,9 +131,11 @@ class Scheduler {
   /// A drain chunk of `bytes` from `buffer` reached the PFS.
   void on_drained(BufferId buffer, double bytes, double now);
   void on_app_end(AppId app, double now);
-  /// The buffer holds nothing more of `app`'s finished phases (it wrote less than it declared,
-  /// and that all drained): the space the policy still counts for them is free.
-  void on_released(BufferId buffer, AppId app, double now);
+  /// The buffer's own count of the bytes it holds of `app`, taken when no phase of `app` runs on
+  /// it: the policy's count follows it. Jobs write less or more than they declare, and a client
+  /// whose buffer died writes its stripes to the others. Ignored while a phase of `app` runs on
+  /// the buffer (the policy counts that phase's reservation, the buffer what arrived so far).
+  void on_held_reported(BufferId buffer, AppId app, double bytes, double now);
   /// Let the policy decide: grant pending phases, start and stop drains.
   void on_tick(double now);
 
@@ -175,6 +178,8 @@ class Scheduler {
 
  private:
   void assign_flushers();
+  /// Calls on_app_drained once, when `app` has ended and holds nothing more.
+  void settle_if_drained(AppId app, double now);
   void update_drains(double now);
   bool capacity_pressure() const;
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <stdexcept>
@@ -66,6 +67,7 @@ BrokerJob BufferBroker::add_job(const std::string& key, const std::string& name,
   jobs_.back().key = key;
   jobs_.back().ranks = std::max<std::uint32_t>(1, ranks);
   jobs_.back().registered = now_;
+  job_by_key_[key] = id;
   core::AppInfo info;
   info.name = name;
   info.nodes = 1;  // one machine's processes share one client link
@@ -157,15 +159,26 @@ void BufferBroker::node_report(int node, const control::BufferReport& report, do
   state.last = report;
   state.reported = true;
   if (drained > 0) scheduler_->on_drained(node, static_cast<double>(drained), now_);
-  // The policy accounts phases by their declared size, the node holds what was really written.
+  // The policy accounts phases by their declared size, the node holds what was really written
+  // (less when a job declares more; more when a client whose node died striped over the others).
   // Once the node has seen the current order (sent after the last phase on it completed, so its
-  // report includes every write of that phase), a job it holds nothing of holds nothing there.
+  // report includes every write of that phase), the policy's count follows the node's.
   if (report.order_epoch() != state.order.epoch()) return;
-  const std::set<std::string> held(report.held_jobs().begin(), report.held_jobs().end());
-  std::set<core::AppId> gone;
-  for (const auto& data : scheduler_->buffers()[static_cast<size_t>(node)].held)
-    if (!held.count(jobs_[static_cast<size_t>(data.app)].key)) gone.insert(data.app);
-  for (core::AppId app : gone) scheduler_->on_released(node, app, now_);
+  std::map<core::AppId, double> held;
+  for (const auto& data : scheduler_->buffers()[static_cast<size_t>(node)].held) held[data.app] = 0;
+  std::set<std::string> orphans;
+  for (const auto& data : report.held()) {
+    const auto job = job_by_key_.find(data.job());
+    if (job == job_by_key_.end())
+      orphans.insert(data.job());
+    else
+      held[job->second] = static_cast<double>(data.bytes());
+  }
+  for (const auto& [app, bytes] : held) scheduler_->on_held_reported(node, app, bytes, now_);
+  if (orphans != state.orphans) {
+    state.orphans = std::move(orphans);
+    update_orders();
+  }
 }
 
 void BufferBroker::node_gone(int node) {
@@ -230,15 +243,16 @@ void BufferBroker::update_orders() {
   const auto& buffers = scheduler_->buffers();
   for (size_t b = 0; b < nodes_.size(); ++b) {
     NodeState& node = nodes_[b];
-    std::set<std::string> jobs;
+    // Data of jobs the policy does not know (written before this daemon started) drains always.
+    std::set<std::string> jobs = node.orphans;
     if (node.draining)
       for (const auto& held : buffers[b].held)
         if (held.drainable) jobs.insert(jobs_[static_cast<size_t>(held.app)].key);
-    const bool same = node.order.drain() == node.draining &&
+    const bool same = node.order.drain() == !jobs.empty() &&
                       static_cast<size_t>(node.order.jobs_size()) == jobs.size() &&
                       std::equal(jobs.begin(), jobs.end(), node.order.jobs().begin());
     if (same) continue;
-    node.order.set_drain(node.draining);
+    node.order.set_drain(!jobs.empty());
     node.order.clear_jobs();
     for (const auto& job : jobs) node.order.add_jobs(job);
     node.order.set_epoch(node.order.epoch() + 1);

@@ -11,6 +11,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "control/control.pb.h"
@@ -105,6 +106,7 @@ class BufferBroker : private core::Actions {
     control::DrainOrder order;
     control::BufferReport last;
     bool reported = false;
+    std::set<std::string> orphans;  ///< jobs it holds data of that the policy does not know
   };
 
   // core::Actions
@@ -125,6 +127,7 @@ class BufferBroker : private core::Actions {
   BufferConfig config_;
   std::unique_ptr<core::Scheduler> scheduler_;
   std::vector<JobState> jobs_;
+  std::unordered_map<std::string, BrokerJob> job_by_key_;  ///< the latest job with each key
   std::vector<NodeState> nodes_;
   std::vector<BrokerJob> changed_jobs_;
   std::vector<int> changed_nodes_;

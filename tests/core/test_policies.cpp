@@ -323,3 +323,60 @@ TEST(Priority, PhaseThatDoesNotFitItsShareMakesBuffersDrain) {
   EXPECT_EQ(d.actions.grants.size(), 2u);
   EXPECT_EQ(d.actions.drain_starts.size(), 4u);
 }
+
+TEST(HeldReports, TheBuffersCountReplacesTheDeclaredOne) {
+  auto cfg = config(2, 100 * GB);
+  cfg.flush_threshold = 1.0;
+  Driver d("min-stall", cfg);
+  const AppId a = d.reg(app("a"), 0);
+  d.request(a, 0, 20 * GB, 0);
+  ASSERT_EQ(d.actions.grants.at(0).buffers.size(), 2u);
+  // While the phase runs the policy counts its reservation, whatever arrived so far.
+  d.scheduler->on_held_reported(0, a, 1 * GB, 1);
+  EXPECT_DOUBLE_EQ(d.buffers()[0].used, 10 * GB);
+  d.complete(a, 0, 2);
+  // Buffer 1 died during the phase: its client wrote everything to buffer 0.
+  d.scheduler->on_held_reported(0, a, 18 * GB, 3);
+  d.scheduler->on_held_reported(1, a, 2 * GB, 3);
+  EXPECT_DOUBLE_EQ(d.buffers()[0].used, 18 * GB);
+  EXPECT_DOUBLE_EQ(d.buffers()[1].used, 2 * GB);
+  EXPECT_DOUBLE_EQ(d.scheduler->apps()[0].held_bytes, 20 * GB);
+  d.end(a, 4);
+  ASSERT_EQ(d.actions.drain_starts.size(), 2u) << "nothing runs any more: everything drains";
+  d.drained(0, 10 * GB, 5);
+  EXPECT_EQ(d.actions.drain_stops.size(), 0u) << "8 GB are still on buffer 0";
+  d.drained(0, 8 * GB, 6);
+  d.drained(1, 2 * GB, 6);
+  EXPECT_EQ(d.actions.drain_stops.size(), 2u);
+  EXPECT_DOUBLE_EQ(d.scheduler->apps()[0].held_bytes, 0.0);
+}
+
+TEST(HeldReports, DataNoPhasePlacedOnABufferIsCountedAndDrains) {
+  Driver d("min-stall", config(2, 100 * GB));
+  const AppId a = d.reg(app("a"), 0);
+  d.end(a, 1);
+  d.scheduler->on_held_reported(1, a, 3 * GB, 2);
+  d.scheduler->on_tick(2);
+  EXPECT_DOUBLE_EQ(d.buffers()[1].drainable(), 3 * GB);
+  EXPECT_EQ(d.actions.drain_starts, std::vector<BufferId>{1});
+}
+
+TEST(HeldReports, AStagedOutJobFreesItsReservationOnce) {
+  Driver d("datawarp", config(1, 50 * GB));
+  const AppId a = d.reg(app("a", 0, 30 * GB), 0);
+  const AppId b = d.reg(app("b", 0, 30 * GB), 0);
+  const AppId c = d.reg(app("c", 0, 20 * GB), 0);
+  EXPECT_EQ(d.actions.admitted, std::vector<AppId>{a});
+  d.request(a, 0, 10 * GB, 1);
+  d.complete(a, 0, 2);
+  d.end(a, 3);
+  d.drained(0, 10 * GB, 4);
+  EXPECT_EQ(d.actions.admitted, (std::vector<AppId>{a, b, c}));
+  // A late report of data of a left over (a stale client wrote after all): it is counted and
+  // drains, but a's reservation is not given back a second time.
+  d.scheduler->on_held_reported(0, a, 1 * GB, 5);
+  d.drained(0, 1 * GB, 6);
+  const AppId e = d.reg(app("e", 0, 1 * GB), 7);
+  EXPECT_EQ(d.actions.admitted.size(), 3u) << "b and c hold all 50 GB: e waits";
+  (void)e;
+}

@@ -71,14 +71,20 @@ struct Harness {
     e.mutable_phase_end();
     return call(id, e).directive();
   }
+  /// A node's report: `held` is (job, bytes) of what it holds.
   DrainOrder report(ConnectionId node, std::uint64_t used, std::uint64_t drained,
-                    std::vector<std::string> held, std::uint64_t acted_epoch) {
+                    const std::vector<std::pair<std::string, std::uint64_t>>& held,
+                    std::uint64_t acted_epoch) {
     Envelope e;
     auto* r = e.mutable_buffer_report();
     r->set_capacity(1 << 30);
     r->set_used(used);
     r->set_drained_bytes(drained);
-    for (auto& job : held) r->add_held_jobs(job);
+    for (const auto& [job, bytes] : held) {
+      auto* h = r->add_held();
+      h->set_job(job);
+      h->set_bytes(bytes);
+    }
     r->set_order_epoch(acted_epoch);
     return call(node, e).drain_order();
   }
@@ -161,12 +167,12 @@ TEST(Buffers, DataWarpQueuesJobsWhoseReservationDoesNotFit) {
   EXPECT_EQ(waiting.buffers_size(), 0);
   h.end(10);
   h.now = 1;
-  const DrainOrder before_end = h.report(1, 50 * kMiB, 0, {"big"}, 1);
+  const DrainOrder before_end = h.report(1, 50 * kMiB, 0, {{"big", 50 * kMiB}}, 1);
   EXPECT_FALSE(before_end.drain()) << "DataWarp stages out only when the job ends";
   std::vector<Outgoing> out;
   h.service.on_disconnect(10, h.now, out);  // the job ends: stage-out
   h.pushes.insert(h.pushes.end(), out.begin(), out.end());
-  const DrainOrder order = h.report(1, 50 * kMiB, 0, {"big"}, 0);
+  const DrainOrder order = h.report(1, 50 * kMiB, 0, {{"big", 50 * kMiB}}, 0);
   EXPECT_TRUE(order.drain());
   ASSERT_EQ(order.jobs_size(), 1);
   EXPECT_EQ(order.jobs(0), "big");
@@ -192,10 +198,10 @@ TEST(Buffers, DrainedBytesAreAccountedAndAnEmptyNodeSettlesThePolicysEstimate) {
   h.job(10, "a");
   h.begin(10, 40 * kMiB);  // over the 50 % threshold
   h.end(10);
-  const DrainOrder order = h.report(1, 30 * kMiB, 0, {"a"}, 0);
+  const DrainOrder order = h.report(1, 30 * kMiB, 0, {{"a", 30 * kMiB}}, 0);
   ASSERT_TRUE(order.drain());
   EXPECT_NEAR(h.status().buffers(0).scheduled_used(), 40 * kMiB, 1);
-  const DrainOrder below = h.report(1, 20 * kMiB, 10 * kMiB, {"a"}, 0);
+  const DrainOrder below = h.report(1, 20 * kMiB, 10 * kMiB, {{"a", 20 * kMiB}}, 0);
   EXPECT_NEAR(h.status().buffers(0).scheduled_used(), 30 * kMiB, 1) << "10 MiB drained";
   EXPECT_FALSE(below.drain()) << "below the threshold again";
   // The job really wrote 30 MiB, not the 40 it declared: once the node, having seen the latest
@@ -211,7 +217,7 @@ TEST(Buffers, AStaleReportDoesNotSettleANewerOrder) {
   h.job(10, "a");
   h.begin(10, 40 * kMiB);
   h.end(10);
-  const DrainOrder order = h.report(1, 40 * kMiB, 0, {"a"}, 0);
+  const DrainOrder order = h.report(1, 40 * kMiB, 0, {{"a", 40 * kMiB}}, 0);
   ASSERT_TRUE(order.drain());
   // A report from before the node took the order: it holds nothing of "a" yet in its view.
   h.report(1, 0, 0, {}, order.epoch() - 1);
@@ -224,4 +230,42 @@ TEST(Buffers, ReportsBeforeRegistrationAreRefused) {
   Envelope e;
   e.mutable_buffer_report();
   EXPECT_TRUE(h.call(1, e).has_error());
+}
+
+TEST(Buffers, ANodeHoldingMoreThanItsShareDrainsItAll) {
+  // The stall seen with kill -9: a client whose node died wrote the whole phase to the other
+  // node; the policy counted half there, drained that half and stopped.
+  auto c = buffered("max-bandwidth", 2, 64 * kMiB);
+  c.buffers->flush_threshold = 1.0;
+  Harness h(c);
+  h.node(1, "n0:7100");
+  h.node(2, "n1:7100");
+  h.job(10, "a");
+  ASSERT_EQ(h.begin(10, 16 * kMiB).buffers_size(), 2);
+  h.end(10);
+  std::vector<Outgoing> out;
+  h.service.on_disconnect(10, h.now, out);  // the job ends: everything drains
+  h.pushes.insert(h.pushes.end(), out.begin(), out.end());
+  const std::uint64_t epoch = h.report(1, 16 * kMiB, 0, {{"a", 16 * kMiB}}, 0).epoch();
+  const DrainOrder order = h.report(1, 16 * kMiB, 0, {{"a", 16 * kMiB}}, epoch);
+  EXPECT_NEAR(h.status().buffers(0).scheduled_used(), 16 * kMiB, 1) << "the node's count";
+  ASSERT_TRUE(order.drain());
+  const DrainOrder half = h.report(1, 8 * kMiB, 8 * kMiB, {{"a", 8 * kMiB}}, order.epoch());
+  EXPECT_TRUE(half.drain()) << "8 MiB more to go, although 8 MiB was the policy's estimate";
+  EXPECT_EQ(half.jobs(0), "a");
+  const DrainOrder done = h.report(1, 0, 16 * kMiB, {}, half.epoch());
+  EXPECT_FALSE(done.drain());
+  EXPECT_NEAR(h.status().buffers(0).scheduled_used(), 0, 1);
+}
+
+TEST(Buffers, DataOfJobsTheSchedulerDoesNotKnowDrains) {
+  Harness h(buffered("max-bandwidth", 1, 64 * kMiB));
+  h.node(1, "n0:7100");
+  // Written before this daemon started (it was restarted): no job of that key is registered.
+  const std::uint64_t epoch = h.report(1, 4 * kMiB, 0, {}, 0).epoch();
+  const DrainOrder order = h.report(1, 4 * kMiB, 0, {{"old-job", 4 * kMiB}}, epoch);
+  ASSERT_TRUE(order.drain());
+  ASSERT_EQ(order.jobs_size(), 1);
+  EXPECT_EQ(order.jobs(0), "old-job");
+  EXPECT_FALSE(h.report(1, 0, 4 * kMiB, {}, order.epoch()).drain());
 }
