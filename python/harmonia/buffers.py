@@ -157,6 +157,22 @@ class BufferCluster:
             timeout,
         )  # fmt: skip
 
+    def drain_all(self, timeout: float = 600) -> list[str]:
+        """Asks every running node to drain all it holds, and waits; returns the failures."""
+        ctl = find_tool("harmonia-bbctl", "HARMONIA_BBCTL", "src/bbd/harmonia-bbctl")
+        failures = []
+        for k, node in enumerate(self.nodes):
+            if node is None:
+                continue
+            port = (self.settings.directory / f"bb{k}.port").read_text().strip()
+            done = subprocess.run(
+                [str(ctl), "--node", f"127.0.0.1:{port}", "drain"],
+                capture_output=True, text=True, check=False, timeout=timeout,
+            )  # fmt: skip
+            if done.returncode != 0:
+                failures.append(f"bb{k}: {done.stderr.strip() or done.stdout.strip()}")
+        return failures
+
     def stop(self) -> dict[str, Any]:
         """Stops everything; returns the policy's record (per-job waits and completions)."""
         for k in range(len(self.nodes)):

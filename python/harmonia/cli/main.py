@@ -18,6 +18,7 @@ from harmonia.cli.run import run
 from harmonia.cli.schedd import schedd
 from harmonia.cli.sim import sim
 from harmonia.cli.status import status
+from harmonia.cli.up import up
 from harmonia.cli.validate import validate
 
 app = typer.Typer(
@@ -39,6 +40,7 @@ app.command(name="import-darshan")(import_darshan)
 app.command()(schedd)
 app.command(context_settings={"allow_interspersed_args": False})(run)
 app.command()(status)
+app.command()(up)
 app.command()(netsim)
 app.command(name="replay")(replay_command)
 app.command()(fwdsim)

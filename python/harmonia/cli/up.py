@@ -1,0 +1,115 @@
+"""`harmonia up --buffers N`: a scheduler daemon and N buffer nodes on this machine, for trying
+the burst-buffer scheduler out (docs/buffer-nodes.md)."""
+
+import shlex
+import signal
+import time
+from pathlib import Path
+from types import FrameType
+from typing import Annotated, Any
+
+import typer
+
+from harmonia.buffers import POLICIES, BufferCluster, ClusterError, ClusterSettings
+from harmonia.cli import EXIT_FAILED, EXIT_INVALID, fail
+from harmonia.simulator import SimulatorNotFound
+from harmonia.units import format_size, parse_size
+
+
+class _Stop(Exception):
+    """SIGTERM or SIGINT: drain and stop."""
+
+
+def _raise_stop(_signal: int, _frame: FrameType | None) -> None:
+    raise _Stop
+
+
+def _summary(status: dict[str, Any]) -> str:
+    nodes = []
+    for b in status.get("buffers", []):
+        state = "draining" if b.get("draining") else ("up" if b.get("connected") else "DOWN")
+        nodes.append(
+            f"bb{b.get('index', 0)} {format_size(int(b.get('used', 0)))} held, "
+            f"{format_size(int(b.get('drained_bytes', 0)))} drained, {state}"
+        )
+    jobs = len(status.get("jobs", []))
+    return f"{jobs} job{'s' * (jobs != 1)} | " + " | ".join(nodes)
+
+
+def up(
+    buffers: Annotated[int, typer.Option(min=1, help="Buffer nodes (harmonia-bbd) to start.")] = 4,
+    directory: Annotated[
+        Path, typer.Option("--dir", help="Holds pfs/ (the PFS the nodes drain to), bb0/.., logs.")
+    ] = Path("/tmp/harmonia-up"),
+    capacity: Annotated[str, typer.Option(help="Capacity of each node.")] = "1 GiB",
+    policy: Annotated[str, typer.Option(help=f"Buffer policy: {', '.join(POLICIES)}.")] = (
+        "max-bandwidth"
+    ),
+    flush_threshold: Annotated[
+        float, typer.Option(min=0, max=1, help="Fill at which nodes drain (section V-D).")
+    ] = 0.5,
+    backup_flushers: Annotated[
+        int, typer.Option(min=0, help="Nodes that may drain exclusively at once (section V-D).")
+    ] = 0,
+    drain_scheduler: Annotated[
+        str, typer.Option(help="Request scheduler ordering each node's drains (fifo, sjf, ...).")
+    ] = "fifo",
+    every: Annotated[float, typer.Option(min=0.1, help="Seconds between status lines.")] = 2.0,
+) -> None:
+    """Start harmonia-schedd with a burst-buffer policy and BUFFERS harmonia-bbd nodes, print the
+    environment jobs need, and show the nodes' state until Ctrl-C; then drain every node to the
+    PFS and stop. Started again on the same --dir, the nodes recover what they held."""
+    try:
+        settings = ClusterSettings(
+            directory.resolve(), buffers=buffers, capacity=parse_size(capacity), policy=policy,
+            flush_threshold=flush_threshold, backup_flushers=backup_flushers,
+            drain_scheduler=drain_scheduler,
+        )  # fmt: skip
+    except ValueError as error:
+        fail([f"--capacity: {error}"], EXIT_INVALID)
+    if settings.capacity <= 0:
+        fail([f"--capacity {capacity}: must be more than 0 bytes"], EXIT_INVALID)
+    if policy not in POLICIES:
+        fail([f"--policy {policy}: expected one of {', '.join(POLICIES)}"], EXIT_INVALID)
+    if backup_flushers >= buffers:
+        fail([f"--backup-flushers {backup_flushers}: at most --buffers - 1"], EXIT_INVALID)
+    cluster = BufferCluster(settings)
+    signal.signal(signal.SIGTERM, _raise_stop)
+    signal.signal(signal.SIGINT, _raise_stop)
+    try:
+        try:
+            cluster.start()
+        except (ClusterError, SimulatorNotFound) as error:
+            cluster.stop()
+            fail([f"harmonia up: {error} (logs in {settings.directory})"], EXIT_FAILED)
+        env_file = settings.directory / "env.sh"
+        env_file.write_text(
+            "".join(f"export {k}={shlex.quote(v)}\n" for k, v in cluster.env().items())
+        )
+        typer.echo(
+            f"harmonia up: harmonia-schedd at {cluster.socket} (policy {policy}), {buffers} "
+            f"buffer nodes of {format_size(settings.capacity)} draining to {cluster.pfs}\n"
+            f"jobs write under {cluster.pfs} with the environment in {env_file}:\n"
+            f"  . {env_file}\n"
+            f"  mpirun -x LD_PRELOAD -x HARMONIA_SCHEDD -x HARMONIA_BUFFER_ROOT "
+            f"-x HARMONIA_STAGE_INCLUDE -x HARMONIA_JOB=A ... ./app\n"
+            f"Ctrl-C drains every node to {cluster.pfs} and stops."
+        )
+        last = ""
+        while True:
+            line = _summary(cluster.status())
+            if line != last:
+                typer.echo(f"{time.strftime('%H:%M:%S')} {line}")
+                last = line
+            time.sleep(every)
+    except _Stop:
+        # A second Ctrl-C must not cut the drain short.
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        typer.echo("harmonia up: draining the nodes to the PFS")
+        failures = cluster.drain_all()
+        cluster.stop()
+        if failures:
+            fail([f"harmonia up: {f}; the node keeps it (start again to drain)" for f in failures],
+                 EXIT_FAILED)  # fmt: skip
+        typer.echo("harmonia up: stopped")

@@ -1,0 +1,81 @@
+"""`harmonia up`: the scheduler and buffer nodes on one machine, jobs writing through them, and a
+Ctrl-C that leaves every file complete on the PFS."""
+
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from harmonia.buffers import BufferCluster, ClusterSettings, JobSpec, run_jobs, verify
+from harmonia.simulator import SimulatorNotFound, find_tool
+
+try:
+    find_tool("harmonia-bbd", "HARMONIA_BBD", "src/bbd/harmonia-bbd")
+    BUILT = shutil.which("mpirun") is not None
+except SimulatorNotFound:
+    BUILT = False
+pytestmark = pytest.mark.skipif(not BUILT, reason="harmonia-bbd or mpirun missing")
+
+HARMONIA = Path(sys.executable).with_name("harmonia")
+
+
+def test_up_runs_jobs_and_ctrl_c_drains_what_the_nodes_hold(tmp_path: Path) -> None:
+    up = subprocess.Popen(
+        [str(HARMONIA), "up", "--buffers", "2", "--dir", str(tmp_path), "--capacity", "256 MiB",
+         "--flush-threshold", "1", "--every", "0.2"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    spec = JobSpec(ranks=2, steps=8, requests=2, size=1 << 20, compute=0.4)
+    job = None
+    try:
+        deadline = time.monotonic() + 30
+        while not (tmp_path / "env.sh").exists():
+            assert up.poll() is None, up.communicate()
+            assert time.monotonic() < deadline, "harmonia up did not start"
+            time.sleep(0.1)
+        exported = (tmp_path / "env.sh").read_text()
+        assert f"HARMONIA_BUFFER_ROOT={tmp_path / 'pfs'}" in exported
+        # The environment `harmonia up` printed is the one a cluster on that directory gives.
+        job = threading.Thread(
+            target=run_jobs, args=(BufferCluster(ClusterSettings(tmp_path)), 1, spec)
+        )
+        job.start()
+        # Threshold 1 and a job still running: its finished phases wait on the nodes.
+        deadline = time.monotonic() + 30
+        while not any(any((tmp_path / f"bb{k}").glob("*.bblog")) for k in range(2)):
+            assert time.monotonic() < deadline, "no data reached the nodes"
+            time.sleep(0.05)
+    finally:
+        up.send_signal(signal.SIGINT)
+        out, err = up.communicate(timeout=60)
+        if job is not None:
+            job.join()  # it writes the rest through to the PFS
+    assert up.returncode == 0, err
+    assert "harmonia up: draining the nodes" in out and "harmonia up: stopped" in out
+    assert "bb0" in out and "held" in out, "status lines"
+    assert not any(any((tmp_path / f"bb{k}").glob("*.bblog")) for k in range(2))
+    assert verify(tmp_path / "pfs", 1, spec) == []
+
+
+@pytest.mark.parametrize(
+    ("argument", "message"),
+    [
+        (["--policy", "nope"], "--policy nope"),
+        (["--capacity", "lots"], "--capacity"),
+        (["--buffers", "2", "--backup-flushers", "2"], "--backup-flushers 2"),
+    ],
+)
+def test_up_refuses_bad_settings(
+    tmp_path: Path, argument: list[str], message: str
+) -> None:
+    done = subprocess.run(
+        [str(HARMONIA), "up", "--dir", str(tmp_path), *argument],
+        capture_output=True, text=True, timeout=30, check=False,
+    )  # fmt: skip
+    assert done.returncode == 2
+    assert message in done.stderr
+    assert not (tmp_path / "env.sh").exists()
