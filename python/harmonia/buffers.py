@@ -37,6 +37,17 @@ class ClusterSettings:
     phase_bytes: int = 64 << 20  # per process, for phases that declare no size
     stripe: int = 1 << 20
     drain_scheduler: str = "fifo"
+    device_root: Path | None = None  # where the nodes' devices bb0/.. go (default: directory)
+
+    def __post_init__(self) -> None:
+        # Absolute: jobs run elsewhere, and libharmonia takes only absolute path prefixes.
+        object.__setattr__(self, "directory", self.directory.absolute())
+        if self.device_root is not None:
+            object.__setattr__(self, "device_root", self.device_root.absolute())
+
+    def device(self, k: int) -> Path:
+        """Node k's device directory."""
+        return (self.device_root or self.directory) / f"bb{k}"
 
 
 @dataclass
@@ -109,10 +120,10 @@ class BufferCluster:
 
     def start_node(self, k: int) -> None:
         """Starts node k (again, after a crash: it recovers its log and keeps its slot)."""
-        device = self.settings.directory / f"bb{k}"
-        device.mkdir(exist_ok=True)
+        device = self.settings.device(k)
+        device.mkdir(parents=True, exist_ok=True)
         bbd = find_tool("harmonia-bbd", "HARMONIA_BBD", "src/bbd/harmonia-bbd")
-        port_file = device.with_suffix(".port")
+        port_file = self.settings.directory / f"bb{k}.port"
         command = [str(bbd), "--device", str(device), "--pfs", str(self.pfs),
                    "--capacity", str(self.settings.capacity), "--schedd", f"unix:{self.socket}",
                    "--drain-scheduler", self.settings.drain_scheduler]  # fmt: skip
@@ -124,7 +135,9 @@ class BufferCluster:
         line = node.stdout.readline() if node.stdout else ""
         if not line.startswith("port="):
             node.kill()
-            raise ClusterError(f"harmonia-bbd {k} did not start; see {device}.log")
+            raise ClusterError(
+                f"harmonia-bbd {k} did not start; see {self.settings.directory / f'bb{k}.log'}"
+            )
         port_file.write_text(line.split("=", 1)[1].strip())
         self.nodes[k] = node
 
@@ -146,16 +159,26 @@ class BufferCluster:
         result: dict[str, Any] = json.loads(done.stdout)
         return result
 
+    def buffer_states(self) -> list[dict[str, Any]]:
+        """The nodes as the scheduler last heard from them (used, drained_bytes, draining...)."""
+        buffers: list[dict[str, Any]] = self.status().get("buffers", [])
+        return buffers
+
     def wait_drained(self, timeout: float = 120) -> None:
         """Until every node holds nothing (all data reached the PFS)."""
         self._wait(
-            lambda: all(int(b.get("used", 0)) == 0 for b in self.status().get("buffers", []))
-            and not any(any((self.settings.directory / f"bb{k}").glob("*.bblog"))
-                        for k in range(self.settings.buffers)),
+            lambda: all(int(b.get("used", 0)) == 0 for b in self.buffer_states())
+            and not self.holds_logs(),
             f"the buffer nodes did not drain within {timeout:.0f} s",
             None,
             timeout,
         )  # fmt: skip
+
+    def holds_logs(self) -> bool:
+        """Whether any node's device holds a log (data not drained yet)."""
+        return any(
+            any(self.settings.device(k).glob("*.bblog")) for k in range(self.settings.buffers)
+        )
 
     def drain_all(self, timeout: float = 600) -> list[str]:
         """Asks every running node to drain all it holds, and waits; returns the failures."""

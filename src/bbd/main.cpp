@@ -16,6 +16,7 @@
 
 #include "bbd/bb.pb.h"
 #include "bbd/monitor.hpp"
+#include "bbd/requests.hpp"
 #include "bbd/store.hpp"
 #include "common/frames.hpp"
 #include "common/size.hpp"
@@ -28,69 +29,10 @@ namespace control = harmonia::control;
 
 namespace {
 
-constexpr std::size_t kMaxRequest = (16UL << 20) + 4096;
-
 bool send_message(int fd, const bb::Response& response) {
   std::string frame;
   harmonia::common::append_frame(frame, response);
   return harmonia::common::send_all(fd, frame);
-}
-
-bb::Response::Code code_of(Status status) {
-  switch (status) {
-    case Status::Ok:
-      return bb::Response::OK;
-    case Status::Full:
-      return bb::Response::FULL;
-    case Status::NotHeld:
-      return bb::Response::NOT_HELD;
-    case Status::Invalid:
-      return bb::Response::INVALID;
-    case Status::Error:
-      return bb::Response::ERROR;
-  }
-  return bb::Response::ERROR;
-}
-
-void fill_status(Store& store, bb::NodeStatus& out) {
-  const StoreStats s = store.stats();
-  out.set_capacity(s.capacity);
-  out.set_used(s.used);
-  out.set_files(s.files);
-  out.set_draining(s.draining);
-  out.set_drained_bytes(s.drained);
-  out.set_received_bytes(s.received);
-}
-
-bb::Response handle(Store& store, const bb::Request& request) {
-  bb::Response response;
-  response.set_seq(request.seq());
-  std::string why;
-  Status status = Status::Ok;
-  switch (request.body_case()) {
-    case bb::Request::kWrite:
-      status = store.write(request.write().file(), request.write().offset(), request.write().data(),
-                           request.write().job(), why);
-      break;
-    case bb::Request::kRead:
-      status = store.read(request.read().file(), request.read().offset(), request.read().length(),
-                          *response.mutable_data(), why);
-      if (status != Status::Ok) response.clear_data();
-      break;
-    case bb::Request::kDrain:
-      status = store.drain(request.drain().file(), why);
-      break;
-    case bb::Request::kStatus:
-      fill_status(store, *response.mutable_status());
-      break;
-    case bb::Request::BODY_NOT_SET:
-      response.set_code(bb::Response::MALFORMED);
-      response.set_message("no request this node knows");
-      return response;
-  }
-  response.set_code(code_of(status));
-  response.set_message(why);
-  return response;
 }
 
 /// The host part of HOST:PORT.
@@ -110,26 +52,15 @@ void serve(Store& store, int fd) {
     std::uint8_t header[control::kHeaderBytes];
     if (!harmonia::common::receive_all(fd, reinterpret_cast<char*>(header), sizeof(header))) break;
     const std::size_t length = control::frame_length(header);
-    if (length > kMaxRequest) {
-      bb::Response refused;
-      refused.set_code(bb::Response::MALFORMED);
-      refused.set_message("frame of " + std::to_string(length) + " bytes: at most " +
-                          std::to_string(kMaxRequest));
-      send_message(fd, refused);
+    if (length > kMaxRequestBytes) {
+      send_message(fd, refuse_oversized(length));
       break;  // the stream cannot be resynchronised
     }
     body.resize(length);
     if (!harmonia::common::receive_all(fd, body.data(), body.size())) break;
-    bb::Request request;
-    bb::Response response;
-    if (request.ParseFromString(body)) {
-      in_flight.fetch_add(1);
-      response = handle(store, request);
-      in_flight.fetch_sub(1);
-    } else {
-      response.set_code(bb::Response::MALFORMED);
-      response.set_message("the frame does not hold a valid Request");
-    }
+    in_flight.fetch_add(1);
+    const bb::Response response = answer(store, body);
+    in_flight.fetch_sub(1);
     if (!send_message(fd, response)) break;
   }
   close(fd);
@@ -181,6 +112,7 @@ int main(int argc, char** argv) {
                  held.size(), static_cast<unsigned long long>(store.stats().used),
                  static_cast<unsigned long long>(*capacity));
     if (advertise.empty()) advertise = host_of(listen_on) + ":" + std::to_string(port);
+    store.set_fence_node(advertise);
     Monitor monitor(store, schedd, advertise, threshold, in_flight);
     monitor.start();
     for (;;) {

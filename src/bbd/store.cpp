@@ -2,21 +2,26 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
+#include <limits>
 #include <stdexcept>
 
 #include "core/requests/registry.hpp"
+#include "runtime/bbio/fences.hpp"
 #include "runtime/bbio/log_format.hpp"
 
 namespace harmonia::bbd {
 
 namespace bbio = harmonia::bbio;
+namespace fences = harmonia::bbio::fences;
 
 namespace {
 
@@ -69,6 +74,7 @@ struct Store::Log {
   std::uint64_t start = 0;    // the first record
   std::uint64_t bytes = 0;    // data held
   std::uint64_t created = 0;  // order of creation: a drain's arrival order
+  std::uint64_t id = 0;       // unique across the node's runs (in its name); fences name it
   std::string job;            // the writer's job (empty when it named none)
   bool recovered = false;     // left by a previous run of the node
   std::vector<Record> records;
@@ -84,7 +90,7 @@ bool Store::valid_name(const std::string& file) {
   while (at <= file.size()) {
     const std::size_t next = std::min(file.find('/', at), file.size());
     const std::string part = file.substr(at, next - at);
-    if (part.empty() || part == "." || part == "..") return false;
+    if (part.empty() || part == "." || part == ".." || part.size() > NAME_MAX) return false;
     at = next + 1;
   }
   return true;
@@ -139,10 +145,16 @@ Store::Store(std::string device, std::string pfs_root, std::uint64_t capacity,
     if (ftruncate(log->fd, static_cast<off_t>(at)) != 0) continue;  // drop a torn tail
     used_ += log->bytes;
     log->recovered = true;
-    const std::string number = name.substr(0, name.find('.'));
+    // NUMBER-ID.bblog (NUMBER: creation order, ID: 16 hex digits).
+    const std::string number = name.substr(0, name.find_first_of("-."));
     if (!number.empty() && number.find_first_not_of("0123456789") == std::string::npos &&
-        number.size() < 19)
-      next_log_ = std::max<std::uint64_t>(next_log_, std::stoull(number) + 1);
+        number.size() < 19) {
+      log->created = std::stoull(number);
+      next_log_ = std::max<std::uint64_t>(next_log_, log->created + 1);
+    }
+    const std::size_t dash = name.find('-');
+    if (dash != std::string::npos && name.size() == dash + 17 + std::strlen(kSuffix))
+      log->id = std::strtoull(name.substr(dash + 1, 16).c_str(), nullptr, 16);
     logs_[scan.target] = std::move(log);
   }
 }
@@ -154,7 +166,11 @@ Store::Log* Store::log_for(const std::string& file, std::string& why) {
   if (found != logs_.end()) return found->second.get();
   auto log = std::make_unique<Log>();
   log->created = next_log_;
-  log->path = device_ + "/" + std::to_string(next_log_++) + kSuffix;
+  do log->id = ids_();
+  while (log->id == 0);
+  char id[17];
+  std::snprintf(id, sizeof(id), "%016llx", static_cast<unsigned long long>(log->id));
+  log->path = device_ + "/" + std::to_string(next_log_++) + "-" + id + kSuffix;
   log->fd = open(log->path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
   if (log->fd < 0 || !bbio::write_log_header(log->fd, file)) {
     why = log->path + ": " + std::strerror(errno);
@@ -166,9 +182,13 @@ Store::Log* Store::log_for(const std::string& file, std::string& why) {
 }
 
 Status Store::write(const std::string& file, std::uint64_t offset, const std::string& data,
-                    const std::string& job, std::string& why) {
-  if (!valid_name(file)) {
-    why = "bad file name (relative, no . or .. parts)";
+                    const std::string& job, std::string& why, std::uint64_t* log_id) {
+  if (!valid_name(file) || fences::reserved(file)) {
+    why = "bad file name (relative, no . or .. parts, not under .harmonia/)";
+    return Status::Invalid;
+  }
+  if (offset > static_cast<std::uint64_t>(std::numeric_limits<off_t>::max()) - data.size()) {
+    why = "offset " + std::to_string(offset) + ": past the largest file offset";
     return Status::Invalid;
   }
   if (data.empty()) return Status::Ok;
@@ -211,6 +231,7 @@ Status Store::write(const std::string& file, std::uint64_t offset, const std::st
     done += static_cast<std::size_t>(n);
   }
   log->records.push_back({offset, data.size(), log->end + sizeof(header)});
+  if (log_id) *log_id = log->id;
   log->end += total;
   log->bytes += data.size();
   used_ += data.size();
@@ -257,6 +278,10 @@ Status Store::drain_one(const std::string& file, Log& log, std::string& why) {
     why = target + ": " + std::strerror(errno);
     return Status::Error;
   }
+  // Ranges clients wrote elsewhere after losing this node hold newer bytes than this log.
+  const auto fenced = fence_node_.empty()
+                          ? std::vector<fences::Range>{}
+                          : fences::ranges_of(fences::read(pfs_root_, fence_node_, file), log.id);
   std::vector<char> buffer;
   std::size_t k = 0;
   bool ok = true;
@@ -278,7 +303,10 @@ Status Store::drain_one(const std::string& file, Log& log, std::string& why) {
                        static_cast<off_t>(log.records[r].log_at));
       at += log.records[r].length;
     }
-    ok = ok && write_all_at(fd, buffer.data(), bytes, static_cast<off_t>(log.records[k].offset));
+    const std::uint64_t offset = log.records[k].offset;
+    for (const auto& piece : fences::uncovered(offset, bytes, fenced))
+      ok = ok && write_all_at(fd, buffer.data() + (piece.offset - offset), piece.length,
+                              static_cast<off_t>(piece.offset));
     k = end;
   }
   ok = ok && fsync(fd) == 0;
@@ -288,10 +316,36 @@ Status Store::drain_one(const std::string& file, Log& log, std::string& why) {
     why = target + ": " + std::strerror(error);
     return Status::Error;  // everything stays held: drained again later, in order
   }
+  // The node holds nothing of the file now: no entry of its fence applies any more.
+  if (!fence_node_.empty()) fences::keep(pfs_root_, fence_node_, file, {});
   drained_ += log.bytes;
   used_ -= log.bytes;
   unlink(log.path.c_str());
   return Status::Ok;
+}
+
+int Store::lock_fences() {
+  if (fence_node_.empty()) return -1;
+  const int fd = fences::lock(pfs_root_, fence_node_);
+  if (fd < 0 && !fence_warned_.exchange(true))
+    std::fprintf(stderr,
+                 "harmonia-bbd: %s: cannot take the fence lock (%s); drains go on without it\n",
+                 pfs_root_.c_str(), std::strerror(errno));
+  return fd;
+}
+
+void Store::set_fence_node(const std::string& node) {
+  fence_node_ = node;
+  // Entries for logs this node no longer holds can never apply again.
+  const int fd = lock_fences();
+  std::lock_guard lock(mutex_);
+  for (const auto& file : fences::fenced_files(pfs_root_, fence_node_)) {
+    const auto found = logs_.find(file);
+    std::set<std::uint64_t> held;
+    if (found != logs_.end()) held.insert(found->second->id);
+    fences::keep(pfs_root_, fence_node_, file, held);
+  }
+  fences::unlock(fd);
 }
 
 Status Store::drain(const std::string& file, std::string& why) {
@@ -299,6 +353,7 @@ Status Store::drain(const std::string& file, std::string& why) {
     why = "bad file name";
     return Status::Invalid;
   }
+  const int fence_lock = lock_fences();  // before the store's mutex: clients take it first too
   std::lock_guard lock(mutex_);
   draining_ = true;
   Status result = Status::Ok;
@@ -315,10 +370,12 @@ Status Store::drain(const std::string& file, std::string& why) {
     }
   }
   draining_ = false;
+  fences::unlock(fence_lock);
   return result;
 }
 
 Status Store::drain_next(const std::set<std::string>& jobs, std::string& file, std::string& why) {
+  const int fence_lock = lock_fences();  // before the store's mutex: clients take it first too
   std::lock_guard lock(mutex_);
   // Candidates: files of the ordered jobs, and logs recovered after a crash (their writers are
   // gone; nothing else will drain them). The request scheduler picks which goes first.
@@ -337,7 +394,10 @@ Status Store::drain_next(const std::set<std::string>& jobs, std::string& file, s
     scheduler->enqueue({k + 1, k + 1, 0, std::max<std::uint64_t>(1, log.bytes), core::Op::Write,
                         app->second, 0, static_cast<req::Time>(log.created)});
   }
-  if (candidates.empty()) return Status::NotHeld;
+  if (candidates.empty()) {
+    fences::unlock(fence_lock);
+    return Status::NotHeld;
+  }
   const auto batch = scheduler->dequeue(static_cast<req::Time>(next_log_));
   // A window scheduler may hold everything back at this instant: then the oldest goes.
   const auto chosen = batch.dispatches.empty()
@@ -347,6 +407,7 @@ Status Store::drain_next(const std::set<std::string>& jobs, std::string& file, s
   draining_ = true;
   const Status status = drain_one(chosen->first, *chosen->second, why);
   draining_ = false;
+  fences::unlock(fence_lock);
   if (status == Status::Ok) logs_.erase(chosen);
   return status;
 }

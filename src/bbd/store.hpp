@@ -3,10 +3,12 @@
 /// (the staging log format of libharmonia, docs/staging-library.md), with capacity accounting,
 /// reads of held data, and drains to the PFS in written order. Thread-safe.
 
+#include <atomic>
 #include <cstdint>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <random>
 #include <set>
 #include <string>
 #include <vector>
@@ -35,9 +37,11 @@ class Store {
   ~Store();
 
   /// Appends a write; Full when it does not fit (in capacity or on the device), Invalid for a
-  /// bad name. The data is in the log (the page cache) when Ok returns.
+  /// bad name or an end past the largest file offset. The data is in the log (the page cache) when
+  /// Ok returns. `log_id`, when given, receives the id of the log that holds the write (fences name
+  /// it).
   Status write(const std::string& file, std::uint64_t offset, const std::string& data,
-               const std::string& job, std::string& why);
+               const std::string& job, std::string& why, std::uint64_t* log_id = nullptr);
   /// The range when the node holds all of it (later writes win), else NotHeld.
   Status read(const std::string& file, std::uint64_t offset, std::uint64_t length, std::string& out,
               std::string& why);
@@ -52,13 +56,21 @@ class Store {
   /// Files with data held, and their bytes.
   std::map<std::string, std::uint64_t> held();
 
-  /// Whether `file` is a relative path without "." or ".." components (never leaves the root).
+  /// The node's address as clients know it: from now on drains take its fence lock and skip
+  /// the ranges clients fenced against its logs (docs/buffer-nodes.md, "Fences"). Drops the
+  /// fence entries of logs the node no longer holds.
+  void set_fence_node(const std::string& node);
+
+  /// Whether `file` is a relative path without "." or ".." components (never leaves the root),
+  /// each component at most NAME_MAX bytes.
   static bool valid_name(const std::string& file);
 
  private:
   struct Log;
   Log* log_for(const std::string& file, std::string& why);
   Status drain_one(const std::string& file, Log& log, std::string& why);
+  /// The fence lock of this node, or -1 (no fence node set, or the lock failed: reported once).
+  int lock_fences();
 
   std::string device_, pfs_root_, drain_scheduler_;
   std::uint64_t capacity_;
@@ -66,6 +78,9 @@ class Store {
   std::map<std::string, std::unique_ptr<Log>> logs_;
   std::uint64_t used_ = 0, drained_ = 0, received_ = 0, next_log_ = 0;
   bool draining_ = false;
+  std::string fence_node_;
+  std::atomic<bool> fence_warned_{false};
+  std::mt19937_64 ids_{std::random_device{}()};  ///< log ids
 };
 
 }  // namespace harmonia::bbd

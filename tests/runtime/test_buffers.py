@@ -2,8 +2,11 @@
 reporting to it, and MPI jobs writing under libharmonia. Every file must come out with exactly
 the bytes written, whatever the policy and whatever happens to the nodes."""
 
+import os
 import random
 import shutil
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -91,3 +94,40 @@ def test_kill_9_of_a_node_mid_run_loses_nothing(tmp_path: Path, seed: int) -> No
         assert verify(cluster.pfs, 2, SPEC) == []
         log = (tmp_path / f"bb{victim}.log").read_text()
         assert log.count("files recovered") == 2, "the node was restarted"
+
+
+def test_a_range_rewritten_while_its_node_is_down_keeps_the_newer_bytes(
+    tmp_path: Path,
+) -> None:
+    # One node that drains only when told; the job's first write goes to it, then the node dies,
+    # the job rewrites part of that range (through to the PFS, fenced), and the node comes back
+    # and drains its recovered log around the fenced range.
+    settings = ClusterSettings(tmp_path, buffers=1, capacity=64 << 20, policy="max-bandwidth",
+                               flush_threshold=1.0)  # fmt: skip
+    target = tmp_path / "pfs" / "rewritten.dat"
+    with BufferCluster(settings) as cluster:
+        job = subprocess.Popen(
+            [sys.executable, str(Path(__file__).with_name("rewriter.py")), str(target)],
+            env={**os.environ, **cluster.env(), "HARMONIA_JOB": "rewriter"},
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        assert job.stdout is not None and job.stdin is not None
+        assert job.stdout.readline().strip() == "written"
+        assert any((tmp_path / "bb0").glob("*.bblog")), "the first write is on the node"
+        cluster.kill_node(0)
+        job.stdin.write("go\n")
+        job.stdin.flush()
+        _, err = job.communicate(timeout=60)
+        assert job.returncode == 0, err
+        fences = tmp_path / "pfs" / ".harmonia" / "fences"
+        assert any(p.is_file() for p in fences.rglob("*") if p.suffix != ".lock"), (
+            "fenced"
+        )
+        cluster.start_node(0)
+        cluster.wait_drained()
+    mib = 1 << 20
+    data = target.read_bytes()
+    assert data == b"A" * (mib // 4) + b"B" * (mib // 2) + b"A" * (mib // 4), (
+        "the node's older bytes must not land over the rewrite"
+    )
+    assert not any(p.is_file() for p in fences.rglob("*") if p.suffix != ".lock")

@@ -6,6 +6,7 @@ from typing import Annotated
 import typer
 
 from harmonia.cli import EXIT_INVALID, fail
+from harmonia.cli.reproduce_buffers import reproduce_buffers
 from harmonia.cli.reproduce_forwarding import reproduce_forwarding
 from harmonia.cli.reproduce_network import reproduce_network
 from harmonia.cli.reproduce_phases import reproduce_phases
@@ -17,8 +18,9 @@ def reproduce(
     paper: Annotated[
         str,
         typer.Argument(
-            help='"harmonia" (section V), "network" (MPI/I/O on fat-trees), "forwarding" (TWINS) '
-            'or "phases" (the accuracy of phase detection).'
+            help='"harmonia" (section V), "buffers" (its VPIC draining case, for real on this '
+            'machine), "network" (MPI/I/O on fat-trees), "forwarding" (TWINS) or "phases" (the '
+            "accuracy of phase detection)."
         ),
     ] = "harmonia",
     out: Annotated[
@@ -30,8 +32,12 @@ def reproduce(
     jobs: Annotated[int, typer.Option(min=1, help="Simulator processes run at once.")] = 2,
     system: Annotated[str, typer.Option(help='network: "scaled" or "paper" preset.')] = "scaled",
     only: Annotated[
-        str | None, typer.Option(help="network: comma-separated experiments.", show_default=False)
+        str | None,
+        typer.Option(
+            help="network: comma-separated experiments; buffers: policies.", show_default=False
+        ),
     ] = None,
+    repeat: Annotated[int, typer.Option(min=1, help="buffers: real runs per policy.")] = 1,
 ) -> None:
     """Simulate every scenario of the paper's section V with every policy, then write
     report.md (paper next to ours) and the figures into OUT. `reproduce network` runs the
@@ -42,11 +48,17 @@ def reproduce(
     if paper == "forwarding":
         reproduce_forwarding(out or Path("results/reproduction-forwarding"), jobs)
         return
+    if paper == "buffers":
+        reproduce_buffers(out or Path("results/reproduction-buffers"), only, repeat)
+        return
     if paper == "phases":
         reproduce_phases(out or Path("results/phase-accuracy"))
         return
     if paper != "harmonia":
-        fail([f'PAPER: unknown "{paper}" (harmonia, network, forwarding, phases)'], EXIT_INVALID)
+        fail(
+            [f'PAPER: unknown "{paper}" (harmonia, buffers, network, forwarding, phases)'],
+            EXIT_INVALID,
+        )
     if only is not None or system != "scaled":
         fail(["--system and --only apply to `harmonia reproduce network` only"], EXIT_INVALID)
     out = out or Path("results/reproduction")

@@ -18,6 +18,7 @@
 #include "bbd/bb.pb-c.h"
 #include "common/frames.hpp"
 #include "control/frame.hpp"
+#include "runtime/bbio/fences.hpp"
 #include "runtime/bbio/real.hpp"
 #include "runtime/bbio/staged_file.hpp"
 
@@ -81,8 +82,10 @@ Node& node_for(const std::string& address) {
 
 enum class Outcome { Ok, Full, Failed };
 
-/// One request and its response on `address` (the node's mutex held by the caller).
-Outcome call(Node& node, const std::string& address, Harmonia__Bb__Request& request) {
+/// One request and its response on `address` (the node's mutex held by the caller); `log`, when
+/// given, receives the log a write went into.
+Outcome call(Node& node, const std::string& address, Harmonia__Bb__Request& request,
+             std::uint64_t* log = nullptr) {
   if (!node.channel) {
     if (now() < node.dead_until) return Outcome::Failed;
     node.channel = connect_tcp(address);
@@ -108,6 +111,7 @@ Outcome call(Node& node, const std::string& address, Harmonia__Bb__Request& requ
     return Outcome::Failed;
   }
   const auto code = response->code;
+  if (log) *log = response->log;
   if (code != HARMONIA__BB__RESPONSE__CODE__OK && code != HARMONIA__BB__RESPONSE__CODE__FULL)
     report("buffer node " + address + ": " + (response->message ? response->message : "error"));
   harmonia__bb__response__free_unpacked(response, nullptr);
@@ -115,22 +119,77 @@ Outcome call(Node& node, const std::string& address, Harmonia__Bb__Request& requ
   return code == HARMONIA__BB__RESPONSE__CODE__FULL ? Outcome::Full : Outcome::Failed;
 }
 
-Outcome drain_one(const std::string& file, const std::string& address) {
-  Node& node = node_for(address);
-  std::lock_guard lock(node.mutex);
-  Harmonia__Bb__Drain drain = HARMONIA__BB__DRAIN__INIT;
-  drain.file = const_cast<char*>(file.c_str());
-  Harmonia__Bb__Request request = HARMONIA__BB__REQUEST__INIT;
-  request.body_case = HARMONIA__BB__REQUEST__BODY_DRAIN;
-  request.drain = &drain;
-  return call(node, address, request);
+/// HARMONIA_BUFFER_ROOT, resolved once; "" when unset or missing.
+const std::string& buffer_root() {
+  static const std::string root = [] {
+    const char* value = std::getenv("HARMONIA_BUFFER_ROOT");
+    char resolved[PATH_MAX];
+    return value && *value && realpath(value, resolved) ? std::string(resolved) : std::string();
+  }();
+  return root;
 }
 
-std::string buffer_root() {
-  const char* root = std::getenv("HARMONIA_BUFFER_ROOT");
-  if (!root || !*root) return "";
-  char resolved[PATH_MAX];
-  return realpath(root, resolved) ? std::string(resolved) : "";
+// What this process left on which node, per file (relative name): `sent` holds, per node, the
+// logs there with this process's writes of the file not drained since; `lost`, the nodes whose
+// connection failed since. A lost node's data of the file may be older than what this process
+// writes elsewhere now: such writes are fenced against those logs.
+std::mutex ledger_mutex;
+std::map<std::string, std::map<std::string, std::set<std::uint64_t>>>& sent() {
+  static auto* ledger = new std::map<std::string, std::map<std::string, std::set<std::uint64_t>>>;
+  return *ledger;  // used until exit
+}
+std::map<std::string, std::set<std::string>>& lost() {
+  static auto* ledger = new std::map<std::string, std::set<std::string>>;  // used until exit
+  return *ledger;
+}
+
+void note_outcome(const std::string& file, const std::string& address, Outcome outcome,
+                  std::uint64_t log = 0) {
+  std::lock_guard lock(ledger_mutex);
+  if (outcome == Outcome::Ok) {
+    sent()[file][address].insert(log);
+  } else if (outcome == Outcome::Failed) {
+    const auto found = sent().find(file);
+    if (found != sent().end() && found->second.count(address)) lost()[file].insert(address);
+  }
+}
+
+void note_drained(const std::string& file, const std::string& address) {
+  std::lock_guard lock(ledger_mutex);
+  if (const auto found = sent().find(file); found != sent().end()) {
+    found->second.erase(address);
+    if (found->second.empty()) sent().erase(found);
+  }
+  if (const auto found = lost().find(file); found != lost().end()) {
+    found->second.erase(address);
+    if (found->second.empty()) lost().erase(found);
+  }
+}
+
+bool is_lost(const std::string& file, const std::string& address) {
+  std::lock_guard lock(ledger_mutex);
+  const auto found = lost().find(file);
+  return found != lost().end() && found->second.count(address) > 0;
+}
+
+Outcome drain_one(const std::string& file, const std::string& address) {
+  Outcome outcome;
+  {
+    Node& node = node_for(address);
+    std::lock_guard lock(node.mutex);
+    Harmonia__Bb__Drain drain = HARMONIA__BB__DRAIN__INIT;
+    drain.file = const_cast<char*>(file.c_str());
+    Harmonia__Bb__Request request = HARMONIA__BB__REQUEST__INIT;
+    request.body_case = HARMONIA__BB__REQUEST__BODY_DRAIN;
+    request.drain = &drain;
+    outcome = call(node, address, request);
+  }
+  // A drained file's fence is gone too (the node consumed it): nothing of it is older any more.
+  if (outcome == Outcome::Ok)
+    note_drained(file, address);
+  else
+    note_outcome(file, address, outcome);
+  return outcome;
 }
 
 std::mutex held_mutex;
@@ -141,6 +200,33 @@ std::map<std::string, std::set<std::string>>& held() {
 }
 
 }  // namespace
+
+FenceGuard::~FenceGuard() {
+  for (int fd : locks_) fences::unlock(fd);
+}
+
+FenceGuard fence(const std::string& file, off64_t offset, std::size_t length) {
+  std::map<std::string, std::set<std::uint64_t>> logs;  // sorted: no lock-order cycles
+  {
+    std::lock_guard lock(ledger_mutex);
+    const auto found = lost().find(file);
+    if (file.empty() || length == 0 || found == lost().end()) return {};
+    for (const auto& node : found->second) logs[node] = sent()[file][node];
+  }
+  std::vector<int> locks;
+  for (const auto& [node, node_logs] : logs) {
+    const int fd = fences::lock(buffer_root(), node);
+    bool ok = fd >= 0;
+    for (std::uint64_t log : node_logs)
+      ok = ok && fences::append(buffer_root(), node, file,
+                                {log, static_cast<std::uint64_t>(offset), length});
+    if (!ok)  // the write goes on: losing the order of one range beats failing the application
+      report("buffer node " + node + ": cannot fence " + file + " (" + std::strerror(errno) +
+             "); if the node comes back, its drain may overwrite newer bytes");
+    if (fd >= 0) locks.push_back(fd);
+  }
+  return FenceGuard(std::move(locks));
+}
 
 std::unique_ptr<Channel> connect_tcp(const std::string& address) {
   const auto colon = address.rfind(':');
@@ -164,11 +250,13 @@ std::unique_ptr<Channel> connect_tcp(const std::string& address) {
 }
 
 std::string relative_name(const std::string& path) {
-  static const std::string root = buffer_root();
+  const std::string& root = buffer_root();
   if (root.empty() || path.size() <= root.size() + 1 || path.compare(0, root.size(), root) != 0 ||
       path[root.size()] != '/')
     return "";
-  return path.substr(root.size() + 1);
+  std::string name = path.substr(root.size() + 1);
+  // The clients' and nodes' own files (fences) are never buffered.
+  return fences::reserved(name) ? "" : name;
 }
 
 bool write(const std::string& file, const std::string& job, const struct iovec* iov, int count,
@@ -184,6 +272,11 @@ bool write(const std::string& file, const std::string& job, const struct iovec* 
     data = gathered.data();
     total = gathered.size();
   }
+  // Lost nodes of this grant drain the file first (consuming its fence); if they cannot, the
+  // write goes around them, through to the PFS.
+  for (const auto& address : nodes)
+    if (is_lost(file, address) && drain_one(file, address) != Outcome::Ok) return false;
+  const FenceGuard fenced = fence(file, offset, total);
   auto at = static_cast<std::uint64_t>(offset);
   std::size_t done = 0;
   while (done < total) {
@@ -193,6 +286,7 @@ bool write(const std::string& file, const std::string& job, const struct iovec* 
     const std::string& address = nodes[unit % nodes.size()];
     Node& node = node_for(address);
     Outcome outcome;
+    std::uint64_t log = 0;
     {
       std::lock_guard lock(node.mutex);
       Harmonia__Bb__Write body = HARMONIA__BB__WRITE__INIT;
@@ -204,8 +298,9 @@ bool write(const std::string& file, const std::string& job, const struct iovec* 
       Harmonia__Bb__Request request = HARMONIA__BB__REQUEST__INIT;
       request.body_case = HARMONIA__BB__REQUEST__BODY_WRITE;
       request.write = &body;
-      outcome = call(node, address, request);
+      outcome = call(node, address, request, &log);
     }
+    note_outcome(file, address, outcome, log);
     if (outcome == Outcome::Full) {
       // What the full node holds of the file must land before the write that goes through.
       (void)drain_one(file, address);

@@ -4,10 +4,13 @@
 // a change of nodes first drain the file from the nodes that hold it, so that the file on the PFS
 // always ends with the bytes written last. A node that is full or unreachable makes the write go
 // through to the PFS instead (after draining what that node holds of the file, when it can).
+// While a node that holds older data of a file is unreachable, every write of that range
+// elsewhere is fenced (fence()): the node's drain, when it comes back, skips the range.
 
 #include <sys/types.h>
 #include <sys/uio.h>
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -26,6 +29,30 @@ class Channel {
   /// Receives one frame's body into `body`; false when the node is gone or sent garbage.
   virtual bool receive(std::string& body) = 0;
 };
+
+/// Holds the fence locks of a write that goes around nodes that may hold older data of its file
+/// (docs/buffer-nodes.md, "Fences"): their drains wait until the write is done. Empty when no
+/// such node exists.
+class FenceGuard {
+ public:
+  FenceGuard() = default;
+  explicit FenceGuard(std::vector<int> locks) : locks_(std::move(locks)) {}
+  FenceGuard(FenceGuard&& other) noexcept : locks_(std::move(other.locks_)) {
+    other.locks_.clear();
+  }
+  FenceGuard& operator=(FenceGuard&&) = delete;
+  FenceGuard(const FenceGuard&) = delete;
+  ~FenceGuard();
+
+ private:
+  std::vector<int> locks_;
+};
+
+/// Before [offset, offset + length) of `file` (relative to HARMONIA_BUFFER_ROOT) is written
+/// anywhere but the nodes this process wrote it to and then lost: records the range as newer
+/// than what those nodes hold, so that their drains skip it, and holds their fence locks until
+/// the guard goes. Nothing to do (an empty guard) for a file no lost node holds.
+FenceGuard fence(const std::string& file, off64_t offset, std::size_t length);
 
 /// Opens a TCP channel to "HOST:PORT", or nullptr.
 std::unique_ptr<Channel> connect_tcp(const std::string& address);

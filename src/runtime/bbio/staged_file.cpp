@@ -149,6 +149,7 @@ ssize_t StagedFile::write_at(const struct iovec* iov, int count, off64_t offset)
 
 ssize_t StagedFile::write_direct(const struct iovec* iov, int count, off64_t offset) {
   if (settle() != 0) return -1;
+  const auto fenced = buffers::fence(buffer_name_, offset, total_length(iov, count));
   const ssize_t n = pwritev_all(fd_, iov, count, offset);
   if (n > 0) {
     size_ = std::max(size_, offset + n);
@@ -339,6 +340,8 @@ bool StagedFile::write_entries(const std::vector<size_t>& which) {
   } else {
     for (size_t k : which) iov.push_back({const_cast<char*>(entries_[k].data), entries_[k].length});
   }
+  const auto fenced = buffers::fence(buffer_name_, entries_[which.front()].offset,
+                                     total_length(iov.data(), static_cast<int>(iov.size())));
   return pwritev_all(fd_, iov.data(), static_cast<int>(iov.size()),
                      entries_[which.front()].offset) >= 0;
 }

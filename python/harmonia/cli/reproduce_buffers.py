@@ -1,0 +1,40 @@
+"""`harmonia reproduce buffers`: the VPIC buffer-draining case on this machine, real and
+simulated (harmonia.experiments.buffers)."""
+
+import shutil
+import tempfile
+from pathlib import Path
+
+import typer
+
+from harmonia.buffers import POLICIES, ClusterError
+from harmonia.cli import EXIT_FAILED, EXIT_INVALID, fail
+from harmonia.experiments.buffers import DrainingCase, run_case, write_outputs
+from harmonia.profiler import ProfileError
+from harmonia.scenario import ScenarioError
+from harmonia.simulator import SimulatorNotFound
+
+
+def device_root() -> Path:
+    """The nodes' devices: RAM (/dev/shm), as node-local NVMe stands in for, when there is one."""
+    shm = Path("/dev/shm")
+    base = shm if shm.is_dir() and shutil.disk_usage(shm).free > (4 << 30) else None
+    return Path(tempfile.mkdtemp(prefix="harmonia-buffers-", dir=base))
+
+
+def reproduce_buffers(out: Path, only: str | None, repeat: int) -> None:
+    policies = tuple(only.split(",")) if only else POLICIES
+    unknown = [p for p in policies if p not in POLICIES]
+    if unknown:
+        fail([f"--only {unknown[0]}: expected policies among {', '.join(POLICIES)}"], EXIT_INVALID)
+    case = DrainingCase(policies=policies, repeat=repeat)
+    devices = device_root()
+    try:
+        outcome = run_case(case, out, devices, lambda line: typer.echo(line, err=True))
+    except (ClusterError, ProfileError, ScenarioError, SimulatorNotFound, OSError) as error:
+        fail([f"harmonia reproduce buffers: {error}"], EXIT_FAILED)
+    finally:
+        shutil.rmtree(devices, ignore_errors=True)
+    files = write_outputs(outcome, out)
+    typer.echo(files[0].read_text())
+    typer.echo(f"results in {out}: " + ", ".join(f.name for f in files))

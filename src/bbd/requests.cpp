@@ -1,0 +1,83 @@
+#include "bbd/requests.hpp"
+
+namespace harmonia::bbd {
+
+namespace {
+
+bb::Response::Code code_of(Status status) {
+  switch (status) {
+    case Status::Ok:
+      return bb::Response::OK;
+    case Status::Full:
+      return bb::Response::FULL;
+    case Status::NotHeld:
+      return bb::Response::NOT_HELD;
+    case Status::Invalid:
+      return bb::Response::INVALID;
+    case Status::Error:
+      return bb::Response::ERROR;
+  }
+  return bb::Response::ERROR;
+}
+
+void fill_status(Store& store, bb::NodeStatus& out) {
+  const StoreStats s = store.stats();
+  out.set_capacity(s.capacity);
+  out.set_used(s.used);
+  out.set_files(s.files);
+  out.set_draining(s.draining);
+  out.set_drained_bytes(s.drained);
+  out.set_received_bytes(s.received);
+}
+
+}  // namespace
+
+bb::Response answer(Store& store, const std::string& body) {
+  bb::Request request;
+  bb::Response response;
+  if (!request.ParseFromString(body)) {
+    response.set_code(bb::Response::MALFORMED);
+    response.set_message("the frame does not hold a valid Request");
+    return response;
+  }
+  response.set_seq(request.seq());
+  std::string why;
+  Status status = Status::Ok;
+  switch (request.body_case()) {
+    case bb::Request::kWrite: {
+      std::uint64_t log = 0;
+      status = store.write(request.write().file(), request.write().offset(), request.write().data(),
+                           request.write().job(), why, &log);
+      if (status == Status::Ok) response.set_log(log);
+      break;
+    }
+    case bb::Request::kRead:
+      status = store.read(request.read().file(), request.read().offset(), request.read().length(),
+                          *response.mutable_data(), why);
+      if (status != Status::Ok) response.clear_data();
+      break;
+    case bb::Request::kDrain:
+      status = store.drain(request.drain().file(), why);
+      break;
+    case bb::Request::kStatus:
+      fill_status(store, *response.mutable_status());
+      break;
+    case bb::Request::BODY_NOT_SET:
+      response.set_code(bb::Response::MALFORMED);
+      response.set_message("no request this node knows");
+      return response;
+  }
+  response.set_code(code_of(status));
+  response.set_message(why);
+  return response;
+}
+
+bb::Response refuse_oversized(std::size_t length) {
+  bb::Response refused;
+  refused.set_code(bb::Response::MALFORMED);
+  refused.set_message("frame of " + std::to_string(length) + " bytes: at most " +
+                      std::to_string(kMaxRequestBytes));
+  return refused;
+}
+
+}  // namespace harmonia::bbd

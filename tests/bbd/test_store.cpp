@@ -1,0 +1,215 @@
+// A buffer node's store on real directories: writes, reads of held data, drains to the PFS,
+// capacity, recovery of the logs after a crash, and the names and offsets it refuses.
+#include "bbd/store.hpp"
+
+#include "runtime/bbio/fences.hpp"
+
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <random>
+
+using namespace harmonia::bbd;
+namespace fs = std::filesystem;
+
+namespace {
+
+class StoreTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    root_ = fs::temp_directory_path() /
+            ("harmonia-store-" + std::to_string(getpid()) + "-" +
+             ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(root_);
+    fs::create_directories(device());
+    fs::create_directories(pfs());
+  }
+  void TearDown() override { fs::remove_all(root_); }
+
+  fs::path device() const { return root_ / "dev"; }
+  fs::path pfs() const { return root_ / "pfs"; }
+  std::unique_ptr<Store> open(std::uint64_t capacity = 1 << 20) {
+    return std::make_unique<Store>(device(), pfs(), capacity);
+  }
+  std::string pfs_file(const std::string& name) const {
+    std::ifstream in(pfs() / name, std::ios::binary);
+    return {std::istreambuf_iterator<char>(in), {}};
+  }
+  std::vector<fs::path> logs() const {
+    std::vector<fs::path> out;
+    for (const auto& entry : fs::directory_iterator(device())) out.push_back(entry.path());
+    return out;
+  }
+
+  fs::path root_;
+  std::string why_;
+};
+
+}  // namespace
+
+TEST_F(StoreTest, ReadsSeeTheLatestWriteAndTheDrainLeavesThatInThePfs) {
+  auto store = open();
+  ASSERT_EQ(store->write("run/out.dat", 0, std::string(100, 'a'), "job", why_), Status::Ok);
+  ASSERT_EQ(store->write("run/out.dat", 50, std::string(100, 'b'), "job", why_), Status::Ok);
+  ASSERT_EQ(store->write("run/out.dat", 10, "cc", "job", why_), Status::Ok);
+  std::string out;
+  ASSERT_EQ(store->read("run/out.dat", 0, 150, out, why_), Status::Ok);
+  std::string expected = std::string(50, 'a') + std::string(100, 'b');
+  expected.replace(10, 2, "cc");
+  EXPECT_EQ(out, expected);
+  EXPECT_EQ(store->read("run/out.dat", 140, 20, out, why_), Status::NotHeld) << "past the end";
+  EXPECT_EQ(store->read("other", 0, 1, out, why_), Status::NotHeld);
+  EXPECT_EQ(store->stats().used, 202u);
+  EXPECT_EQ(store->stats().held_by_job.at("job"), 202u);
+  ASSERT_EQ(store->drain("", why_), Status::Ok) << why_;
+  EXPECT_EQ(pfs_file("run/out.dat"), expected);
+  EXPECT_EQ(store->stats().used, 0u);
+  EXPECT_EQ(store->stats().drained, 202u);
+  EXPECT_TRUE(logs().empty());
+}
+
+TEST_F(StoreTest, AFullStoreRefusesAndKeepsWhatItHolds) {
+  auto store = open(100);
+  ASSERT_EQ(store->write("f", 0, std::string(80, 'x'), "", why_), Status::Ok);
+  EXPECT_EQ(store->write("f", 80, std::string(21, 'y'), "", why_), Status::Full);
+  EXPECT_NE(why_.find("20 bytes left"), std::string::npos) << why_;
+  ASSERT_EQ(store->write("f", 80, std::string(20, 'y'), "", why_), Status::Ok);
+  ASSERT_EQ(store->drain("f", why_), Status::Ok);
+  EXPECT_EQ(pfs_file("f"), std::string(80, 'x') + std::string(20, 'y'));
+}
+
+TEST_F(StoreTest, RecoveryKeepsCompleteRecordsAndDropsATornTail) {
+  {
+    auto store = open();
+    ASSERT_EQ(store->write("a", 0, "hello ", "j", why_), Status::Ok);
+    ASSERT_EQ(store->write("a", 6, "world", "j", why_), Status::Ok);
+  }  // the node dies
+  ASSERT_EQ(logs().size(), 1u);
+  {
+    // A record the node was writing when it died: its header and part of its data.
+    std::ofstream torn(logs()[0], std::ios::binary | std::ios::app);
+    const std::string half(40, '\x7f');
+    torn.write(half.data(), static_cast<std::streamsize>(half.size()));
+  }
+  auto store = open();
+  EXPECT_EQ(store->stats().used, 11u);
+  EXPECT_TRUE(store->stats().held_by_job.empty()) << "recovered logs belong to no known job";
+  std::string file;
+  ASSERT_EQ(store->drain_next({}, file, why_), Status::Ok) << "recovered logs always drain";
+  EXPECT_EQ(file, "a");
+  EXPECT_EQ(pfs_file("a"), "hello world");
+  EXPECT_EQ(store->drain_next({}, file, why_), Status::NotHeld);
+}
+
+TEST_F(StoreTest, DrainsFollowTheJobsAsked) {
+  auto store = open();
+  ASSERT_EQ(store->write("a", 0, "1", "job-a", why_), Status::Ok);
+  ASSERT_EQ(store->write("b", 0, "2", "job-b", why_), Status::Ok);
+  std::string file;
+  ASSERT_EQ(store->drain_next({"job-b"}, file, why_), Status::Ok);
+  EXPECT_EQ(file, "b");
+  EXPECT_EQ(store->drain_next({"job-b"}, file, why_), Status::NotHeld);
+  EXPECT_EQ(store->stats().held_by_job.count("job-a"), 1u);
+}
+
+TEST_F(StoreTest, APfsThatFailsKeepsTheDataHeldForTheNextDrain) {
+  auto store = open();
+  ASSERT_EQ(store->write("dir/f", 0, "data", "", why_), Status::Ok);
+  std::ofstream(pfs() / "dir") << "a file where the directory should be";
+  EXPECT_EQ(store->drain("", why_), Status::Error);
+  EXPECT_NE(why_.find("dir"), std::string::npos) << why_;
+  EXPECT_EQ(store->stats().used, 4u);
+  fs::remove(pfs() / "dir");
+  ASSERT_EQ(store->drain("", why_), Status::Ok) << why_;
+  EXPECT_EQ(pfs_file("dir/f"), "data");
+}
+
+TEST_F(StoreTest, NamesThatLeaveTheRootAndImpossibleOffsetsAreRefused) {
+  auto store = open();
+  for (const std::string& name : std::vector<std::string>{
+           "", "/etc/passwd", "../x", "a/../../x", "./a", "a//b", "a/", std::string("a\0b", 3),
+        std::string(256, 'n'), "ok/" + std::string(300, 'n')})
+    EXPECT_EQ(store->write(name, 0, "x", "", why_), Status::Invalid) << name;
+  EXPECT_EQ(store->write(std::string(255, 'n'), 0, "x", "", why_), Status::Ok);
+  EXPECT_EQ(store->write("f", ~0ULL - 1, "xy", "", why_), Status::Invalid);
+  EXPECT_EQ(store->write("f", 1ULL << 63, "x", "", why_), Status::Invalid);
+  std::string out;
+  EXPECT_EQ(store->read("f", 0, (64ULL << 20) + 1, out, why_), Status::Invalid);
+  EXPECT_EQ(store->drain("../x", why_), Status::Invalid);
+  EXPECT_EQ(store->stats().used, 1u);
+}
+
+TEST_F(StoreTest, AnUnusableDirectoryIsNamed) {
+  try {
+    Store store(root_ / "missing", pfs(), 1 << 20);
+    FAIL() << "a missing device directory was accepted";
+  } catch (const std::runtime_error& error) {
+    EXPECT_NE(std::string(error.what()).find("missing"), std::string::npos) << error.what();
+  }
+  EXPECT_THROW(Store(device(), pfs(), 1 << 20, "no-such-scheduler"), std::invalid_argument);
+}
+
+namespace {
+
+/// The fence clients leave for node "n:1" on `file` (docs/buffer-nodes.md, "Fences").
+void fence(const fs::path& pfs, const std::string& file, std::uint64_t log, std::uint64_t offset,
+           std::uint64_t length) {
+  ASSERT_TRUE(harmonia::bbio::fences::append(pfs.string(), "n:1", file, {log, offset, length}));
+}
+
+}  // namespace
+
+TEST_F(StoreTest, ADrainSkipsTheRangesFencedAgainstItsLog) {
+  std::uint64_t log = 0;
+  {
+    auto store = open();
+    ASSERT_EQ(store->write("f", 0, std::string(100, 'A'), "", why_, &log), Status::Ok);
+    ASSERT_NE(log, 0u);
+  }  // the node dies; its client writes [20, 40) through to the PFS, fenced
+  std::ofstream(pfs() / "f") << std::string(20, '\0') << std::string(20, 'B');
+  fence(pfs(), "f", log, 20, 10);
+  fence(pfs(), "f", log, 25, 15);  // overlapping entries merge
+  fence(pfs(), "f", log + 1, 0, 100);  // another log's: not this one's
+  auto store = open();  // recovers the log, its id from its name
+  store->set_fence_node("n:1");
+  ASSERT_EQ(store->drain("", why_), Status::Ok) << why_;
+  EXPECT_EQ(pfs_file("f"), std::string(20, 'A') + std::string(20, 'B') + std::string(60, 'A'));
+  EXPECT_TRUE(harmonia::bbio::fences::read(pfs().string(), "n:1", "f").empty())
+      << "the fence goes with the log it was against";
+}
+
+TEST_F(StoreTest, FencesOfLogsTheNodeNoLongerHoldsAreDropped) {
+  auto store = open();
+  std::uint64_t log = 0;
+  ASSERT_EQ(store->write("held", 0, "x", "", why_, &log), Status::Ok);
+  fence(pfs(), "held", log, 0, 1);
+  fence(pfs(), "held", log + 7, 0, 1);
+  fence(pfs(), "sub/gone", 42, 0, 1);
+  store->set_fence_node("n:1");
+  const auto kept = harmonia::bbio::fences::read(pfs().string(), "n:1", "held");
+  ASSERT_EQ(kept.size(), 1u);
+  EXPECT_EQ(kept[0].log, log);
+  EXPECT_TRUE(harmonia::bbio::fences::read(pfs().string(), "n:1", "sub/gone").empty());
+  EXPECT_EQ(store->write(".harmonia/fences/n:1/held", 0, "x", "", why_), Status::Invalid)
+      << "clients cannot write the fences";
+}
+
+TEST(Fences, UncoveredPartsOfARange) {
+  using harmonia::bbio::fences::Range;
+  using harmonia::bbio::fences::uncovered;
+  const std::vector<Range> fenced{{10, 10}, {30, 5}};
+  const auto parts = uncovered(0, 40, fenced);
+  ASSERT_EQ(parts.size(), 3u);
+  EXPECT_EQ(parts[0].offset, 0u);
+  EXPECT_EQ(parts[0].length, 10u);
+  EXPECT_EQ(parts[1].offset, 20u);
+  EXPECT_EQ(parts[1].length, 10u);
+  EXPECT_EQ(parts[2].offset, 35u);
+  EXPECT_EQ(parts[2].length, 5u);
+  EXPECT_TRUE(uncovered(12, 5, fenced).empty());
+  EXPECT_EQ(uncovered(40, 8, fenced).size(), 1u);
+}
