@@ -1,9 +1,5 @@
 // A buffer node's store on real directories: writes, reads of held data, drains to the PFS,
 // capacity, recovery of the logs after a crash, and the names and offsets it refuses.
-#include "bbd/store.hpp"
-
-#include "runtime/bbio/fences.hpp"
-
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -12,6 +8,9 @@
 #include <fstream>
 #include <iterator>
 #include <random>
+
+#include "bbd/store.hpp"
+#include "runtime/bbio/fences.hpp"
 
 using namespace harmonia::bbd;
 namespace fs = std::filesystem;
@@ -132,7 +131,7 @@ TEST_F(StoreTest, NamesThatLeaveTheRootAndImpossibleOffsetsAreRefused) {
   auto store = open();
   for (const std::string& name : std::vector<std::string>{
            "", "/etc/passwd", "../x", "a/../../x", "./a", "a//b", "a/", std::string("a\0b", 3),
-        std::string(256, 'n'), "ok/" + std::string(300, 'n')})
+           std::string(256, 'n'), "ok/" + std::string(300, 'n')})
     EXPECT_EQ(store->write(name, 0, "x", "", why_), Status::Invalid) << name;
   EXPECT_EQ(store->write(std::string(255, 'n'), 0, "x", "", why_), Status::Ok);
   EXPECT_EQ(store->write("f", ~0ULL - 1, "xy", "", why_), Status::Invalid);
@@ -172,9 +171,9 @@ TEST_F(StoreTest, ADrainSkipsTheRangesFencedAgainstItsLog) {
   }  // the node dies; its client writes [20, 40) through to the PFS, fenced
   std::ofstream(pfs() / "f") << std::string(20, '\0') << std::string(20, 'B');
   fence(pfs(), "f", log, 20, 10);
-  fence(pfs(), "f", log, 25, 15);  // overlapping entries merge
+  fence(pfs(), "f", log, 25, 15);      // overlapping entries merge
   fence(pfs(), "f", log + 1, 0, 100);  // another log's: not this one's
-  auto store = open();  // recovers the log, its id from its name
+  auto store = open();                 // recovers the log, its id from its name
   store->set_fence_node("n:1");
   ASSERT_EQ(store->drain("", why_), Status::Ok) << why_;
   EXPECT_EQ(pfs_file("f"), std::string(20, 'A') + std::string(20, 'B') + std::string(60, 'A'));

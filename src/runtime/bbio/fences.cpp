@@ -47,7 +47,8 @@ bool write_all(int fd, const void* data, std::size_t length) {
 
 bool reserved(const std::string& name) {
   const std::string dir = kReservedDir;
-  return name.compare(0, dir.size(), dir) == 0 && (name.size() == dir.size() || name[dir.size()] == '/');
+  return name.compare(0, dir.size(), dir) == 0 &&
+         (name.size() == dir.size() || name[dir.size()] == '/');
 }
 
 int lock(const std::string& root, const std::string& node) {
