@@ -46,7 +46,7 @@ bench: build
 	scripts/bench-bbio.sh
 	scripts/bench-control.sh
 	scripts/bench-netsim.sh
-	scripts/bench-bbd.sh
+	$(VENV)/bin/python scripts/bench_bbd.py
 
 clean:
 	rm -rf $(BUILD) results

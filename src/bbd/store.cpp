@@ -3,6 +3,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -26,6 +27,8 @@ namespace fences = harmonia::bbio::fences;
 namespace {
 
 constexpr const char* kSuffix = ".bblog";
+/// mmap offsets are multiples of the page size.
+const std::uint64_t kPage = static_cast<std::uint64_t>(sysconf(_SC_PAGESIZE));
 
 struct Record {
   std::uint64_t offset, length, log_at;  // log_at: where the data starts in the log
@@ -44,6 +47,26 @@ bool write_all_at(int fd, const void* data, std::size_t length, off_t at) {
   return true;
 }
 
+/// pwritev of all of `parts` at `at`, retrying partial writes.
+bool write_all_at(int fd, std::vector<iovec> parts, off_t at) {
+  std::size_t first = 0;
+  while (first < parts.size()) {
+    const int count = static_cast<int>(std::min<std::size_t>(parts.size() - first, IOV_MAX));
+    ssize_t n = pwritev(fd, parts.data() + first, count, at);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    at += n;
+    while (n > 0) {  // skip what went, and cut into the part that went halfway
+      const auto taken = std::min<std::size_t>(static_cast<std::size_t>(n), parts[first].iov_len);
+      parts[first].iov_base = static_cast<char*>(parts[first].iov_base) + taken;
+      parts[first].iov_len -= taken;
+      n -= static_cast<ssize_t>(taken);
+      if (parts[first].iov_len == 0) ++first;
+    }
+  }
+  return true;
+}
+
 bool read_all_at(int fd, char* data, std::size_t length, off_t at) {
   while (length > 0) {
     const ssize_t n = pread(fd, data, length, at);
@@ -52,6 +75,24 @@ bool read_all_at(int fd, char* data, std::size_t length, off_t at) {
     data += n;
     at += n;
     length -= static_cast<std::size_t>(n);
+  }
+  return true;
+}
+
+/// copy_file_range of `length` bytes; false with errno (EXDEV, EINVAL, ENOSYS or EOPNOTSUPP
+/// with nothing copied: the kernel cannot copy between these files).
+bool copy_in_kernel(int from, std::uint64_t from_at, int to, std::uint64_t to_at,
+                    std::uint64_t length) {
+  auto in = static_cast<loff_t>(from_at), out = static_cast<loff_t>(to_at);
+  while (length > 0) {
+    const ssize_t n = copy_file_range(from, &in, to, &out, length, 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return false;
+    if (n == 0) {
+      errno = EIO;  // the log is shorter than its records say
+      return false;
+    }
+    length -= static_cast<std::uint64_t>(n);
   }
   return true;
 }
@@ -282,31 +323,63 @@ Status Store::drain_one(const std::string& file, Log& log, std::string& why) {
   const auto fenced = fence_node_.empty()
                           ? std::vector<fences::Range>{}
                           : fences::ranges_of(fences::read(pfs_root_, fence_node_, file), log.id);
-  std::vector<char> buffer;
   std::size_t k = 0;
   bool ok = true;
   while (ok && k < log.records.size()) {
-    // Records that continue each other in the file and in the log: one read, one write.
+    // Records that continue each other in the file: one run.
     std::size_t end = k + 1;
     std::uint64_t bytes = log.records[k].length;
     while (end < log.records.size() && bytes < (64ULL << 20) &&
-           log.records[end].offset == log.records[k].offset + bytes &&
-           log.records[end].log_at == log.records[end - 1].log_at + log.records[end - 1].length +
-                                          sizeof(bbio::RecordHeader)) {
+           log.records[end].offset == log.records[k].offset + bytes) {
       bytes += log.records[end].length;
       ++end;
     }
-    buffer.resize(bytes);
-    std::uint64_t at = 0;
-    for (std::size_t r = k; ok && r < end; ++r) {
-      ok = read_all_at(log.fd, buffer.data() + at, log.records[r].length,
-                       static_cast<off_t>(log.records[r].log_at));
-      at += log.records[r].length;
+    // In the kernel, page cache to page cache, when the file systems allow it.
+    bool copied = kernel_copy_.load();
+    for (std::size_t r = k; copied && r < end; ++r) {
+      const Record& record = log.records[r];
+      for (const auto& piece : fences::uncovered(record.offset, record.length, fenced)) {
+        if (!copy_in_kernel(log.fd, record.log_at + (piece.offset - record.offset), fd,
+                            piece.offset, piece.length)) {
+          // Not between these file systems: the run again, from a mapping of the log.
+          if (errno == EXDEV || errno == EINVAL || errno == ENOSYS || errno == EOPNOTSUPP)
+            kernel_copy_ = false;
+          else
+            ok = false;
+          copied = false;
+          break;
+        }
+      }
     }
-    const std::uint64_t offset = log.records[k].offset;
-    for (const auto& piece : fences::uncovered(offset, bytes, fenced))
-      ok = ok && write_all_at(fd, buffer.data() + (piece.offset - offset), piece.length,
-                              static_cast<off_t>(piece.offset));
+    if (ok && !copied) {
+      // The log's pages mapped, written straight from there: one copy, one write per piece.
+      const std::uint64_t first = log.records[k].log_at & ~(kPage - 1);
+      const std::uint64_t last = log.records[end - 1].log_at + log.records[end - 1].length;
+      void* mapped = mmap(nullptr, last - first, PROT_READ, MAP_SHARED | MAP_POPULATE, log.fd,
+                          static_cast<off_t>(first));
+      ok = mapped != MAP_FAILED;
+      // Pieces that continue each other in the file (all of the run, without fences): one
+      // pwritev.
+      std::vector<iovec> parts;
+      std::uint64_t parts_at = 0, parts_end = 0;
+      const auto flush_parts = [&] {
+        ok = ok && write_all_at(fd, parts, static_cast<off_t>(parts_at));
+        parts.clear();
+      };
+      for (std::size_t r = k; ok && r < end; ++r) {
+        const Record& record = log.records[r];
+        char* data = static_cast<char*>(mapped) + (record.log_at - first);
+        for (const auto& piece : fences::uncovered(record.offset, record.length, fenced)) {
+          if (!parts.empty() && (piece.offset != parts_end || parts.size() == IOV_MAX))
+            flush_parts();
+          if (parts.empty()) parts_at = piece.offset;
+          parts.push_back({data + (piece.offset - record.offset), piece.length});
+          parts_end = piece.offset + piece.length;
+        }
+      }
+      if (!parts.empty()) flush_parts();
+      if (mapped != MAP_FAILED) munmap(mapped, last - first);
+    }
     k = end;
   }
   ok = ok && fsync(fd) == 0;
@@ -375,15 +448,23 @@ Status Store::drain(const std::string& file, std::string& why) {
 }
 
 Status Store::drain_next(const std::set<std::string>& jobs, std::string& file, std::string& why) {
-  const int fence_lock = lock_fences();  // before the store's mutex: clients take it first too
-  std::lock_guard lock(mutex_);
   // Candidates: files of the ordered jobs, and logs recovered after a crash (their writers are
   // gone; nothing else will drain them). The request scheduler picks which goes first.
+  const auto candidate = [&jobs](const Log& log) { return log.recovered || jobs.count(log.job); };
+  {
+    // Idle nodes ask often: the fence lock (a PFS round trip) only when there is work.
+    std::lock_guard lock(mutex_);
+    if (std::none_of(logs_.begin(), logs_.end(),
+                     [&](const auto& entry) { return candidate(*entry.second); }))
+      return Status::NotHeld;
+  }
+  const int fence_lock = lock_fences();  // before the store's mutex: clients take it first too
+  std::lock_guard lock(mutex_);
   namespace req = harmonia::core::requests;
   const auto scheduler = req::make_request_scheduler(drain_scheduler_);
   std::vector<std::map<std::string, std::unique_ptr<Log>>::iterator> candidates;
   for (auto it = logs_.begin(); it != logs_.end(); ++it)
-    if (it->second->recovered || jobs.count(it->second->job)) candidates.push_back(it);
+    if (candidate(*it->second)) candidates.push_back(it);
   // In arrival order: the scheduler's clock never goes back.
   std::sort(candidates.begin(), candidates.end(),
             [](const auto& a, const auto& b) { return a->second->created < b->second->created; });

@@ -80,6 +80,7 @@ class Store {
   bool draining_ = false;
   std::string fence_node_;
   std::atomic<bool> fence_warned_{false};
+  std::atomic<bool> kernel_copy_{true};  ///< copy_file_range works from the device to the PFS
   std::mt19937_64 ids_{std::random_device{}()};  ///< log ids
 };
 
