@@ -146,7 +146,9 @@ def main() -> None:
         shutil.rmtree(work, ignore_errors=True)
         shutil.rmtree(device, ignore_errors=True)
     where = "RAM (/dev/shm)" if in_ram else "a directory beside the PFS"
-    print(f"\nmedians of {args.rounds} rounds of {args.mib} MiB; the node's device in {where}:")
+    print(
+        f"\nmedians of {args.rounds} rounds of {args.mib} MiB; the node's device in {where}:"
+    )
     print("| what | median | min | max |\n| --- | --- | --- | --- |")
     labels = {
         "ingest": "ingest into one node over loopback (GB/s)",
