@@ -1,14 +1,17 @@
 // harmonia-bbctl: put, get, drain and status against a harmonia-bbd (docs/buffer-nodes.md).
 #include <google/protobuf/util/json_util.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
 #include <chrono>
 #include <cstdio>
+#include <deque>
 #include <fstream>
 #include <iostream>
 #include <iterator>
+#include <string_view>
 
 #include "bbd/bb.pb.h"
 #include "common/frames.hpp"
@@ -20,30 +23,53 @@ namespace control = harmonia::control;
 
 namespace {
 
-bb::Response call(int fd, bb::Request request) {
-  static std::uint64_t seq = 0;
-  request.set_seq(++seq);
-  std::string frame;
-  harmonia::common::append_frame(frame, request);
-  if (!harmonia::common::send_all(fd, frame))
-    throw std::runtime_error("the node closed the connection");
-  std::vector<std::uint8_t> input;
-  std::uint8_t chunk[1 << 16];
-  for (;;) {
-    const auto scan = control::scan_frame(input.data(), input.size(), 128UL << 20);
-    if (scan.kind == control::FrameScan::Kind::Frame) {
-      bb::Response response;
-      if (!response.ParseFromArray(input.data() + control::kHeaderBytes,
-                                   static_cast<int>(scan.body_length)))
-        throw std::runtime_error("malformed response");
-      return response;
-    }
-    if (scan.kind == control::FrameScan::Kind::TooLarge) throw std::runtime_error("huge response");
-    const ssize_t n = recv(fd, chunk, sizeof(chunk), 0);
-    if (n <= 0) throw std::runtime_error("the node closed the connection");
-    input.insert(input.end(), chunk, chunk + n);
+/// A connection to the node: requests out, responses in, in order (several may be in flight).
+class Connection {
+ public:
+  explicit Connection(int fd) : fd_(fd) {}
+
+  /// Sends `request`, with `payload` raw after its frame (Write.payload says how much).
+  void send(bb::Request request, std::string_view payload = {}) {
+    request.set_seq(++seq_);
+    std::string frame;
+    harmonia::common::append_frame(frame, request);
+    iovec parts[2] = {{frame.data(), frame.size()},
+                      {const_cast<char*>(payload.data()), payload.size()}};
+    if (!harmonia::common::send_all(fd_, parts, payload.empty() ? 1 : 2))
+      throw std::runtime_error("the node closed the connection");
   }
-}
+
+  bb::Response receive() {
+    std::uint8_t chunk[1 << 16];
+    for (;;) {
+      const auto scan = control::scan_frame(input_.data(), input_.size(), 128UL << 20);
+      if (scan.kind == control::FrameScan::Kind::Frame) {
+        bb::Response response;
+        if (!response.ParseFromArray(input_.data() + control::kHeaderBytes,
+                                     static_cast<int>(scan.body_length)))
+          throw std::runtime_error("malformed response");
+        input_.erase(input_.begin(),
+                     input_.begin() + static_cast<long>(control::kHeaderBytes + scan.body_length));
+        return response;
+      }
+      if (scan.kind == control::FrameScan::Kind::TooLarge)
+        throw std::runtime_error("huge response");
+      const ssize_t n = recv(fd_, chunk, sizeof(chunk), 0);
+      if (n <= 0) throw std::runtime_error("the node closed the connection");
+      input_.insert(input_.end(), chunk, chunk + n);
+    }
+  }
+
+  bb::Response call(const bb::Request& request) {
+    send(request);
+    return receive();
+  }
+
+ private:
+  int fd_;
+  std::uint64_t seq_ = 0;
+  std::vector<std::uint8_t> input_;
+};
 
 int report(const bb::Response& response) {
   if (response.code() == bb::Response::OK) return 0;
@@ -57,7 +83,7 @@ int report(const bb::Response& response) {
 int main(int argc, char** argv) {
   CLI::App cli{"Talk to a harmonia-bbd buffer node"};
   std::string address, file, local;
-  std::uint64_t offset = 0, length = 0, chunk = 1 << 20;
+  std::uint64_t offset = 0, length = 0, chunk = 1 << 20, window = 4;
   cli.add_option("--node", address, "HOST:PORT")->required();
   auto* put =
       cli.add_subcommand("put", "Write a local file's bytes into FILE at OFFSET, in chunks");
@@ -65,6 +91,7 @@ int main(int argc, char** argv) {
   put->add_option("local", local)->required();
   put->add_option("--offset", offset);
   put->add_option("--chunk", chunk)->check(CLI::Range(1UL, 16UL << 20));
+  put->add_option("--window", window, "Writes in flight at once")->check(CLI::Range(1UL, 64UL));
   auto* get = cli.add_subcommand("get", "Read a held range to stdout");
   get->add_option("file", file)->required();
   get->add_option("offset", offset)->required();
@@ -75,7 +102,7 @@ int main(int argc, char** argv) {
   cli.require_subcommand(1);
   CLI11_PARSE(cli, argc, argv);
   try {
-    const int fd = harmonia::common::connect_tcp(address, "--node");
+    Connection node(harmonia::common::connect_tcp(address, "--node"));
     if (*put) {
       std::ifstream in(local, std::ios::binary);
       if (!in) throw std::runtime_error(local + ": cannot read");
@@ -85,14 +112,24 @@ int main(int argc, char** argv) {
       int rc = 0;
       const auto started = std::chrono::steady_clock::now();
       try {
-        for (std::uint64_t at = 0; at < data.size() && rc == 0; at += chunk) {
-          bb::Request request;
-          auto* w = request.mutable_write();
-          w->set_file(file);
-          w->set_offset(offset + at);
-          w->set_data(data.substr(at, chunk));
-          rc = report(call(fd, request));
-          if (rc == 0) acknowledged += w->data().size();
+        // Up to `window` writes in flight: the node reads the next while it stores this one.
+        std::deque<std::uint64_t> in_flight;
+        for (std::uint64_t at = 0; rc == 0 && (at < data.size() || !in_flight.empty());) {
+          if (at < data.size() && in_flight.size() < window) {
+            const std::uint64_t n = std::min<std::uint64_t>(chunk, data.size() - at);
+            bb::Request request;
+            auto* w = request.mutable_write();
+            w->set_file(file);
+            w->set_offset(offset + at);
+            w->set_payload(n);
+            node.send(request, std::string_view(data).substr(at, n));
+            in_flight.push_back(n);
+            at += n;
+            continue;
+          }
+          rc = report(node.receive());
+          if (rc == 0) acknowledged += in_flight.front();
+          in_flight.pop_front();
         }
       } catch (const std::exception& error) {
         std::fprintf(stderr, "harmonia-bbctl: %s\n", error.what());
@@ -110,18 +147,18 @@ int main(int argc, char** argv) {
       r->set_file(file);
       r->set_offset(offset);
       r->set_length(length);
-      const bb::Response response = call(fd, request);
+      const bb::Response response = node.call(request);
       if (const int rc = report(response); rc != 0) return rc;
       std::fwrite(response.data().data(), 1, response.data().size(), stdout);
       return 0;
     }
     if (*drain) {
       request.mutable_drain()->set_file(file);
-      return report(call(fd, request));
+      return report(node.call(request));
     }
     if (*status) {
       request.mutable_status();
-      const bb::Response response = call(fd, request);
+      const bb::Response response = node.call(request);
       std::string text;
       google::protobuf::util::JsonPrintOptions options;
       options.always_print_primitive_fields = true;

@@ -10,8 +10,13 @@
 #include <CLI/CLI.hpp>
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstdio>
 #include <cstring>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <optional>
 #include <thread>
 
 #include "bbd/bb.pb.h"
@@ -44,25 +49,98 @@ std::string host_of(const std::string& spec) {
 /// Requests being served now (the monitor's queue depth).
 std::atomic<unsigned> in_flight{0};
 
-/// One client connection: frames in, one response each. Each frame is read straight into one
-/// buffer of its size, reused from one frame to the next.
+/// One request read off a connection, for the connection's worker.
+struct Received {
+  bb::Request request;
+  std::unique_ptr<char[]> payload;  ///< a write's raw bytes (Write.payload of them)
+  std::size_t capacity = 0;
+  std::optional<bb::Response> refusal;  ///< answered without the store (malformed, oversized)
+  bool last = false;                    ///< the connection ends after this one
+};
+
+/// One client connection: frames in, one response each, in order. Two stages: this thread reads
+/// requests (frames and raw payloads, straight into buffers of their size) while a worker stores
+/// the previous one and answers it; two buffers go round between them.
 void serve(Store& store, int fd) {
-  std::string body;
-  for (;;) {
-    std::uint8_t header[control::kHeaderBytes];
-    if (!harmonia::common::receive_all(fd, reinterpret_cast<char*>(header), sizeof(header))) break;
-    const std::size_t length = control::frame_length(header);
-    if (length > kMaxRequestBytes) {
-      send_message(fd, refuse_oversized(length));
-      break;  // the stream cannot be resynchronised
+  std::mutex mutex;
+  std::condition_variable changed;
+  std::deque<std::unique_ptr<Received>> full, empty;
+  for (int k = 0; k < 2; ++k) empty.push_back(std::make_unique<Received>());
+  std::thread worker([&] {
+    for (;;) {
+      std::unique_ptr<Received> next;
+      {
+        std::unique_lock lock(mutex);
+        changed.wait(lock, [&] { return !full.empty(); });
+        next = std::move(full.front());
+        full.pop_front();
+      }
+      bool ok = true;
+      if (next->last && !next->refusal) {
+        ok = false;  // the connection ended, mid-request or between requests: nothing to answer
+      } else if (next->refusal) {
+        ok = send_message(fd, *next->refusal);
+      } else {
+        const auto raw = static_cast<std::size_t>(payload_bytes(next->request));
+        in_flight.fetch_add(1);
+        const bb::Response response =
+            answer(store, next->request, std::string_view(next->payload.get(), raw));
+        in_flight.fetch_sub(1);
+        ok = send_message(fd, response);
+      }
+      const bool last = next->last || !ok;
+      if (!ok) shutdown(fd, SHUT_RDWR);  // a peer gone: the reader's next receive ends too
+      {
+        std::lock_guard lock(mutex);
+        empty.push_back(std::move(next));
+      }
+      changed.notify_all();
+      if (last) return;
     }
-    body.resize(length);
-    if (!harmonia::common::receive_all(fd, body.data(), body.size())) break;
-    in_flight.fetch_add(1);
-    const bb::Response response = answer(store, body);
-    in_flight.fetch_sub(1);
-    if (!send_message(fd, response)) break;
+  });
+  std::string body;
+  for (bool last = false; !last;) {
+    std::unique_ptr<Received> slot;
+    {
+      std::unique_lock lock(mutex);
+      changed.wait(lock, [&] { return !empty.empty(); });
+      slot = std::move(empty.front());
+      empty.pop_front();
+    }
+    slot->refusal.reset();
+    slot->last = false;
+    std::uint8_t header[control::kHeaderBytes];
+    std::size_t length = 0;
+    long long raw = 0;
+    if (!harmonia::common::receive_all(fd, reinterpret_cast<char*>(header), sizeof(header))) {
+      slot->last = true;
+    } else if ((length = control::frame_length(header)) > kMaxRequestBytes) {
+      slot->refusal = refuse_oversized(length);
+      slot->last = true;  // the stream cannot be resynchronised
+    } else if (body.resize(length), !harmonia::common::receive_all(fd, body.data(), length)) {
+      slot->last = true;
+    } else if (!slot->request.ParseFromString(body)) {
+      slot->refusal = answer(store, body);  // MALFORMED
+    } else if ((raw = payload_bytes(slot->request)) < 0) {
+      slot->refusal = refuse_oversized(static_cast<std::size_t>(slot->request.write().payload()));
+      slot->last = true;
+    } else {
+      if (static_cast<std::size_t>(raw) > slot->capacity) {
+        slot->capacity = static_cast<std::size_t>(raw);
+        slot->payload.reset(new char[slot->capacity]);  // no zeroing: every byte is received
+      }
+      if (raw > 0 &&
+          !harmonia::common::receive_all(fd, slot->payload.get(), static_cast<std::size_t>(raw)))
+        slot->last = true;
+    }
+    last = slot->last;
+    {
+      std::lock_guard lock(mutex);
+      full.push_back(std::move(slot));
+    }
+    changed.notify_all();
   }
+  worker.join();
   close(fd);
 }
 

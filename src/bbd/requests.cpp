@@ -34,20 +34,44 @@ void fill_status(Store& store, bb::NodeStatus& out) {
 
 bb::Response answer(Store& store, const std::string& body) {
   bb::Request request;
-  bb::Response response;
   if (!request.ParseFromString(body)) {
+    bb::Response response;
     response.set_code(bb::Response::MALFORMED);
     response.set_message("the frame does not hold a valid Request");
     return response;
   }
+  if (payload_bytes(request) != 0) {
+    bb::Response response;
+    response.set_seq(request.seq());
+    response.set_code(bb::Response::INVALID);
+    response.set_message("a payload was announced but none follows");
+    return response;
+  }
+  return answer(store, request, {});
+}
+
+long long payload_bytes(const bb::Request& request) {
+  if (!request.has_write()) return 0;
+  const std::uint64_t n = request.write().payload();
+  return n > kMaxPayloadBytes ? -1 : static_cast<long long>(n);
+}
+
+bb::Response answer(Store& store, const bb::Request& request, std::string_view payload) {
+  bb::Response response;
   response.set_seq(request.seq());
   std::string why;
   Status status = Status::Ok;
   switch (request.body_case()) {
     case bb::Request::kWrite: {
+      const auto& write = request.write();
+      if (write.payload() != payload.size() || (!payload.empty() && !write.data().empty())) {
+        status = Status::Invalid;
+        why = "the bytes go in the message or after it, as many as announced";
+        break;
+      }
       std::uint64_t log = 0;
-      status = store.write(request.write().file(), request.write().offset(), request.write().data(),
-                           request.write().job(), why, &log);
+      status = store.write(write.file(), write.offset(), payload.empty() ? write.data() : payload,
+                           write.job(), why, &log);
       if (status == Status::Ok) response.set_log(log);
       break;
     }

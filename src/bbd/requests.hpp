@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <string>
+#include <string_view>
 
 #include "bbd/bb.pb.h"
 #include "bbd/store.hpp"
@@ -12,9 +13,17 @@ namespace harmonia::bbd {
 
 /// The largest request frame body a node reads: a write of 16 MiB and its envelope.
 constexpr std::size_t kMaxRequestBytes = (16UL << 20) + 4096;
+/// The largest raw payload after a Write's frame (Write.payload).
+constexpr std::size_t kMaxPayloadBytes = 16UL << 20;
 
 /// The response to one frame body; MALFORMED when it holds no valid Request.
 bb::Response answer(Store& store, const std::string& body);
+/// The response to a decoded request; `payload` holds the raw bytes that followed a Write's
+/// frame (as many as its `payload` field announced).
+bb::Response answer(Store& store, const bb::Request& request, std::string_view payload);
+/// The bytes that follow `request`'s frame raw; -1 when it announces more than
+/// kMaxPayloadBytes (the stream cannot be read on).
+long long payload_bytes(const bb::Request& request);
 
 /// The response to a frame announcing `length` > kMaxRequestBytes (the node then closes the
 /// connection: the stream cannot be resynchronised).

@@ -222,7 +222,7 @@ Store::Log* Store::log_for(const std::string& file, std::string& why) {
   return logs_.emplace(file, std::move(log)).first->second.get();
 }
 
-Status Store::write(const std::string& file, std::uint64_t offset, const std::string& data,
+Status Store::write(const std::string& file, std::uint64_t offset, std::string_view data,
                     const std::string& job, std::string& why, std::uint64_t* log_id) {
   if (!valid_name(file) || fences::reserved(file)) {
     why = "bad file name (relative, no . or .. parts, not under .harmonia/)";

@@ -11,6 +11,7 @@
 #include <random>
 #include <set>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace harmonia::bbd {
@@ -40,7 +41,7 @@ class Store {
   /// bad name or an end past the largest file offset. The data is in the log (the page cache) when
   /// Ok returns. `log_id`, when given, receives the id of the log that holds the write (fences name
   /// it).
-  Status write(const std::string& file, std::uint64_t offset, const std::string& data,
+  Status write(const std::string& file, std::uint64_t offset, std::string_view data,
                const std::string& job, std::string& why, std::uint64_t* log_id = nullptr);
   /// The range when the node holds all of it (later writes win), else NotHeld.
   Status read(const std::string& file, std::uint64_t offset, std::uint64_t length, std::string& out,

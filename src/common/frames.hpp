@@ -4,6 +4,7 @@
 /// peer shares.
 
 #include <sys/socket.h>
+#include <sys/uio.h>
 
 #include <cerrno>
 #include <cstdint>
@@ -44,6 +45,28 @@ inline bool send_all(int fd, const std::string& bytes) {
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) return false;
     sent += static_cast<std::size_t>(n);
+  }
+  return true;
+}
+
+/// Sends all of `parts` (`count` of them) on a blocking socket; false once the peer is gone.
+inline bool send_all(int fd, iovec* parts, int count) {
+  while (count > 0) {
+    msghdr message{};
+    message.msg_iov = parts;
+    message.msg_iovlen = static_cast<std::size_t>(count);
+    ssize_t n = ::sendmsg(fd, &message, MSG_NOSIGNAL);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    while (count > 0 && static_cast<std::size_t>(n) >= parts->iov_len) {
+      n -= static_cast<ssize_t>(parts->iov_len);
+      ++parts;
+      --count;
+    }
+    if (count > 0) {
+      parts->iov_base = static_cast<char*>(parts->iov_base) + n;
+      parts->iov_len -= static_cast<std::size_t>(n);
+    }
   }
   return true;
 }

@@ -146,6 +146,15 @@ def test_background_drain_at_the_threshold(tmp_path: Path) -> None:
         node.kill()
 
 
+def varint(value: int) -> bytes:
+    """`value` as a protobuf varint."""
+    out = bytearray()
+    while value >= 0x80:
+        out.append(value & 0x7F | 0x80)
+        value >>= 7
+    return bytes(out + bytes([value]))
+
+
 def test_bad_names_malformed_and_oversized_frames(tmp_path: Path) -> None:
     (tmp_path / "src").write_bytes(b"x" * 10)
     node, address = start(tmp_path, "--threshold", "1")
@@ -161,6 +170,14 @@ def test_bad_names_malformed_and_oversized_frames(tmp_path: Path) -> None:
             raw.sendall(struct.pack(">I", 1 << 30))
             length = struct.unpack(">I", raw.recv(4, socket.MSG_WAITALL))[0]
             assert b"at most" in raw.recv(length, socket.MSG_WAITALL)
+        with socket.create_connection((host, int(port))) as raw:
+            # Request{seq: 1, write: {file: "f", payload: 1 GiB}}: a raw payload over the limit.
+            write = b"\x0a\x01f\x28" + varint(1 << 30)
+            request = b"\x08\x01\x12" + varint(len(write)) + write
+            raw.sendall(struct.pack(">I", len(request)) + request)
+            length = struct.unpack(">I", raw.recv(4, socket.MSG_WAITALL))[0]
+            assert b"at most" in raw.recv(length, socket.MSG_WAITALL)
+            assert raw.recv(1) == b"", "the node closes a stream it cannot follow"
         assert node.poll() is None and status(address)["used"] == "0"
     finally:
         node.kill()

@@ -46,7 +46,11 @@ class TcpChannel final : public Channel {
   explicit TcpChannel(int fd) : fd_(fd) {}
   ~TcpChannel() override { real().close(fd_); }
 
-  bool send(const std::string& frame) override { return common::send_all(fd_, frame); }
+  bool send(const std::string& frame, const char* payload, std::size_t length) override {
+    iovec parts[2] = {{const_cast<char*>(frame.data()), frame.size()},
+                      {const_cast<char*>(payload), length}};
+    return common::send_all(fd_, parts, length > 0 ? 2 : 1);
+  }
 
   bool receive(std::string& body) override {
     std::uint8_t header[wire::kHeaderBytes];
@@ -82,32 +86,45 @@ Node& node_for(const std::string& address) {
 
 enum class Outcome { Ok, Full, Failed };
 
-/// One request and its response on `address` (the node's mutex held by the caller); `log`, when
-/// given, receives the log a write went into.
-Outcome call(Node& node, const std::string& address, Harmonia__Bb__Request& request,
-             std::uint64_t* log = nullptr) {
+/// The node is gone: no channel, and no new one for a while (its writes go through meanwhile).
+void lose(Node& node, const std::string& address, const char* what) {
+  node.channel.reset();
+  node.dead_until = now() + kRetryDead;
+  report("buffer node " + address + ": " + what + "; writing through to the PFS");
+}
+
+/// Sends `request`, and `length` bytes of `payload` raw after it (Write.payload), on `address`
+/// (the node's mutex held by the caller); false when the node is unreachable or gone.
+bool send_request(Node& node, const std::string& address, Harmonia__Bb__Request& request,
+                  const char* payload = nullptr, std::size_t length = 0) {
   if (!node.channel) {
-    if (now() < node.dead_until) return Outcome::Failed;
+    if (now() < node.dead_until) return false;
     node.channel = connect_tcp(address);
     if (!node.channel) {
-      node.dead_until = now() + kRetryDead;
-      report("buffer node " + address + ": unreachable; writing through to the PFS");
-      return Outcome::Failed;
+      lose(node, address, "unreachable");
+      return false;
     }
   }
   const std::string frame = common::packed_frame(request, harmonia__bb__request__get_packed_size,
                                                  harmonia__bb__request__pack);
+  if (node.channel->send(frame, payload, length)) return true;
+  lose(node, address, "lost");
+  return false;
+}
+
+/// The response to the oldest request sent on `address` and not answered yet; `log`, when given,
+/// receives the log a write went into.
+Outcome receive_reply(Node& node, const std::string& address, std::uint64_t* log = nullptr) {
   std::string body;
-  if (!node.channel->send(frame) || !node.channel->receive(body)) {
-    node.channel.reset();
-    node.dead_until = now() + kRetryDead;
-    report("buffer node " + address + ": lost; writing through to the PFS");
+  if (!node.channel) return Outcome::Failed;
+  if (!node.channel->receive(body)) {
+    lose(node, address, "lost");
     return Outcome::Failed;
   }
   Harmonia__Bb__Response* response = harmonia__bb__response__unpack(
       nullptr, body.size(), reinterpret_cast<const std::uint8_t*>(body.data()));
   if (!response) {
-    node.channel.reset();
+    lose(node, address, "sent a malformed response");
     return Outcome::Failed;
   }
   const auto code = response->code;
@@ -182,7 +199,7 @@ Outcome drain_one(const std::string& file, const std::string& address) {
     Harmonia__Bb__Request request = HARMONIA__BB__REQUEST__INIT;
     request.body_case = HARMONIA__BB__REQUEST__BODY_DRAIN;
     request.drain = &drain;
-    outcome = call(node, address, request);
+    outcome = send_request(node, address, request) ? receive_reply(node, address) : Outcome::Failed;
   }
   // A drained file's fence is gone too (the node consumed it): nothing of it is older any more.
   if (outcome == Outcome::Ok)
@@ -277,40 +294,61 @@ bool write(const std::string& file, const std::string& job, const struct iovec* 
   for (const auto& address : nodes)
     if (is_lost(file, address) && drain_one(file, address) != Outcome::Ok) return false;
   const FenceGuard fenced = fence(file, offset, total);
-  auto at = static_cast<std::uint64_t>(offset);
-  std::size_t done = 0;
-  while (done < total) {
-    const std::uint64_t unit = at / stripe;
-    const std::uint64_t piece =
-        std::min<std::uint64_t>({total - done, (unit + 1) * stripe - at, kMaxPiece});
-    const std::string& address = nodes[unit % nodes.size()];
-    Node& node = node_for(address);
-    Outcome outcome;
+  // The pieces, cut at stripe boundaries and at the largest request.
+  struct Piece {
+    std::uint64_t at;
+    std::size_t from, length;
+    const std::string* address;
+    Outcome outcome = Outcome::Failed;
     std::uint64_t log = 0;
-    {
-      std::lock_guard lock(node.mutex);
+  };
+  std::vector<Piece> pieces;
+  for (std::size_t done = 0; done < total;) {
+    const auto at = static_cast<std::uint64_t>(offset) + done;
+    const std::uint64_t unit = at / stripe;
+    const std::size_t length =
+        std::min<std::uint64_t>({total - done, (unit + 1) * stripe - at, kMaxPiece});
+    pieces.push_back({at, done, length, &nodes[unit % nodes.size()]});
+    done += length;
+  }
+  {
+    // Every node of the write locked, in address order: all pieces are sent before the first
+    // reply is read, so each node stores one while the next arrives.
+    std::set<std::string> involved;
+    for (const auto& p : pieces) involved.insert(*p.address);
+    std::vector<std::unique_lock<std::mutex>> locks;
+    for (const auto& address : involved) locks.emplace_back(node_for(address).mutex);
+    std::vector<bool> sent(pieces.size(), false);
+    std::set<std::string> broken;
+    for (std::size_t k = 0; k < pieces.size(); ++k) {
+      const Piece& p = pieces[k];
+      if (broken.count(*p.address)) continue;
       Harmonia__Bb__Write body = HARMONIA__BB__WRITE__INIT;
       body.file = const_cast<char*>(file.c_str());
-      body.offset = at;
-      body.data.len = piece;
-      body.data.data = reinterpret_cast<std::uint8_t*>(const_cast<char*>(data + done));
+      body.offset = p.at;
+      body.payload = p.length;
       body.job = const_cast<char*>(job.c_str());
       Harmonia__Bb__Request request = HARMONIA__BB__REQUEST__INIT;
       request.body_case = HARMONIA__BB__REQUEST__BODY_WRITE;
       request.write = &body;
-      outcome = call(node, address, request, &log);
+      sent[k] = send_request(node_for(*p.address), *p.address, request, data + p.from, p.length);
+      if (!sent[k]) broken.insert(*p.address);
     }
-    note_outcome(file, address, outcome, log);
-    if (outcome == Outcome::Full) {
-      // What the full node holds of the file must land before the write that goes through.
-      (void)drain_one(file, address);
-      return false;
-    }
-    if (outcome != Outcome::Ok) return false;
-    at += piece;
-    done += piece;
+    for (std::size_t k = 0; k < pieces.size(); ++k)
+      if (sent[k])
+        pieces[k].outcome =
+            receive_reply(node_for(*pieces[k].address), *pieces[k].address, &pieces[k].log);
   }
-  return true;
+  bool ok = true;
+  const std::string* full = nullptr;
+  for (const auto& p : pieces) {
+    note_outcome(file, *p.address, p.outcome, p.log);
+    if (p.outcome == Outcome::Full) full = p.address;
+    ok = ok && p.outcome == Outcome::Ok;
+  }
+  // What a full node holds of the file must land before the write that goes through.
+  if (full) (void)drain_one(file, *full);
+  return ok;
 }
 
 bool drain(const std::string& file, const std::vector<std::string>& nodes) {

@@ -24,8 +24,9 @@ namespace harmonia::bbio::buffers {
 class Channel {
  public:
   virtual ~Channel() = default;
-  /// Sends one whole frame; false when the node is gone.
-  virtual bool send(const std::string& frame) = 0;
+  /// Sends one whole frame, then `length` bytes of `payload` raw (a write's bytes after its
+  /// frame); false when the node is gone.
+  virtual bool send(const std::string& frame, const char* payload, std::size_t length) = 0;
   /// Receives one frame's body into `body`; false when the node is gone or sent garbage.
   virtual bool receive(std::string& body) = 0;
 };
