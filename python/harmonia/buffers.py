@@ -38,6 +38,7 @@ class ClusterSettings:
     stripe: int = 1 << 20
     drain_scheduler: str = "fifo"
     device_root: Path | None = None  # where the nodes' devices bb0/.. go (default: directory)
+    sync: str = "none"  # when nodes acknowledge: none (page cache) or data (on the device)
 
     def __post_init__(self) -> None:
         # Absolute: jobs run elsewhere, and libharmonia takes only absolute path prefixes.
@@ -126,7 +127,8 @@ class BufferCluster:
         port_file = self.settings.directory / f"bb{k}.port"
         command = [str(bbd), "--device", str(device), "--pfs", str(self.pfs),
                    "--capacity", str(self.settings.capacity), "--schedd", f"unix:{self.socket}",
-                   "--drain-scheduler", self.settings.drain_scheduler]  # fmt: skip
+                   "--drain-scheduler", self.settings.drain_scheduler,
+                   "--sync", self.settings.sync]  # fmt: skip
         if port_file.exists():  # a restart keeps its address, hence its slot
             command += ["--listen", f"127.0.0.1:{port_file.read_text().strip()}"]
         node = subprocess.Popen(

@@ -170,6 +170,12 @@ int main(int argc, char** argv) {
   cli.add_option("--drain-scheduler", drain_scheduler,
                  "Request scheduler that picks the next file to drain (fifo, sjf, hbrr, ...)")
       ->capture_default_str();
+  std::string sync = "none";
+  cli.add_option("--sync", sync,
+                 "When a write is acknowledged: none (in the page cache: survives a killed node) "
+                 "or data (fdatasync of the log first: survives a power loss)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"none", "data"}));
   CLI11_PARSE(cli, argc, argv);
   google::protobuf::SetLogHandler(nullptr);
   signal(SIGPIPE, SIG_IGN);
@@ -181,6 +187,7 @@ int main(int argc, char** argv) {
   }
   try {
     Store store(device, pfs, *capacity, drain_scheduler);
+    if (sync == "data") store.sync_writes();
     std::uint16_t port = 0;
     const int listener = harmonia::common::listen_tcp(listen_on, "--listen", 0, port);
     std::printf("port=%u\n", port);

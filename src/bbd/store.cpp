@@ -271,6 +271,12 @@ Status Store::write(const std::string& file, std::uint64_t offset, std::string_v
     }
     done += static_cast<std::size_t>(n);
   }
+  if (sync_writes_ && fdatasync(log->fd) != 0) {
+    const int error = errno;
+    (void)ftruncate(log->fd, static_cast<off_t>(log->end));  // never acknowledged: cut it off
+    why = "device: " + std::string(std::strerror(error));
+    return error == ENOSPC || error == EDQUOT ? Status::Full : Status::Error;
+  }
   log->records.push_back({offset, data.size(), log->end + sizeof(header)});
   if (log_id) *log_id = log->id;
   log->end += total;

@@ -52,6 +52,10 @@ class Store {
   /// Drains one file of `jobs` (or one recovered after a crash), chosen by the drain scheduler;
   /// NotHeld when there is none. `file` names the one drained.
   Status drain_next(const std::set<std::string>& jobs, std::string& file, std::string& why);
+  /// From now on a write is acknowledged only once its record is on the device (fdatasync of
+  /// the log): it then survives a power loss, not only a killed node.
+  void sync_writes() { sync_writes_ = true; }
+
   /// One snapshot of everything.
   StoreStats stats();
   /// Files with data held, and their bytes.
@@ -81,7 +85,8 @@ class Store {
   bool draining_ = false;
   std::string fence_node_;
   std::atomic<bool> fence_warned_{false};
-  std::atomic<bool> kernel_copy_{true};  ///< copy_file_range works from the device to the PFS
+  std::atomic<bool> kernel_copy_{true};
+  bool sync_writes_ = false;  ///< copy_file_range works from the device to the PFS
   std::mt19937_64 ids_{std::random_device{}()};  ///< log ids
 };
 

@@ -78,11 +78,17 @@ def test_write_read_and_drain(tmp_path: Path) -> None:
         node.kill()
 
 
-@pytest.mark.parametrize("delay", [0.05, 0.15, 0.3])
-def test_kill_9_loses_nothing_acknowledged(tmp_path: Path, delay: float) -> None:
+@pytest.mark.parametrize(
+    ("delay", "sync"), [(0.05, "none"), (0.15, "none"), (0.3, "none"), (0.15, "data")]
+)
+def test_kill_9_loses_nothing_acknowledged(
+    tmp_path: Path, delay: float, sync: str
+) -> None:
     data = random.Random(2).randbytes(40_000_000)
     (tmp_path / "src").write_bytes(data)
-    node, address = start(tmp_path, "--capacity", "1G", "--threshold", "1")
+    node, address = start(
+        tmp_path, "--capacity", "1G", "--threshold", "1", "--sync", sync
+    )
     put = subprocess.Popen(
         [str(BBCTL), "--node", address, "put", "f.dat", str(tmp_path / "src"), "--chunk", "100000"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
@@ -194,3 +200,8 @@ def test_bad_arguments(tmp_path: Path) -> None:
         capture_output=True, text=True, timeout=30, check=False,
     )  # fmt: skip
     assert size.returncode == 2 and "--capacity lots" in size.stderr
+    sync = subprocess.run(
+        [str(BBD), "--device", str(tmp_path), "--pfs", str(tmp_path), "--sync", "always"],
+        capture_output=True, text=True, timeout=30, check=False,
+    )  # fmt: skip
+    assert sync.returncode != 0 and "--sync" in sync.stderr

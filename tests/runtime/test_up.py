@@ -26,7 +26,7 @@ HARMONIA = Path(sys.executable).with_name("harmonia")
 def test_up_runs_jobs_and_ctrl_c_drains_what_the_nodes_hold(tmp_path: Path) -> None:
     up = subprocess.Popen(
         [str(HARMONIA), "up", "--buffers", "2", "--dir", str(tmp_path), "--capacity", "256 MiB",
-         "--flush-threshold", "1", "--every", "0.2"],
+         "--flush-threshold", "1", "--sync", "data", "--every", "0.2"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
     spec = JobSpec(ranks=2, steps=8, requests=2, size=1 << 20, compute=0.4)
@@ -67,6 +67,7 @@ def test_up_runs_jobs_and_ctrl_c_drains_what_the_nodes_hold(tmp_path: Path) -> N
         (["--policy", "nope"], "--policy nope"),
         (["--capacity", "lots"], "--capacity"),
         (["--buffers", "2", "--backup-flushers", "2"], "--backup-flushers 2"),
+        (["--sync", "always"], "--sync always"),
     ],
 )
 def test_up_refuses_bad_settings(

@@ -54,6 +54,9 @@ def up(
     drain_scheduler: Annotated[
         str, typer.Option(help="Request scheduler ordering each node's drains (fifo, sjf, ...).")
     ] = "fifo",
+    sync: Annotated[
+        str, typer.Option(help="When nodes acknowledge a write: none (page cache) or data (disk).")
+    ] = "none",
     every: Annotated[float, typer.Option(min=0.1, help="Seconds between status lines.")] = 2.0,
 ) -> None:
     """Start harmonia-schedd with a burst-buffer policy and BUFFERS harmonia-bbd nodes, print the
@@ -63,7 +66,7 @@ def up(
         settings = ClusterSettings(
             directory.resolve(), buffers=buffers, capacity=parse_size(capacity), policy=policy,
             flush_threshold=flush_threshold, backup_flushers=backup_flushers,
-            drain_scheduler=drain_scheduler,
+            drain_scheduler=drain_scheduler, sync=sync,
         )  # fmt: skip
     except ValueError as error:
         fail([f"--capacity: {error}"], EXIT_INVALID)
@@ -71,6 +74,8 @@ def up(
         fail([f"--capacity {capacity}: must be more than 0 bytes"], EXIT_INVALID)
     if policy not in POLICIES:
         fail([f"--policy {policy}: expected one of {', '.join(POLICIES)}"], EXIT_INVALID)
+    if sync not in ("none", "data"):
+        fail([f"--sync {sync}: expected none or data"], EXIT_INVALID)
     if backup_flushers >= buffers:
         fail([f"--backup-flushers {backup_flushers}: at most --buffers - 1"], EXIT_INVALID)
     cluster = BufferCluster(settings)
