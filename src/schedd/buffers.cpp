@@ -60,7 +60,7 @@ BufferBroker::~BufferBroker() = default;
 
 BrokerJob BufferBroker::add_job(const std::string& key, const std::string& name,
                                 std::uint32_t ranks, std::int32_t priority, double declared_bytes,
-                                double now) {
+                                bool cached, double now) {
   advance(now);
   const auto id = static_cast<BrokerJob>(jobs_.size());
   jobs_.push_back({});
@@ -72,6 +72,7 @@ BrokerJob BufferBroker::add_job(const std::string& key, const std::string& name,
   info.name = name;
   info.nodes = 1;  // one machine's processes share one client link
   info.priority = priority;
+  info.hint = cached ? core::Hint::Cached : core::Hint::Flushable;
   // DataWarp reserves what the job declares; without a declaration, one default phase.
   info.declared_bytes = declared_bytes > 0 ? declared_bytes : config_.phase_bytes * ranks;
   const core::AppId app = scheduler_->on_app_register(info, now_);

@@ -50,8 +50,9 @@ class BufferBroker : private core::Actions {
   ~BufferBroker() override;
 
   // Jobs, as the daemon sees them (a job is all processes with one key).
+  /// `cached`: the job reads back what it writes; its data stays on the buffers until it ends.
   BrokerJob add_job(const std::string& key, const std::string& name, std::uint32_t ranks,
-                    std::int32_t priority, double declared_bytes, double now);
+                    std::int32_t priority, double declared_bytes, bool cached, double now);
   /// The job's first process entered an I/O phase of `bytes` (0: the default size).
   void phase_begin(BrokerJob job, double bytes, double now);
   /// Its last process left the phase.

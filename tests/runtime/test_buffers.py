@@ -2,6 +2,7 @@
 reporting to it, and MPI jobs writing under libharmonia. Every file must come out with exactly
 the bytes written, whatever the policy and whatever happens to the nodes."""
 
+import json
 import os
 import random
 import shutil
@@ -131,3 +132,35 @@ def test_a_range_rewritten_while_its_node_is_down_keeps_the_newer_bytes(
         "the node's older bytes must not land over the rewrite"
     )
     assert not any(p.is_file() for p in fences.rglob("*") if p.suffix != ".lock")
+
+
+@pytest.mark.parametrize("hint", ["cached", "flushable"])
+def test_reads_come_from_the_nodes_while_they_hold_the_data(
+    tmp_path: Path, hint: str
+) -> None:
+    # Threshold 0: a flushable job's data drains once its phase is over; a cached job's stays on
+    # the nodes until the job ends, and its reads are served from there.
+    settings = ClusterSettings(tmp_path, buffers=2, capacity=64 << 20, policy="max-bandwidth",
+                               flush_threshold=0.0)  # fmt: skip
+    target = tmp_path / "pfs" / "read-back.dat"
+    with BufferCluster(settings) as cluster:
+        job = subprocess.run(
+            [sys.executable, str(Path(__file__).with_name("cached_reader.py")), str(target), "2"],
+            env={**os.environ, **cluster.env(), "HARMONIA_JOB": "reader", "HARMONIA_HINT": hint,
+                 "HARMONIA_PHASE_GAP": "0.3"},
+            capture_output=True, text=True, timeout=60, check=False,
+        )  # fmt: skip
+        assert job.returncode == 0, job.stderr
+        result = json.loads(job.stdout)
+        assert result["pread_ok"] and result["read_ok"], result
+        if hint == "cached":
+            # Served by the nodes: the PFS had nothing before, and nothing was drained to read.
+            assert result["pfs_size_at_read"] == result["pfs_size_after_read"] == 0, (
+                result
+            )
+        else:
+            assert result["pfs_size_at_read"] == 3 << 20, (
+                "drained after its phase, read from the PFS"
+            )
+        cluster.wait_drained()
+    assert target.read_bytes() == bytes(k % 251 for k in range(3 << 20))

@@ -51,7 +51,7 @@ struct Harness {
     ASSERT_TRUE(call(id, e).has_buffer_registered());
   }
   harmonia::control::Directive job(ConnectionId id, const std::string& key,
-                                   double bytes_per_process = 0) {
+                                   double bytes_per_process = 0, bool cached = false) {
     service.on_connect(id, 1000, now);
     Envelope e;
     auto* r = e.mutable_register_process();
@@ -59,6 +59,7 @@ struct Harness {
     r->set_job(key);
     r->set_ranks(1);
     r->set_bytes_per_process(bytes_per_process);
+    r->set_cached(cached);
     return call(id, e).registered().directive();
   }
   harmonia::control::Directive begin(ConnectionId id, double bytes) {
@@ -268,4 +269,24 @@ TEST(Buffers, DataOfJobsTheSchedulerDoesNotKnowDrains) {
   ASSERT_EQ(order.jobs_size(), 1);
   EXPECT_EQ(order.jobs(0), "old-job");
   EXPECT_FALSE(h.report(1, 0, 4 * kMiB, {}, order.epoch()).drain());
+}
+
+TEST(Buffers, ACachedJobsDataStaysOnTheNodesUntilItEnds) {
+  auto c = buffered("max-bandwidth", 1, 64 * kMiB);
+  c.buffers->flush_threshold = 0.0;  // drain as soon as anything is drainable
+  for (const bool cached : {false, true}) {
+    Harness h(c);
+    h.node(1, "n0:7100");
+    h.job(10, "job", 0, cached);
+    h.begin(10, 8 * kMiB);
+    h.end(10);
+    const std::uint64_t epoch = h.report(1, 8 * kMiB, 0, {{"job", 8 * kMiB}}, 0).epoch();
+    const DrainOrder order = h.report(1, 8 * kMiB, 0, {{"job", 8 * kMiB}}, epoch);
+    EXPECT_EQ(order.drain(), !cached) << "a cached job's data stays for its reads";
+    std::vector<Outgoing> out;
+    h.service.on_disconnect(10, h.now, out);  // the job ends: its data goes
+    const DrainOrder after = h.report(1, 8 * kMiB, 0, {{"job", 8 * kMiB}}, order.epoch());
+    ASSERT_TRUE(after.drain());
+    EXPECT_EQ(after.jobs(0), "job");
+  }
 }

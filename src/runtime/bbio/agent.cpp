@@ -78,6 +78,7 @@ struct Identity {
   uint32_t rank = 0, ranks = 1;
   int32_t priority = 0;
   double bytes_per_process = 0;
+  bool cached = false;
 };
 
 /// Who this process is, from the resource manager's environment (docs/control.md).
@@ -108,6 +109,12 @@ Identity identity() {
     id.priority = static_cast<int32_t>(std::strtol(priority, nullptr, 10));
   if (const char* bytes = first_env({"HARMONIA_BYTES_PER_PROCESS"}))
     id.bytes_per_process = std::max(0.0, std::strtod(bytes, nullptr));
+  if (const char* hint = first_env({"HARMONIA_HINT"})) {
+    id.cached = std::strcmp(hint, "cached") == 0;
+    if (!id.cached && std::strcmp(hint, "flushable") != 0)
+      report(std::string("HARMONIA_HINT=") + printable(hint) +
+             ": expected flushable or cached; using flushable");
+  }
   id.job = printable(id.job.substr(0, 256));
   id.name = printable(id.name.substr(0, 256));
   id.host = printable(id.host);
@@ -395,6 +402,7 @@ class Agent {
     body.ranks = id.ranks;
     body.priority = id.priority;
     body.bytes_per_process = id.bytes_per_process;
+    body.cached = id.cached;
     body.pid = static_cast<uint32_t>(getpid());
     body.host = const_cast<char*>(id.host.c_str());
     Harmonia__Control__Envelope e = HARMONIA__CONTROL__ENVELOPE__INIT;

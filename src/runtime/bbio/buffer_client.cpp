@@ -32,8 +32,8 @@ namespace wire = harmonia::control;
 constexpr std::uint64_t kMaxPiece = 8ULL << 20;
 /// A node that failed is not tried again for this long (the write goes through meanwhile).
 constexpr double kRetryDead = 5.0;
-/// Replies larger than this are garbage (writes and drains have no payload).
-constexpr std::size_t kMaxReply = 1 << 20;
+/// Replies larger than this are garbage (a read's reply carries at most one piece).
+constexpr std::size_t kMaxReply = kMaxPiece + (64 << 10);
 
 double now() {
   timespec ts{};
@@ -113,8 +113,9 @@ bool send_request(Node& node, const std::string& address, Harmonia__Bb__Request&
 }
 
 /// The response to the oldest request sent on `address` and not answered yet; `log`, when given,
-/// receives the log a write went into.
-Outcome receive_reply(Node& node, const std::string& address, std::uint64_t* log = nullptr) {
+/// receives the log a write went into, `data` the bytes of a read.
+Outcome receive_reply(Node& node, const std::string& address, std::uint64_t* log = nullptr,
+                      std::string* data = nullptr) {
   std::string body;
   if (!node.channel) return Outcome::Failed;
   if (!node.channel->receive(body)) {
@@ -129,6 +130,11 @@ Outcome receive_reply(Node& node, const std::string& address, std::uint64_t* log
   }
   const auto code = response->code;
   if (log) *log = response->log;
+  if (data) data->assign(reinterpret_cast<const char*>(response->data.data), response->data.len);
+  if (code == HARMONIA__BB__RESPONSE__CODE__NOT_HELD) {  // not an error: the PFS has the bytes
+    harmonia__bb__response__free_unpacked(response, nullptr);
+    return Outcome::Failed;
+  }
   if (code != HARMONIA__BB__RESPONSE__CODE__OK && code != HARMONIA__BB__RESPONSE__CODE__FULL)
     report("buffer node " + address + ": " + (response->message ? response->message : "error"));
   harmonia__bb__response__free_unpacked(response, nullptr);
@@ -216,6 +222,39 @@ std::map<std::string, std::set<std::string>>& held() {
   return *files;
 }
 
+/// A write's or read's piece: cut at stripe boundaries and at the largest request.
+struct Piece {
+  std::uint64_t at;
+  std::size_t from, length;  ///< where in the caller's bytes
+  const std::string* address;
+  Outcome outcome = Outcome::Failed;
+  std::uint64_t log = 0;
+};
+
+std::vector<Piece> cut(off64_t offset, std::size_t total, const std::vector<std::string>& nodes,
+                       std::uint64_t stripe) {
+  std::vector<Piece> pieces;
+  for (std::size_t done = 0; done < total;) {
+    const auto at = static_cast<std::uint64_t>(offset) + done;
+    const std::uint64_t unit = at / stripe;
+    const std::size_t length =
+        std::min<std::uint64_t>({total - done, (unit + 1) * stripe - at, kMaxPiece});
+    pieces.push_back({at, done, length, &nodes[unit % nodes.size()]});
+    done += length;
+  }
+  return pieces;
+}
+
+/// The mutexes of every node the pieces go to, taken in address order (no lock-order cycles):
+/// requests can then be pipelined on each channel.
+std::vector<std::unique_lock<std::mutex>> lock_nodes(const std::vector<Piece>& pieces) {
+  std::set<std::string> involved;
+  for (const auto& p : pieces) involved.insert(*p.address);
+  std::vector<std::unique_lock<std::mutex>> locks;
+  for (const auto& address : involved) locks.emplace_back(node_for(address).mutex);
+  return locks;
+}
+
 }  // namespace
 
 FenceGuard::~FenceGuard() {
@@ -294,30 +333,11 @@ bool write(const std::string& file, const std::string& job, const struct iovec* 
   for (const auto& address : nodes)
     if (is_lost(file, address) && drain_one(file, address) != Outcome::Ok) return false;
   const FenceGuard fenced = fence(file, offset, total);
-  // The pieces, cut at stripe boundaries and at the largest request.
-  struct Piece {
-    std::uint64_t at;
-    std::size_t from, length;
-    const std::string* address;
-    Outcome outcome = Outcome::Failed;
-    std::uint64_t log = 0;
-  };
-  std::vector<Piece> pieces;
-  for (std::size_t done = 0; done < total;) {
-    const auto at = static_cast<std::uint64_t>(offset) + done;
-    const std::uint64_t unit = at / stripe;
-    const std::size_t length =
-        std::min<std::uint64_t>({total - done, (unit + 1) * stripe - at, kMaxPiece});
-    pieces.push_back({at, done, length, &nodes[unit % nodes.size()]});
-    done += length;
-  }
+  std::vector<Piece> pieces = cut(offset, total, nodes, stripe);
   {
-    // Every node of the write locked, in address order: all pieces are sent before the first
-    // reply is read, so each node stores one while the next arrives.
-    std::set<std::string> involved;
-    for (const auto& p : pieces) involved.insert(*p.address);
-    std::vector<std::unique_lock<std::mutex>> locks;
-    for (const auto& address : involved) locks.emplace_back(node_for(address).mutex);
+    // All pieces are sent before the first reply is read: each node stores one while the next
+    // arrives.
+    const auto locks = lock_nodes(pieces);
     std::vector<bool> sent(pieces.size(), false);
     std::set<std::string> broken;
     for (std::size_t k = 0; k < pieces.size(); ++k) {
@@ -348,6 +368,42 @@ bool write(const std::string& file, const std::string& job, const struct iovec* 
   }
   // What a full node holds of the file must land before the write that goes through.
   if (full) (void)drain_one(file, *full);
+  return ok;
+}
+
+bool read(const std::string& file, off64_t offset, std::size_t length,
+          const std::vector<std::string>& nodes, std::uint64_t stripe, std::string& out) {
+  if (nodes.empty() || stripe == 0 || length == 0) return false;
+  // A lost node may hold older bytes than the PFS: only the PFS answers for it.
+  for (const auto& address : nodes)
+    if (is_lost(file, address)) return false;
+  std::vector<Piece> pieces = cut(offset, length, nodes, stripe);
+  out.resize(length);
+  const auto locks = lock_nodes(pieces);
+  std::vector<bool> sent(pieces.size(), false);
+  for (std::size_t k = 0; k < pieces.size(); ++k) {
+    Harmonia__Bb__Read body = HARMONIA__BB__READ__INIT;
+    body.file = const_cast<char*>(file.c_str());
+    body.offset = pieces[k].at;
+    body.length = pieces[k].length;
+    Harmonia__Bb__Request request = HARMONIA__BB__REQUEST__INIT;
+    request.body_case = HARMONIA__BB__REQUEST__BODY_READ;
+    request.read = &body;
+    sent[k] = send_request(node_for(*pieces[k].address), *pieces[k].address, request);
+  }
+  bool ok = true;
+  std::string data;
+  for (std::size_t k = 0; k < pieces.size(); ++k) {
+    // Every reply is read, even after a miss: the channel must stay in step.
+    if (!sent[k] ||
+        receive_reply(node_for(*pieces[k].address), *pieces[k].address, nullptr, &data) !=
+            Outcome::Ok ||
+        data.size() != pieces[k].length) {
+      ok = false;
+      continue;
+    }
+    out.replace(pieces[k].from, data.size(), data);
+  }
   return ok;
 }
 

@@ -67,6 +67,11 @@ std::string relative_name(const std::string& path);
 /// gone); the caller writes the whole range through to the PFS.
 bool write(const std::string& file, const std::string& job, const struct iovec* iov, int count,
            off64_t offset, const std::vector<std::string>& nodes, std::uint64_t stripe);
+/// Reads [offset, offset + length) of `file` from the `nodes` it was written to (`stripe` bytes
+/// per node in turn) into `out`; false when they do not hold all of it, or hold it on a node this
+/// process lost since (the caller then reads the PFS, after draining).
+bool read(const std::string& file, off64_t offset, std::size_t length,
+          const std::vector<std::string>& nodes, std::uint64_t stripe, std::string& out);
 /// Drains `file` from `nodes` to the PFS and waits; false when a node could not (it is gone).
 bool drain(const std::string& file, const std::vector<std::string>& nodes);
 /// Before the file at `path` is opened again in this process: drains it from the nodes this

@@ -72,6 +72,24 @@ ssize_t staged_pwrite(StagedFile* file, const struct iovec* iov, int count, off6
   });
 }
 
+/// A read served by the buffer nodes when they hold the range (offset < 0: at the position);
+/// otherwise flushed_then(call).
+template <class Call>
+ssize_t held_or_flushed_then(StagedFile* file, const struct iovec* iov, int count, off64_t offset,
+                             Call call) {
+  return guarded([&]() -> ssize_t {
+    std::lock_guard lock(file->mutex);
+    const ssize_t held = file->read_held(iov, count, offset);
+    if (held != StagedFile::kNotHeld) return held;
+    if (file->settle() != 0) return -1;
+    const ssize_t result = call();
+    const int saved = errno;
+    file->adopt_file_offset();
+    errno = saved;
+    return result;
+  });
+}
+
 /// Flush, let the real call run on the file, then take back the position it may have moved.
 template <class Call>
 auto flushed_then(StagedFile* file, Call call) -> decltype(call()) {
@@ -231,42 +249,57 @@ HARMONIA_EXPORT ssize_t pwritev64v2(int fd, const struct iovec* iov, int count, 
   return staged_pwritev2(file, fd, iov, count, offset, flags);
 }
 
-// ---- reads see every earlier write: the file is flushed first ----------------------------
+// ---- reads see every earlier write: from the buffer nodes that hold it, else flushed first --
 
 HARMONIA_EXPORT ssize_t read(int fd, void* buf, size_t count) {
   StagedFile* file = staged(fd);
   if (!file) return real().read(fd, buf, count);
-  return flushed_then(file, [&] { return real().read(fd, buf, count); });
+  const iovec one{buf, count};
+  return held_or_flushed_then(file, &one, 1, -1, [&] { return real().read(fd, buf, count); });
 }
 
 HARMONIA_EXPORT ssize_t pread(int fd, void* buf, size_t count, off_t offset) {
   StagedFile* file = staged(fd);
   if (!file) return real().pread(fd, buf, count, offset);
-  return flushed_then(file, [&] { return real().pread(fd, buf, count, offset); });
+  if (offset < 0) return flushed_then(file, [&] { return real().pread(fd, buf, count, offset); });
+  const iovec one{buf, count};
+  return held_or_flushed_then(file, &one, 1, offset,
+                              [&] { return real().pread(fd, buf, count, offset); });
 }
 
 HARMONIA_EXPORT ssize_t pread64(int fd, void* buf, size_t count, off64_t offset) {
   StagedFile* file = staged(fd);
   if (!file) return real().pread64(fd, buf, count, offset);
-  return flushed_then(file, [&] { return real().pread64(fd, buf, count, offset); });
+  if (offset < 0) return flushed_then(file, [&] { return real().pread64(fd, buf, count, offset); });
+  const iovec one{buf, count};
+  return held_or_flushed_then(file, &one, 1, offset,
+                              [&] { return real().pread64(fd, buf, count, offset); });
 }
 
 HARMONIA_EXPORT ssize_t readv(int fd, const struct iovec* iov, int count) {
   StagedFile* file = staged(fd);
   if (!file) return real().readv(fd, iov, count);
-  return flushed_then(file, [&] { return real().readv(fd, iov, count); });
+  if (!valid_iov_count(count))
+    return flushed_then(file, [&] { return real().readv(fd, iov, count); });
+  return held_or_flushed_then(file, iov, count, -1, [&] { return real().readv(fd, iov, count); });
 }
 
 HARMONIA_EXPORT ssize_t preadv(int fd, const struct iovec* iov, int count, off_t offset) {
   StagedFile* file = staged(fd);
   if (!file) return real().preadv(fd, iov, count, offset);
-  return flushed_then(file, [&] { return real().preadv(fd, iov, count, offset); });
+  if (!valid_iov_count(count) || offset < 0)
+    return flushed_then(file, [&] { return real().preadv(fd, iov, count, offset); });
+  return held_or_flushed_then(file, iov, count, offset,
+                              [&] { return real().preadv(fd, iov, count, offset); });
 }
 
 HARMONIA_EXPORT ssize_t preadv64(int fd, const struct iovec* iov, int count, off64_t offset) {
   StagedFile* file = staged(fd);
   if (!file) return real().preadv64(fd, iov, count, offset);
-  return flushed_then(file, [&] { return real().preadv64(fd, iov, count, offset); });
+  if (!valid_iov_count(count) || offset < 0)
+    return flushed_then(file, [&] { return real().preadv64(fd, iov, count, offset); });
+  return held_or_flushed_then(file, iov, count, offset,
+                              [&] { return real().preadv64(fd, iov, count, offset); });
 }
 
 // ---- position, size, durability ----------------------------------------------------------

@@ -197,9 +197,11 @@ bool StagedFile::write_to_buffers(const struct iovec* iov, int count, off64_t of
   // What is staged here, and what other nodes hold, lands first: the file ends with the bytes
   // written last whatever the order of drains.
   if (flush() != 0) return false;
-  if (!buffer_nodes_.empty() && buffer_nodes_ != grant.nodes) drain_buffers();
+  if (!buffer_nodes_.empty() && (buffer_nodes_ != grant.nodes || buffer_stripe_ != grant.stripe))
+    drain_buffers();
   if (buffer_nodes_.empty()) {
     buffer_nodes_ = grant.nodes;
+    buffer_stripe_ = grant.stripe;
     buffers::note_held(path_, buffer_nodes_);
   }
   if (!buffers::write(buffer_name_, grant.job, iov, count, offset, grant.nodes, grant.stripe))
@@ -213,6 +215,33 @@ void StagedFile::drain_buffers() {
   // A node that is gone keeps its part until it recovers and drains it (docs/buffer-nodes.md).
   (void)buffers::drain(buffer_name_, buffer_nodes_);
   buffer_nodes_.clear();
+  buffer_stripe_ = 0;
+}
+
+ssize_t StagedFile::read_held(const struct iovec* iov, int count, off64_t offset) {
+  // Bytes staged here would have to be merged in: then the file is settled instead.
+  if (buffer_nodes_.empty() || !entries_.empty()) return kNotHeld;
+  const off64_t at = offset < 0 ? position_ : offset;
+  const size_t asked = total_length(iov, count);
+  if (asked == 0) return kNotHeld;
+  if (at >= size_) {
+    // At or past the end this process knows of: the end of the file, unless another process
+    // wrote further (then the PFS answers).
+    struct stat64 st {};
+    return real().fstat64(fd_, &st) == 0 && st.st_size <= at ? 0 : kNotHeld;
+  }
+  const size_t length = std::min<size_t>(asked, static_cast<size_t>(size_ - at));
+  std::string data;
+  if (!buffers::read(buffer_name_, at, length, buffer_nodes_, buffer_stripe_, data))
+    return kNotHeld;
+  size_t done = 0;
+  for (int i = 0; i < count && done < length; ++i) {
+    const size_t take = std::min(iov[i].iov_len, length - done);
+    std::memcpy(iov[i].iov_base, data.data() + done, take);
+    done += take;
+  }
+  if (offset < 0) position_ = at + static_cast<off64_t>(length);
+  return static_cast<ssize_t>(length);
 }
 
 int StagedFile::settle() {

@@ -5,6 +5,7 @@
 #include <sys/types.h>
 #include <sys/uio.h>
 
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -42,6 +43,12 @@ class StagedFile {
   /// flush(), and the file's data on buffer nodes drained to it: before reads, truncation and
   /// anything else that must see the whole file. Returns 0, or -1 with errno.
   int settle();
+  /// A read served by the buffer nodes holding the file, when they hold all of the range (read
+  /// after write, and a "cached" job's reads: docs/buffer-nodes.md): the bytes read, or
+  /// kNotHeld (nothing done: the caller settles and reads the file). `offset` < 0: at the
+  /// position, which advances.
+  ssize_t read_held(const struct iovec* iov, int count, off64_t offset);
+  static constexpr ssize_t kNotHeld = -2;
   /// Re-reads the position from the file offset after a call that moved it (read, lseek).
   void adopt_file_offset();
   /// The file was truncated to `length` (after a flush).
@@ -84,6 +91,7 @@ class StagedFile {
   std::string path_;
   std::string buffer_name_;                ///< relative to HARMONIA_BUFFER_ROOT; "": not buffered
   std::vector<std::string> buffer_nodes_;  ///< nodes holding its data (one stripe map)
+  std::uint64_t buffer_stripe_ = 0;        ///< bytes per node in turn on buffer_nodes_
   bool append_ = false;
   bool write_through_ = false;
   bool in_callback_ = false;
