@@ -28,14 +28,14 @@ test-py:
 	  $(VENV)/bin/pytest -q python/tests tests/sim tests/runtime
 
 lint: setup
-	$(VENV)/bin/ruff check python tests/sim tests/runtime
-	$(VENV)/bin/ruff format --check python tests/sim tests/runtime
+	$(VENV)/bin/ruff check python tests/sim tests/runtime scripts
+	$(VENV)/bin/ruff format --check python tests/sim tests/runtime scripts
 	$(VENV)/bin/mypy --config-file python/pyproject.toml python/harmonia
 	clang-format --dry-run --Werror $$(git ls-files '*.cpp' '*.hpp' '*.c' '*.h')
 
 format: setup
-	$(VENV)/bin/ruff format python tests/sim tests/runtime
-	$(VENV)/bin/ruff check --fix python tests/sim tests/runtime
+	$(VENV)/bin/ruff format python tests/sim tests/runtime scripts
+	$(VENV)/bin/ruff check --fix python tests/sim tests/runtime scripts
 	clang-format -i $$(git ls-files '*.cpp' '*.hpp' '*.c' '*.h')
 
 ## Speed figures for docs/benchmarks.md (not part of the tests).

@@ -14,6 +14,8 @@ namespace harmonia::bbd {
 namespace {
 constexpr auto kIdle = std::chrono::milliseconds(20);
 constexpr auto kRetry = std::chrono::milliseconds(500);
+/// How often an idle node looks for fences it no longer needs (a directory listing on the PFS).
+constexpr auto kFenceSweep = std::chrono::seconds(10);
 }  // namespace
 
 Monitor::Monitor(Store& store, std::string schedd, std::string advertise, double threshold,
@@ -30,6 +32,7 @@ void Monitor::start() {
 }
 
 void Monitor::drain_loop() {
+  auto next_fence_sweep = std::chrono::steady_clock::now() + kFenceSweep;
   for (;;) {
     control::DrainOrder order;
     bool managed = false;
@@ -54,8 +57,14 @@ void Monitor::drain_loop() {
       why = error.what();
     }
     if (status == Status::NotHeld) {
-      std::lock_guard lock(mutex_);
-      if (managed) acted_epoch_ = order.epoch();
+      {
+        std::lock_guard lock(mutex_);
+        if (managed) acted_epoch_ = order.epoch();
+      }
+      if (std::chrono::steady_clock::now() >= next_fence_sweep) {
+        store_.drop_stale_fences();
+        next_fence_sweep = std::chrono::steady_clock::now() + kFenceSweep;
+      }
       std::this_thread::sleep_for(kIdle);
     } else if (status != Status::Ok) {
       std::fprintf(stderr, "harmonia-bbd: drain of %s: %s\n", file.c_str(), why.c_str());
@@ -127,6 +136,11 @@ void Monitor::serve_scheduler() {
       auto* held = r->add_held();
       held->set_job(job);
       held->set_bytes(bytes);
+    }
+    for (const auto& [job, bytes] : s.drained_by_job) {
+      auto* drained = r->add_drained();
+      drained->set_job(job);
+      drained->set_bytes(bytes);
     }
     client.send(report);
     // Pushed orders that came since the last report, then the reply (an order too).

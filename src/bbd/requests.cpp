@@ -69,10 +69,8 @@ bb::Response answer(Store& store, const bb::Request& request, std::string_view p
         why = "the bytes go in the message or after it, as many as announced";
         break;
       }
-      std::uint64_t log = 0;
       status = store.write(write.file(), write.offset(), payload.empty() ? write.data() : payload,
-                           write.job(), why, &log);
-      if (status == Status::Ok) response.set_log(log);
+                           write.job(), why);
       break;
     }
     case bb::Request::kRead:

@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <cstring>
 #include <limits>
+#include <optional>
 #include <stdexcept>
 
 #include "core/requests/registry.hpp"
@@ -97,6 +98,42 @@ bool copy_in_kernel(int from, std::uint64_t from_at, int to, std::uint64_t to_at
   return true;
 }
 
+/// NUMBER of "NUMBER<suffix>" (digits only), else nothing.
+std::optional<std::uint64_t> log_number(const std::string& name, const char* suffix) {
+  const std::size_t tail = std::strlen(suffix);
+  if (name.size() <= tail || name.size() - tail > 18 ||
+      name.compare(name.size() - tail, std::string::npos, suffix) != 0)
+    return std::nullopt;
+  const std::string number = name.substr(0, name.size() - tail);
+  if (number.find_first_not_of("0123456789") != std::string::npos) return std::nullopt;
+  return std::stoull(number);
+}
+
+/// Where the job of the log at `log_path` is kept: NUMBER.bbjob beside NUMBER.bblog.
+std::string job_path(const std::string& log_path) {
+  return log_path.substr(0, log_path.size() - std::strlen(kSuffix)) + ".bbjob";
+}
+
+bool write_job(const std::string& path, const std::string& job) {
+  const int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (fd < 0) return false;
+  const bool ok = write_all_at(fd, job.data(), job.size(), 0);
+  const int error = errno;
+  close(fd);
+  errno = error;
+  return ok;
+}
+
+/// The job kept at `path` ("" when there is none: its writer named none).
+std::string read_job(const std::string& path) {
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return "";
+  char buffer[4096];
+  const ssize_t n = pread(fd, buffer, sizeof(buffer), 0);
+  close(fd);
+  return n > 0 ? std::string(buffer, static_cast<std::size_t>(n)) : "";
+}
+
 /// mkdir -p of the directories above `path`.
 bool make_parents(const std::string& path) {
   for (std::size_t at = path.find('/', 1); at != std::string::npos; at = path.find('/', at + 1)) {
@@ -115,7 +152,6 @@ struct Store::Log {
   std::uint64_t start = 0;    // the first record
   std::uint64_t bytes = 0;    // data held
   std::uint64_t created = 0;  // order of creation: a drain's arrival order
-  std::uint64_t id = 0;       // unique across the node's runs (in its name); fences name it
   std::string job;            // the writer's job (empty when it named none)
   bool recovered = false;     // left by a previous run of the node
   std::vector<Record> records;
@@ -149,21 +185,22 @@ Store::Store(std::string device, std::string pfs_root, std::uint64_t capacity,
   for (const auto* dir : {&device_, &pfs_root_})
     if (stat(dir->c_str(), &st) != 0 || !S_ISDIR(st.st_mode) || access(dir->c_str(), W_OK) != 0)
       throw std::runtime_error(*dir + ": not a writable directory");
-  // Recovery: index the logs a previous run left (complete records only; a torn tail was never
-  // acknowledged).
+  // Recovery: index the logs a previous run left, oldest first (complete records only; a torn
+  // tail was never acknowledged).
+  std::vector<std::pair<std::uint64_t, std::string>> names;  // NUMBER.bblog: creation order
   DIR* listing = opendir(device_.c_str());
-  std::vector<std::string> names;
   while (const dirent* entry = readdir(listing)) {
     const std::string name = entry->d_name;
-    if (name.size() > std::strlen(kSuffix) &&
-        name.compare(name.size() - std::strlen(kSuffix), std::string::npos, kSuffix) == 0)
-      names.push_back(name);
+    const auto number = log_number(name, kSuffix);
+    if (number) names.emplace_back(*number, name);
   }
   closedir(listing);
   std::sort(names.begin(), names.end());
-  for (const auto& name : names) {
+  for (const auto& [number, name] : names) {
     auto log = std::make_unique<Log>();
     log->path = device_ + "/" + name;
+    log->created = number;
+    next_log_ = std::max(next_log_, number + 1);
     log->fd = open(log->path.c_str(), O_RDWR | O_CLOEXEC);
     if (log->fd < 0) continue;
     bbio::LogScan scan;
@@ -184,38 +221,45 @@ Store::Store(std::string device, std::string pfs_root, std::uint64_t capacity,
     if (first) log->start = at = bbio::log_header_size(scan.target);
     log->end = at;
     if (ftruncate(log->fd, static_cast<off_t>(at)) != 0) continue;  // drop a torn tail
-    used_ += log->bytes;
+    log->job = read_job(job_path(log->path));
     log->recovered = true;
-    // NUMBER-ID.bblog (NUMBER: creation order, ID: 16 hex digits).
-    const std::string number = name.substr(0, name.find_first_of("-."));
-    if (!number.empty() && number.find_first_not_of("0123456789") == std::string::npos &&
-        number.size() < 19) {
-      log->created = std::stoull(number);
-      next_log_ = std::max<std::uint64_t>(next_log_, log->created + 1);
+    const auto older = logs_.find(scan.target);
+    if (older != logs_.end()) {
+      // Two logs of one file: the older one's deletion failed after its drain, or it could not
+      // drain. It goes first (writes are idempotent); if it cannot, the newer waits on the
+      // device for the next start.
+      std::string why;
+      if (drain_one(scan.target, *older->second, why) != Status::Ok) {
+        std::fprintf(stderr, "harmonia-bbd: %s: left for the next start (%s drains first: %s)\n",
+                     log->path.c_str(), older->second->path.c_str(), why.c_str());
+        continue;
+      }
+      logs_.erase(older);
     }
-    const std::size_t dash = name.find('-');
-    if (dash != std::string::npos && name.size() == dash + 17 + std::strlen(kSuffix))
-      log->id = std::strtoull(name.substr(dash + 1, 16).c_str(), nullptr, 16);
+    used_ += log->bytes;
     logs_[scan.target] = std::move(log);
   }
 }
 
 Store::~Store() = default;
 
-Store::Log* Store::log_for(const std::string& file, std::string& why) {
+Store::Log* Store::log_for(const std::string& file, const std::string& job, std::string& why) {
   auto found = logs_.find(file);
   if (found != logs_.end()) return found->second.get();
   auto log = std::make_unique<Log>();
   log->created = next_log_;
-  do log->id = ids_();
-  while (log->id == 0);
-  char id[17];
-  std::snprintf(id, sizeof(id), "%016llx", static_cast<unsigned long long>(log->id));
-  log->path = device_ + "/" + std::to_string(next_log_++) + "-" + id + kSuffix;
+  log->job = job;
+  log->path = device_ + "/" + std::to_string(next_log_++) + kSuffix;
+  // The writer's job beside the log, for the scheduler after a restart.
+  if (!job.empty() && !write_job(job_path(log->path), job)) {
+    why = job_path(log->path) + ": " + std::strerror(errno);
+    return nullptr;
+  }
   log->fd = open(log->path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
   if (log->fd < 0 || !bbio::write_log_header(log->fd, file)) {
     why = log->path + ": " + std::strerror(errno);
     if (log->fd >= 0) unlink(log->path.c_str());
+    unlink(job_path(log->path).c_str());
     return nullptr;
   }
   log->start = log->end = bbio::log_header_size(file);
@@ -223,7 +267,7 @@ Store::Log* Store::log_for(const std::string& file, std::string& why) {
 }
 
 Status Store::write(const std::string& file, std::uint64_t offset, std::string_view data,
-                    const std::string& job, std::string& why, std::uint64_t* log_id) {
+                    const std::string& job, std::string& why) {
   if (!valid_name(file) || fences::reserved(file)) {
     why = "bad file name (relative, no . or .. parts, not under .harmonia/)";
     return Status::Invalid;
@@ -238,9 +282,8 @@ Status Store::write(const std::string& file, std::uint64_t offset, std::string_v
     why = "capacity: " + std::to_string(capacity_ - used_) + " bytes left";
     return Status::Full;
   }
-  Log* log = log_for(file, why);
+  Log* log = log_for(file, job, why);
   if (!log) return Status::Full;
-  if (log->job.empty()) log->job = job;
   bbio::RecordHeader header;
   header.offset = offset;
   header.length = data.size();
@@ -278,7 +321,6 @@ Status Store::write(const std::string& file, std::uint64_t offset, std::string_v
     return error == ENOSPC || error == EDQUOT ? Status::Full : Status::Error;
   }
   log->records.push_back({offset, data.size(), log->end + sizeof(header)});
-  if (log_id) *log_id = log->id;
   log->end += total;
   log->bytes += data.size();
   used_ += data.size();
@@ -326,9 +368,8 @@ Status Store::drain_one(const std::string& file, Log& log, std::string& why) {
     return Status::Error;
   }
   // Ranges clients wrote elsewhere after losing this node hold newer bytes than this log.
-  const auto fenced = fence_node_.empty()
-                          ? std::vector<fences::Range>{}
-                          : fences::ranges_of(fences::read(pfs_root_, fence_node_, file), log.id);
+  const auto fenced = fence_node_.empty() ? std::vector<fences::Range>{}
+                                          : fences::read(pfs_root_, fence_node_, file);
   std::size_t k = 0;
   bool ok = true;
   while (ok && k < log.records.size()) {
@@ -395,11 +436,13 @@ Status Store::drain_one(const std::string& file, Log& log, std::string& why) {
     why = target + ": " + std::strerror(error);
     return Status::Error;  // everything stays held: drained again later, in order
   }
-  // The node holds nothing of the file now: no entry of its fence applies any more.
-  if (!fence_node_.empty()) fences::keep(pfs_root_, fence_node_, file, {});
+  // The node holds nothing of the file now: its fence has done its work.
+  if (!fence_node_.empty()) fences::remove(pfs_root_, fence_node_, file);
   drained_ += log.bytes;
+  drained_by_job_[log.job] += log.bytes;
   used_ -= log.bytes;
   unlink(log.path.c_str());
+  unlink(job_path(log.path).c_str());
   return Status::Ok;
 }
 
@@ -415,14 +458,18 @@ int Store::lock_fences() {
 
 void Store::set_fence_node(const std::string& node) {
   fence_node_ = node;
-  // Entries for logs this node no longer holds can never apply again.
+  drop_stale_fences();
+}
+
+void Store::drop_stale_fences() {
+  if (fence_node_.empty()) return;
+  // A fence covers writes a client may have left here; with no log of the file here there are
+  // none (a drain consumed them, or they never arrived), and it must not skip later writes.
   const int fd = lock_fences();
-  std::lock_guard lock(mutex_);
-  for (const auto& file : fences::fenced_files(pfs_root_, fence_node_)) {
-    const auto found = logs_.find(file);
-    std::set<std::uint64_t> held;
-    if (found != logs_.end()) held.insert(found->second->id);
-    fences::keep(pfs_root_, fence_node_, file, held);
+  {
+    std::lock_guard lock(mutex_);
+    for (const auto& file : fences::fenced_files(pfs_root_, fence_node_))
+      if (!logs_.count(file)) fences::remove(pfs_root_, fence_node_, file);
   }
   fences::unlock(fd);
 }
@@ -501,10 +548,10 @@ Status Store::drain_next(const std::set<std::string>& jobs, std::string& file, s
 
 StoreStats Store::stats() {
   std::lock_guard lock(mutex_);
-  StoreStats out{capacity_, used_, drained_, received_, static_cast<std::uint32_t>(logs_.size()),
-                 draining_, {}};
-  for (const auto& entry : logs_)
-    if (!entry.second->recovered) out.held_by_job[entry.second->job] += entry.second->bytes;
+  StoreStats out{
+      capacity_, used_, drained_,       received_, static_cast<std::uint32_t>(logs_.size()),
+      draining_, {},    drained_by_job_};
+  for (const auto& entry : logs_) out.held_by_job[entry.second->job] += entry.second->bytes;
   return out;
 }
 

@@ -8,7 +8,6 @@
 #include <map>
 #include <memory>
 #include <mutex>
-#include <random>
 #include <set>
 #include <string>
 #include <string_view>
@@ -22,9 +21,9 @@ struct StoreStats {
   std::uint64_t capacity = 0, used = 0, drained = 0, received = 0;
   std::uint32_t files = 0;
   bool draining = false;
-  /// Bytes held per writer's job, but for logs recovered after a crash (drain_next drains those
-  /// always).
-  std::map<std::string, std::uint64_t> held_by_job;
+  /// Bytes held, and drained since the node started, per writer's job ("" when it named none);
+  /// a log recovered after a crash keeps its job.
+  std::map<std::string, std::uint64_t> held_by_job, drained_by_job;
 };
 
 class Store {
@@ -39,10 +38,9 @@ class Store {
 
   /// Appends a write; Full when it does not fit (in capacity or on the device), Invalid for a
   /// bad name or an end past the largest file offset. The data is in the log (the page cache) when
-  /// Ok returns. `log_id`, when given, receives the id of the log that holds the write (fences name
-  /// it).
+  /// Ok returns (on the device with sync_writes).
   Status write(const std::string& file, std::uint64_t offset, std::string_view data,
-               const std::string& job, std::string& why, std::uint64_t* log_id = nullptr);
+               const std::string& job, std::string& why);
   /// The range when the node holds all of it (later writes win), else NotHeld.
   Status read(const std::string& file, std::uint64_t offset, std::uint64_t length, std::string& out,
               std::string& why);
@@ -62,9 +60,10 @@ class Store {
   std::map<std::string, std::uint64_t> held();
 
   /// The node's address as clients know it: from now on drains take its fence lock and skip
-  /// the ranges clients fenced against its logs (docs/buffer-nodes.md, "Fences"). Drops the
-  /// fence entries of logs the node no longer holds.
+  /// the ranges clients fenced (docs/buffer-nodes.md, "Fences"). Drops stale fences.
   void set_fence_node(const std::string& node);
+  /// Deletes the fences of files the node holds no log of (they can cover nothing here).
+  void drop_stale_fences();
 
   /// Whether `file` is a relative path without "." or ".." components (never leaves the root),
   /// each component at most NAME_MAX bytes.
@@ -72,7 +71,7 @@ class Store {
 
  private:
   struct Log;
-  Log* log_for(const std::string& file, std::string& why);
+  Log* log_for(const std::string& file, const std::string& job, std::string& why);
   Status drain_one(const std::string& file, Log& log, std::string& why);
   /// The fence lock of this node, or -1 (no fence node set, or the lock failed: reported once).
   int lock_fences();
@@ -82,12 +81,12 @@ class Store {
   std::mutex mutex_;  ///< guards everything; drains hold it (writes to a draining node wait)
   std::map<std::string, std::unique_ptr<Log>> logs_;
   std::uint64_t used_ = 0, drained_ = 0, received_ = 0, next_log_ = 0;
+  std::map<std::string, std::uint64_t> drained_by_job_;
   bool draining_ = false;
   std::string fence_node_;
   std::atomic<bool> fence_warned_{false};
   std::atomic<bool> kernel_copy_{true};
   bool sync_writes_ = false;  ///< copy_file_range works from the device to the PFS
-  std::mt19937_64 ids_{std::random_device{}()};  ///< log ids
 };
 
 }  // namespace harmonia::bbd

@@ -153,13 +153,18 @@ std::optional<int> BufferBroker::register_node(const std::string& address) {
 void BufferBroker::node_report(int node, const control::BufferReport& report, double now) {
   advance(now);
   NodeState& state = nodes_.at(static_cast<size_t>(node));
-  const std::uint64_t before = state.reported ? state.last.drained_bytes() : 0;
-  // A restarted node counts from zero again.
-  const std::uint64_t drained =
-      report.drained_bytes() >= before ? report.drained_bytes() - before : report.drained_bytes();
+  // Bytes drained since the last report, of the jobs the policy knows (a restarted node counts
+  // from zero again).
+  double drained = 0;
+  for (const auto& d : report.drained()) {
+    std::uint64_t& seen = state.drained_by_job[d.job()];
+    const std::uint64_t delta = d.bytes() >= seen ? d.bytes() - seen : d.bytes();
+    seen = d.bytes();
+    if (job_by_key_.count(d.job())) drained += static_cast<double>(delta);
+  }
   state.last = report;
   state.reported = true;
-  if (drained > 0) scheduler_->on_drained(node, static_cast<double>(drained), now_);
+  if (drained > 0) scheduler_->on_drained(node, drained, now_);
   // The policy accounts phases by their declared size, the node holds what was really written
   // (less when a job declares more; more when a client whose node died striped over the others).
   // Once the node has seen the current order (sent after the last phase on it completed, so its

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <set>
@@ -108,6 +109,7 @@ class BufferBroker : private core::Actions {
     control::BufferReport last;
     bool reported = false;
     std::set<std::string> orphans;  ///< jobs it holds data of that the policy does not know
+    std::map<std::string, std::uint64_t> drained_by_job;  ///< as last reported
   };
 
   // core::Actions

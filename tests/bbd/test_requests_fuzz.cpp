@@ -85,8 +85,11 @@ TEST(RequestFuzz, MutatedRequestsNeverCrashAndAcknowledgedWritesReachThePfs) {
   google::protobuf::SetLogHandler(nullptr);  // invalid UTF-8 in strings is reported per frame
   const fs::path root = fs::temp_directory_path() / ("harmonia-fuzz-" + std::to_string(getpid()));
   fs::remove_all(root);
-  fs::create_directories(root / "dev");
-  fs::create_directories(root / "pfs");
+  // Nested, so that a name escaping the node's directories by a few levels lands in `root`,
+  // where the check at the end finds it.
+  const fs::path home = root / "x" / "y";
+  fs::create_directories(home / "dev");
+  fs::create_directories(home / "pfs");
   std::mt19937_64 random(20261123);
   const auto corpus = seeds();
   // What the PFS must hold once everything has drained: every acknowledged write, in order,
@@ -97,7 +100,7 @@ TEST(RequestFuzz, MutatedRequestsNeverCrashAndAcknowledgedWritesReachThePfs) {
   std::map<std::string, bool> too_large;
   std::map<int, int> codes;
   {
-    Store store((root / "dev").string(), (root / "pfs").string(), 64 << 20);
+    Store store((home / "dev").string(), (home / "pfs").string(), 64 << 20);
     for (int round = 0; round < 30000; ++round) {
       const std::string body = mutate(corpus[random() % corpus.size()], random);
       bb::Request request;
@@ -145,15 +148,17 @@ TEST(RequestFuzz, MutatedRequestsNeverCrashAndAcknowledgedWritesReachThePfs) {
   EXPECT_GT(codes[bb::Response::INVALID], 10);
   ASSERT_GE(expected.size(), 3u) << "the seeds' files at least";
   for (const auto& [file, content] : expected) {
-    std::ifstream in(root / "pfs" / file, std::ios::binary);
+    std::ifstream in(home / "pfs" / file, std::ios::binary);
     const std::string got{std::istreambuf_iterator<char>(in), {}};
     ASSERT_EQ(got.size(), content.size()) << file;
     EXPECT_TRUE(got == content) << file << ": the PFS file differs from the acknowledged writes";
   }
   // Everything the node wrote is under its two directories (the only ones it was given).
-  for (const auto& entry : fs::directory_iterator(root))
-    EXPECT_TRUE(entry.path().filename() == "dev" || entry.path().filename() == "pfs")
-        << entry.path();
+  for (const auto& entry : fs::recursive_directory_iterator(root)) {
+    if (!entry.is_regular_file()) continue;
+    const std::string where = fs::relative(entry.path(), home).string();
+    EXPECT_TRUE(where.rfind("dev/", 0) == 0 || where.rfind("pfs/", 0) == 0) << entry.path();
+  }
   fs::remove_all(root);
 }
 

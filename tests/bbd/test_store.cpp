@@ -40,7 +40,8 @@ class StoreTest : public ::testing::Test {
   }
   std::vector<fs::path> logs() const {
     std::vector<fs::path> out;
-    for (const auto& entry : fs::directory_iterator(device())) out.push_back(entry.path());
+    for (const auto& entry : fs::directory_iterator(device()))
+      if (entry.path().extension() == ".bblog") out.push_back(entry.path());
     return out;
   }
 
@@ -68,7 +69,7 @@ TEST_F(StoreTest, ReadsSeeTheLatestWriteAndTheDrainLeavesThatInThePfs) {
   EXPECT_EQ(pfs_file("run/out.dat"), expected);
   EXPECT_EQ(store->stats().used, 0u);
   EXPECT_EQ(store->stats().drained, 202u);
-  EXPECT_TRUE(logs().empty());
+  EXPECT_TRUE(fs::is_empty(device())) << "the log and its job went with the drain";
 }
 
 TEST_F(StoreTest, AFullStoreRefusesAndKeepsWhatItHolds) {
@@ -96,7 +97,7 @@ TEST_F(StoreTest, RecoveryKeepsCompleteRecordsAndDropsATornTail) {
   }
   auto store = open();
   EXPECT_EQ(store->stats().used, 11u);
-  EXPECT_TRUE(store->stats().held_by_job.empty()) << "recovered logs belong to no known job";
+  EXPECT_EQ(store->stats().held_by_job.at("j"), 11u) << "a recovered log keeps its job";
   std::string file;
   ASSERT_EQ(store->drain_next({}, file, why_), Status::Ok) << "recovered logs always drain";
   EXPECT_EQ(file, "a");
@@ -154,47 +155,68 @@ TEST_F(StoreTest, AnUnusableDirectoryIsNamed) {
 
 namespace {
 
+namespace fences = harmonia::bbio::fences;
+
 /// The fence clients leave for node "n:1" on `file` (docs/buffer-nodes.md, "Fences").
-void fence(const fs::path& pfs, const std::string& file, std::uint64_t log, std::uint64_t offset,
+void fence(const fs::path& pfs, const std::string& file, std::uint64_t offset,
            std::uint64_t length) {
-  ASSERT_TRUE(harmonia::bbio::fences::append(pfs.string(), "n:1", file, {log, offset, length}));
+  ASSERT_TRUE(fences::append(pfs.string(), "n:1", file, {offset, length}));
 }
 
 }  // namespace
 
-TEST_F(StoreTest, ADrainSkipsTheRangesFencedAgainstItsLog) {
-  std::uint64_t log = 0;
+TEST_F(StoreTest, ADrainSkipsTheFencedRanges) {
   {
     auto store = open();
-    ASSERT_EQ(store->write("f", 0, std::string(100, 'A'), "", why_, &log), Status::Ok);
-    ASSERT_NE(log, 0u);
+    ASSERT_EQ(store->write("f", 0, std::string(100, 'A'), "job", why_), Status::Ok);
   }  // the node dies; its client writes [20, 40) through to the PFS, fenced
   std::ofstream(pfs() / "f") << std::string(20, '\0') << std::string(20, 'B');
-  fence(pfs(), "f", log, 20, 10);
-  fence(pfs(), "f", log, 25, 15);      // overlapping entries merge
-  fence(pfs(), "f", log + 1, 0, 100);  // another log's: not this one's
-  auto store = open();                 // recovers the log, its id from its name
+  fence(pfs(), "f", 20, 10);
+  fence(pfs(), "f", 25, 15);  // overlapping entries merge
+  auto store = open();        // recovers the log, and its job
+  EXPECT_EQ(store->stats().held_by_job.at("job"), 100u);
   store->set_fence_node("n:1");
   ASSERT_EQ(store->drain("", why_), Status::Ok) << why_;
   EXPECT_EQ(pfs_file("f"), std::string(20, 'A') + std::string(20, 'B') + std::string(60, 'A'));
-  EXPECT_TRUE(harmonia::bbio::fences::read(pfs().string(), "n:1", "f").empty())
-      << "the fence goes with the log it was against";
+  EXPECT_TRUE(fences::read(pfs().string(), "n:1", "f").empty()) << "the drain consumed it";
+  EXPECT_EQ(store->stats().drained_by_job.at("job"), 100u);
 }
 
-TEST_F(StoreTest, FencesOfLogsTheNodeNoLongerHoldsAreDropped) {
+TEST_F(StoreTest, FencesOfFilesTheNodeHoldsNothingOfAreDropped) {
   auto store = open();
-  std::uint64_t log = 0;
-  ASSERT_EQ(store->write("held", 0, "x", "", why_, &log), Status::Ok);
-  fence(pfs(), "held", log, 0, 1);
-  fence(pfs(), "held", log + 7, 0, 1);
-  fence(pfs(), "sub/gone", 42, 0, 1);
+  ASSERT_EQ(store->write("held", 0, "x", "", why_), Status::Ok);
+  fence(pfs(), "held", 0, 1);
+  fence(pfs(), "sub/gone", 0, 1);
+  // A link planted among the fences is neither followed nor removed through.
+  fs::create_directories(pfs() / ".harmonia/fences/n:1/sub");
+  std::ofstream(root_ / "victim") << std::string(64, 'v');
+  fs::create_symlink(root_ / "victim", pfs() / ".harmonia/fences/n:1/sub/link");
   store->set_fence_node("n:1");
-  const auto kept = harmonia::bbio::fences::read(pfs().string(), "n:1", "held");
-  ASSERT_EQ(kept.size(), 1u);
-  EXPECT_EQ(kept[0].log, log);
-  EXPECT_TRUE(harmonia::bbio::fences::read(pfs().string(), "n:1", "sub/gone").empty());
+  EXPECT_EQ(fences::read(pfs().string(), "n:1", "held").size(), 1u);
+  EXPECT_TRUE(fences::read(pfs().string(), "n:1", "sub/gone").empty());
+  EXPECT_TRUE(fences::read(pfs().string(), "n:1", "sub/link").empty());
+  EXPECT_TRUE(fs::exists(root_ / "victim"));
   EXPECT_EQ(store->write(".harmonia/fences/n:1/held", 0, "x", "", why_), Status::Invalid)
       << "clients cannot write the fences";
+}
+
+TEST_F(StoreTest, OfTwoLogsOfOneFileTheOlderDrainsFirstAtRecovery) {
+  {
+    auto store = open();
+    ASSERT_EQ(store->write("f", 0, "older", "", why_), Status::Ok);
+  }
+  // A newer log of the same file, as when deleting the older one failed after its drain.
+  fs::copy_file(device() / "0.bblog", device() / "7.bblog");
+  {
+    std::fstream newer(device() / "7.bblog", std::ios::in | std::ios::out | std::ios::binary);
+    newer.seekp(-5, std::ios::end);
+    newer << "newer";  // same length: only the checksum of that record is now wrong
+  }
+  auto store = open();
+  EXPECT_EQ(pfs_file("f"), "older") << "the older log drained at once";
+  EXPECT_EQ(store->stats().files, 1u);
+  EXPECT_EQ(store->stats().used, 0u) << "the newer log's only record is torn, so dropped";
+  EXPECT_FALSE(fs::exists(device() / "0.bblog"));
 }
 
 TEST(Fences, UncoveredPartsOfARange) {

@@ -72,15 +72,21 @@ struct Harness {
     e.mutable_phase_end();
     return call(id, e).directive();
   }
-  /// A node's report: `held` is (job, bytes) of what it holds.
+  /// A node's report: `held` is (job, bytes) of what it holds; `drained` bytes, since it
+  /// started, were all `drained_job`'s.
   DrainOrder report(ConnectionId node, std::uint64_t used, std::uint64_t drained,
                     const std::vector<std::pair<std::string, std::uint64_t>>& held,
-                    std::uint64_t acted_epoch) {
+                    std::uint64_t acted_epoch, const std::string& drained_job = "") {
     Envelope e;
     auto* r = e.mutable_buffer_report();
     r->set_capacity(1 << 30);
     r->set_used(used);
     r->set_drained_bytes(drained);
+    if (drained > 0) {
+      auto* d = r->add_drained();
+      d->set_job(drained_job);
+      d->set_bytes(drained);
+    }
     for (const auto& [job, bytes] : held) {
       auto* h = r->add_held();
       h->set_job(job);
@@ -180,8 +186,8 @@ TEST(Buffers, DataWarpQueuesJobsWhoseReservationDoesNotFit) {
   EXPECT_FALSE(h.pushed(11) && !h.pushed(11)->await_grant()) << "still queued mid stage-out";
   // Both nodes drain all they hold of the job: the reservation is freed, the second job runs.
   h.now = 2;
-  h.report(1, 0, 50 * kMiB, {}, order.epoch());
-  const DrainOrder second = h.report(2, 0, 50 * kMiB, {}, order.epoch());
+  h.report(1, 0, 50 * kMiB, {}, order.epoch(), "big");
+  const DrainOrder second = h.report(2, 0, 50 * kMiB, {}, order.epoch(), "big");
   (void)second;
   ASSERT_TRUE(h.pushed(11).has_value());
   EXPECT_FALSE(h.pushed(11)->await_grant());
@@ -202,12 +208,12 @@ TEST(Buffers, DrainedBytesAreAccountedAndAnEmptyNodeSettlesThePolicysEstimate) {
   const DrainOrder order = h.report(1, 30 * kMiB, 0, {{"a", 30 * kMiB}}, 0);
   ASSERT_TRUE(order.drain());
   EXPECT_NEAR(h.status().buffers(0).scheduled_used(), 40 * kMiB, 1);
-  const DrainOrder below = h.report(1, 20 * kMiB, 10 * kMiB, {{"a", 20 * kMiB}}, 0);
+  const DrainOrder below = h.report(1, 20 * kMiB, 10 * kMiB, {{"a", 20 * kMiB}}, 0, "a");
   EXPECT_NEAR(h.status().buffers(0).scheduled_used(), 30 * kMiB, 1) << "10 MiB drained";
   EXPECT_FALSE(below.drain()) << "below the threshold again";
   // The job really wrote 30 MiB, not the 40 it declared: once the node, having seen the latest
   // order, holds nothing of it, the rest of the estimate is free too.
-  const DrainOrder done = h.report(1, 0, 30 * kMiB, {}, below.epoch());
+  const DrainOrder done = h.report(1, 0, 30 * kMiB, {}, below.epoch(), "a");
   EXPECT_NEAR(h.status().buffers(0).scheduled_used(), 0, 1);
   EXPECT_FALSE(done.drain());
 }
@@ -251,10 +257,10 @@ TEST(Buffers, ANodeHoldingMoreThanItsShareDrainsItAll) {
   const DrainOrder order = h.report(1, 16 * kMiB, 0, {{"a", 16 * kMiB}}, epoch);
   EXPECT_NEAR(h.status().buffers(0).scheduled_used(), 16 * kMiB, 1) << "the node's count";
   ASSERT_TRUE(order.drain());
-  const DrainOrder half = h.report(1, 8 * kMiB, 8 * kMiB, {{"a", 8 * kMiB}}, order.epoch());
+  const DrainOrder half = h.report(1, 8 * kMiB, 8 * kMiB, {{"a", 8 * kMiB}}, order.epoch(), "a");
   EXPECT_TRUE(half.drain()) << "8 MiB more to go, although 8 MiB was the policy's estimate";
   EXPECT_EQ(half.jobs(0), "a");
-  const DrainOrder done = h.report(1, 0, 16 * kMiB, {}, half.epoch());
+  const DrainOrder done = h.report(1, 0, 16 * kMiB, {}, half.epoch(), "a");
   EXPECT_FALSE(done.drain());
   EXPECT_NEAR(h.status().buffers(0).scheduled_used(), 0, 1);
 }
@@ -268,7 +274,7 @@ TEST(Buffers, DataOfJobsTheSchedulerDoesNotKnowDrains) {
   ASSERT_TRUE(order.drain());
   ASSERT_EQ(order.jobs_size(), 1);
   EXPECT_EQ(order.jobs(0), "old-job");
-  EXPECT_FALSE(h.report(1, 0, 4 * kMiB, {}, order.epoch()).drain());
+  EXPECT_FALSE(h.report(1, 0, 4 * kMiB, {}, order.epoch(), "old-job").drain());
 }
 
 TEST(Buffers, ACachedJobsDataStaysOnTheNodesUntilItEnds) {

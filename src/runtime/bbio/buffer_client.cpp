@@ -66,9 +66,16 @@ class TcpChannel final : public Channel {
 };
 
 struct Node {
-  std::mutex mutex;  ///< one request at a time on the channel
+  std::mutex mutex;  ///< held while requests are in flight on the channel
   std::unique_ptr<Channel> channel;
   double dead_until = 0;
+  std::uint64_t generation = 0;  ///< grows when the channel is lost
+  std::uint64_t seq = 0;         ///< the last request's sequence number
+};
+
+/// Which request a reply must answer: its channel's generation and its sequence number.
+struct Ticket {
+  std::uint64_t generation = 0, seq = 0;
 };
 
 std::mutex pool_mutex;
@@ -89,14 +96,16 @@ enum class Outcome { Ok, Full, Failed };
 /// The node is gone: no channel, and no new one for a while (its writes go through meanwhile).
 void lose(Node& node, const std::string& address, const char* what) {
   node.channel.reset();
+  ++node.generation;  // requests sent on the old channel get no reply from a new one
   node.dead_until = now() + kRetryDead;
   report("buffer node " + address + ": " + what + "; writing through to the PFS");
 }
 
 /// Sends `request`, and `length` bytes of `payload` raw after it (Write.payload), on `address`
-/// (the node's mutex held by the caller); false when the node is unreachable or gone.
+/// (the node's mutex held by the caller); false when the node is unreachable or gone. `ticket`
+/// receives what the reply must match.
 bool send_request(Node& node, const std::string& address, Harmonia__Bb__Request& request,
-                  const char* payload = nullptr, std::size_t length = 0) {
+                  Ticket& ticket, const char* payload = nullptr, std::size_t length = 0) {
   if (!node.channel) {
     if (now() < node.dead_until) return false;
     node.channel = connect_tcp(address);
@@ -105,6 +114,8 @@ bool send_request(Node& node, const std::string& address, Harmonia__Bb__Request&
       return false;
     }
   }
+  request.seq = ++node.seq;
+  ticket = {node.generation, request.seq};
   const std::string frame = common::packed_frame(request, harmonia__bb__request__get_packed_size,
                                                  harmonia__bb__request__pack);
   if (node.channel->send(frame, payload, length)) return true;
@@ -112,24 +123,24 @@ bool send_request(Node& node, const std::string& address, Harmonia__Bb__Request&
   return false;
 }
 
-/// The response to the oldest request sent on `address` and not answered yet; `log`, when given,
-/// receives the log a write went into, `data` the bytes of a read.
-Outcome receive_reply(Node& node, const std::string& address, std::uint64_t* log = nullptr,
+/// The response to the request of `ticket` on `address`, the oldest not answered yet; `data`,
+/// when given, receives the bytes of a read.
+Outcome receive_reply(Node& node, const std::string& address, const Ticket& ticket,
                       std::string* data = nullptr) {
   std::string body;
-  if (!node.channel) return Outcome::Failed;
+  if (!node.channel || node.generation != ticket.generation) return Outcome::Failed;
   if (!node.channel->receive(body)) {
     lose(node, address, "lost");
     return Outcome::Failed;
   }
   Harmonia__Bb__Response* response = harmonia__bb__response__unpack(
       nullptr, body.size(), reinterpret_cast<const std::uint8_t*>(body.data()));
-  if (!response) {
-    lose(node, address, "sent a malformed response");
+  if (!response || response->seq != ticket.seq) {
+    if (response) harmonia__bb__response__free_unpacked(response, nullptr);
+    lose(node, address, "sent a malformed or out-of-step response");
     return Outcome::Failed;
   }
   const auto code = response->code;
-  if (log) *log = response->log;
   if (data) data->assign(reinterpret_cast<const char*>(response->data.data), response->data.len);
   if (code == HARMONIA__BB__RESPONSE__CODE__NOT_HELD) {  // not an error: the PFS has the bytes
     harmonia__bb__response__free_unpacked(response, nullptr);
@@ -152,40 +163,42 @@ const std::string& buffer_root() {
   return root;
 }
 
-// What this process left on which node, per file (relative name): `sent` holds, per node, the
-// logs there with this process's writes of the file not drained since; `lost`, the nodes whose
+// What this process left on which node, per file (relative name): `sent`, the nodes that
+// acknowledged writes of the file and have not drained it since; `lost`, the nodes that may hold
+// this process's writes of the file (acknowledged, or sent and never answered) and whose
 // connection failed since. A lost node's data of the file may be older than what this process
-// writes elsewhere now: such writes are fenced against those logs.
+// writes elsewhere now: such writes are fenced.
 std::mutex ledger_mutex;
-std::map<std::string, std::map<std::string, std::set<std::uint64_t>>>& sent() {
-  static auto* ledger = new std::map<std::string, std::map<std::string, std::set<std::uint64_t>>>;
-  return *ledger;  // used until exit
+using Ledger = std::map<std::string, std::set<std::string>>;
+Ledger& sent() {
+  static auto* ledger = new Ledger;  // used until exit
+  return *ledger;
 }
-std::map<std::string, std::set<std::string>>& lost() {
-  static auto* ledger = new std::map<std::string, std::set<std::string>>;  // used until exit
+Ledger& lost() {
+  static auto* ledger = new Ledger;  // used until exit
   return *ledger;
 }
 
+/// `requested`: the request reached the node's socket (it may have been carried out).
 void note_outcome(const std::string& file, const std::string& address, Outcome outcome,
-                  std::uint64_t log = 0) {
+                  bool requested) {
   std::lock_guard lock(ledger_mutex);
   if (outcome == Outcome::Ok) {
-    sent()[file][address].insert(log);
+    sent()[file].insert(address);
   } else if (outcome == Outcome::Failed) {
     const auto found = sent().find(file);
-    if (found != sent().end() && found->second.count(address)) lost()[file].insert(address);
+    if (requested || (found != sent().end() && found->second.count(address)))
+      lost()[file].insert(address);
   }
 }
 
 void note_drained(const std::string& file, const std::string& address) {
   std::lock_guard lock(ledger_mutex);
-  if (const auto found = sent().find(file); found != sent().end()) {
+  for (Ledger* ledger : {&sent(), &lost()}) {
+    const auto found = ledger->find(file);
+    if (found == ledger->end()) continue;
     found->second.erase(address);
-    if (found->second.empty()) sent().erase(found);
-  }
-  if (const auto found = lost().find(file); found != lost().end()) {
-    found->second.erase(address);
-    if (found->second.empty()) lost().erase(found);
+    if (found->second.empty()) ledger->erase(found);
   }
 }
 
@@ -196,7 +209,8 @@ bool is_lost(const std::string& file, const std::string& address) {
 }
 
 Outcome drain_one(const std::string& file, const std::string& address) {
-  Outcome outcome;
+  Outcome outcome = Outcome::Failed;
+  bool requested = false;
   {
     Node& node = node_for(address);
     std::lock_guard lock(node.mutex);
@@ -205,13 +219,15 @@ Outcome drain_one(const std::string& file, const std::string& address) {
     Harmonia__Bb__Request request = HARMONIA__BB__REQUEST__INIT;
     request.body_case = HARMONIA__BB__REQUEST__BODY_DRAIN;
     request.drain = &drain;
-    outcome = send_request(node, address, request) ? receive_reply(node, address) : Outcome::Failed;
+    Ticket ticket;
+    requested = send_request(node, address, request, ticket);
+    if (requested) outcome = receive_reply(node, address, ticket);
   }
   // A drained file's fence is gone too (the node consumed it): nothing of it is older any more.
   if (outcome == Outcome::Ok)
     note_drained(file, address);
   else
-    note_outcome(file, address, outcome);
+    note_outcome(file, address, outcome, requested);
   return outcome;
 }
 
@@ -228,7 +244,8 @@ struct Piece {
   std::size_t from, length;  ///< where in the caller's bytes
   const std::string* address;
   Outcome outcome = Outcome::Failed;
-  std::uint64_t log = 0;
+  bool sent = false;  ///< the request reached the node's socket
+  Ticket ticket;
 };
 
 std::vector<Piece> cut(off64_t offset, std::size_t total, const std::vector<std::string>& nodes,
@@ -257,31 +274,25 @@ std::vector<std::unique_lock<std::mutex>> lock_nodes(const std::vector<Piece>& p
 
 }  // namespace
 
-FenceGuard::~FenceGuard() {
-  for (int fd : locks_) fences::unlock(fd);
-}
-
-FenceGuard fence(const std::string& file, off64_t offset, std::size_t length) {
-  std::map<std::string, std::set<std::uint64_t>> logs;  // sorted: no lock-order cycles
+void fence(const std::string& file, off64_t offset, std::size_t length) {
+  std::vector<std::string> nodes;
   {
     std::lock_guard lock(ledger_mutex);
     const auto found = lost().find(file);
-    if (file.empty() || length == 0 || found == lost().end()) return {};
-    for (const auto& node : found->second) logs[node] = sent()[file][node];
+    if (file.empty() || length == 0 || found == lost().end()) return;
+    nodes.assign(found->second.begin(), found->second.end());
   }
-  std::vector<int> locks;
-  for (const auto& [node, node_logs] : logs) {
+  for (const auto& node : nodes) {
+    // Held only while appending: the node holds it for a whole drain, so the write that follows
+    // lands after that drain, or the drain skips it.
     const int fd = fences::lock(buffer_root(), node);
-    bool ok = fd >= 0;
-    for (std::uint64_t log : node_logs)
-      ok = ok && fences::append(buffer_root(), node, file,
-                                {log, static_cast<std::uint64_t>(offset), length});
-    if (!ok)  // the write goes on: losing the order of one range beats failing the application
+    if (fd < 0 ||
+        !fences::append(buffer_root(), node, file, {static_cast<std::uint64_t>(offset), length}))
+      // The write goes on: losing the order of one range beats failing the application.
       report("buffer node " + node + ": cannot fence " + file + " (" + std::strerror(errno) +
              "); if the node comes back, its drain may overwrite newer bytes");
-    if (fd >= 0) locks.push_back(fd);
+    fences::unlock(fd);
   }
-  return FenceGuard(std::move(locks));
 }
 
 std::unique_ptr<Channel> connect_tcp(const std::string& address) {
@@ -332,16 +343,14 @@ bool write(const std::string& file, const std::string& job, const struct iovec* 
   // write goes around them, through to the PFS.
   for (const auto& address : nodes)
     if (is_lost(file, address) && drain_one(file, address) != Outcome::Ok) return false;
-  const FenceGuard fenced = fence(file, offset, total);
+  fence(file, offset, total);
   std::vector<Piece> pieces = cut(offset, total, nodes, stripe);
   {
     // All pieces are sent before the first reply is read: each node stores one while the next
     // arrives.
     const auto locks = lock_nodes(pieces);
-    std::vector<bool> sent(pieces.size(), false);
     std::set<std::string> broken;
-    for (std::size_t k = 0; k < pieces.size(); ++k) {
-      const Piece& p = pieces[k];
+    for (auto& p : pieces) {
       if (broken.count(*p.address)) continue;
       Harmonia__Bb__Write body = HARMONIA__BB__WRITE__INIT;
       body.file = const_cast<char*>(file.c_str());
@@ -351,23 +360,22 @@ bool write(const std::string& file, const std::string& job, const struct iovec* 
       Harmonia__Bb__Request request = HARMONIA__BB__REQUEST__INIT;
       request.body_case = HARMONIA__BB__REQUEST__BODY_WRITE;
       request.write = &body;
-      sent[k] = send_request(node_for(*p.address), *p.address, request, data + p.from, p.length);
-      if (!sent[k]) broken.insert(*p.address);
+      p.sent = send_request(node_for(*p.address), *p.address, request, p.ticket, data + p.from,
+                            p.length);
+      if (!p.sent) broken.insert(*p.address);
     }
-    for (std::size_t k = 0; k < pieces.size(); ++k)
-      if (sent[k])
-        pieces[k].outcome =
-            receive_reply(node_for(*pieces[k].address), *pieces[k].address, &pieces[k].log);
+    for (auto& p : pieces)
+      if (p.sent) p.outcome = receive_reply(node_for(*p.address), *p.address, p.ticket);
   }
   bool ok = true;
-  const std::string* full = nullptr;
+  std::set<std::string> full;
   for (const auto& p : pieces) {
-    note_outcome(file, *p.address, p.outcome, p.log);
-    if (p.outcome == Outcome::Full) full = p.address;
+    note_outcome(file, *p.address, p.outcome, p.sent);
+    if (p.outcome == Outcome::Full) full.insert(*p.address);
     ok = ok && p.outcome == Outcome::Ok;
   }
   // What a full node holds of the file must land before the write that goes through.
-  if (full) (void)drain_one(file, *full);
+  for (const auto& address : full) (void)drain_one(file, address);
   return ok;
 }
 
@@ -380,29 +388,30 @@ bool read(const std::string& file, off64_t offset, std::size_t length,
   std::vector<Piece> pieces = cut(offset, length, nodes, stripe);
   out.resize(length);
   const auto locks = lock_nodes(pieces);
-  std::vector<bool> sent(pieces.size(), false);
-  for (std::size_t k = 0; k < pieces.size(); ++k) {
+  std::set<std::string> broken;
+  for (auto& p : pieces) {
+    if (broken.count(*p.address)) continue;
     Harmonia__Bb__Read body = HARMONIA__BB__READ__INIT;
     body.file = const_cast<char*>(file.c_str());
-    body.offset = pieces[k].at;
-    body.length = pieces[k].length;
+    body.offset = p.at;
+    body.length = p.length;
     Harmonia__Bb__Request request = HARMONIA__BB__REQUEST__INIT;
     request.body_case = HARMONIA__BB__REQUEST__BODY_READ;
     request.read = &body;
-    sent[k] = send_request(node_for(*pieces[k].address), *pieces[k].address, request);
+    p.sent = send_request(node_for(*p.address), *p.address, request, p.ticket);
+    if (!p.sent) broken.insert(*p.address);
   }
   bool ok = true;
   std::string data;
-  for (std::size_t k = 0; k < pieces.size(); ++k) {
+  for (const auto& p : pieces) {
     // Every reply is read, even after a miss: the channel must stay in step.
-    if (!sent[k] ||
-        receive_reply(node_for(*pieces[k].address), *pieces[k].address, nullptr, &data) !=
-            Outcome::Ok ||
-        data.size() != pieces[k].length) {
+    if (!p.sent ||
+        receive_reply(node_for(*p.address), *p.address, p.ticket, &data) != Outcome::Ok ||
+        data.size() != p.length) {
       ok = false;
       continue;
     }
-    out.replace(pieces[k].from, data.size(), data);
+    out.replace(p.from, data.size(), data);
   }
   return ok;
 }

@@ -31,29 +31,11 @@ class Channel {
   virtual bool receive(std::string& body) = 0;
 };
 
-/// Holds the fence locks of a write that goes around nodes that may hold older data of its file
-/// (docs/buffer-nodes.md, "Fences"): their drains wait until the write is done. Empty when no
-/// such node exists.
-class FenceGuard {
- public:
-  FenceGuard() = default;
-  explicit FenceGuard(std::vector<int> locks) : locks_(std::move(locks)) {}
-  FenceGuard(FenceGuard&& other) noexcept : locks_(std::move(other.locks_)) {
-    other.locks_.clear();
-  }
-  FenceGuard& operator=(FenceGuard&&) = delete;
-  FenceGuard(const FenceGuard&) = delete;
-  ~FenceGuard();
-
- private:
-  std::vector<int> locks_;
-};
-
 /// Before [offset, offset + length) of `file` (relative to HARMONIA_BUFFER_ROOT) is written
-/// anywhere but the nodes this process wrote it to and then lost: records the range as newer
-/// than what those nodes hold, so that their drains skip it, and holds their fence locks until
-/// the guard goes. Nothing to do (an empty guard) for a file no lost node holds.
-FenceGuard fence(const std::string& file, off64_t offset, std::size_t length);
+/// anywhere but the nodes this process lost while they may hold its writes of that file: records
+/// the range as newer than what those nodes hold, so that their drains skip it
+/// (docs/buffer-nodes.md, "Fences"). Nothing to do for a file no lost node may hold.
+void fence(const std::string& file, off64_t offset, std::size_t length);
 
 /// Opens a TCP channel to "HOST:PORT", or nullptr.
 std::unique_ptr<Channel> connect_tcp(const std::string& address);

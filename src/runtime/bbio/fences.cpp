@@ -19,7 +19,7 @@ namespace {
 /// mkdir -p of the directories above `path`.
 bool make_parents(const std::string& path) {
   for (std::size_t at = path.find('/', 1); at != std::string::npos; at = path.find('/', at + 1))
-    if (mkdir(path.substr(0, at).c_str(), 0755) != 0 && errno != EEXIST) return false;
+    if (mkdir(path.substr(0, at).c_str(), 0777) != 0 && errno != EEXIST) return false;
   return true;
 }
 
@@ -29,18 +29,6 @@ std::string node_dir(const std::string& root, const std::string& node) {
 
 std::string fence_path(const std::string& root, const std::string& node, const std::string& file) {
   return node_dir(root, node) + "/" + file;
-}
-
-bool write_all(int fd, const void* data, std::size_t length) {
-  const char* p = static_cast<const char*>(data);
-  while (length > 0) {
-    const ssize_t n = real().write(fd, p, length);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return false;
-    p += n;
-    length -= static_cast<std::size_t>(n);
-  }
-  return true;
 }
 
 }  // namespace
@@ -54,7 +42,8 @@ bool reserved(const std::string& name) {
 int lock(const std::string& root, const std::string& node) {
   const std::string path = node_dir(root, node) + ".lock";
   if (!make_parents(path)) return -1;
-  const int fd = real().open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  // Read-only: flock needs no more, and every user can open a lock file another user made.
+  const int fd = real().open(path.c_str(), O_RDONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
   if (fd < 0) return -1;
   while (flock(fd, LOCK_EX) != 0) {
     if (errno == EINTR) continue;
@@ -71,79 +60,33 @@ void unlock(int fd) {
 }
 
 bool append(const std::string& root, const std::string& node, const std::string& file,
-            const Entry& entry) {
+            Range range) {
   const std::string path = fence_path(root, node, file);
   if (!make_parents(path)) return false;
-  const int fd = real().open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  const int fd = real().open(path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
   if (fd < 0) return false;
-  const std::uint64_t raw[3] = {entry.log, entry.offset, entry.length};
-  const bool ok = write_all(fd, raw, sizeof(raw));
+  struct stat st {};
+  bool ok = real().fstat(fd, &st) == 0;
+  const std::uint64_t entry[2] = {range.offset, range.length};
+  ok = ok &&
+       real().pwrite(fd, entry, sizeof(entry), st.st_size) == static_cast<ssize_t>(sizeof(entry));
   const int error = errno;
+  // A short entry would shift every later one: the fence goes back to what it was.
+  if (!ok) (void)real().ftruncate(fd, st.st_size);
   real().close(fd);
   errno = error;
   return ok;
 }
 
-std::vector<Entry> read(const std::string& root, const std::string& node, const std::string& file) {
-  std::vector<Entry> entries;
-  const int fd = real().open(fence_path(root, node, file).c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return entries;
-  std::uint64_t raw[3];
-  while (real().read(fd, raw, sizeof(raw)) == static_cast<ssize_t>(sizeof(raw)))
-    if (raw[2] > 0 && raw[1] + raw[2] > raw[1]) entries.push_back({raw[0], raw[1], raw[2]});
-  real().close(fd);
-  return entries;
-}
-
-void keep(const std::string& root, const std::string& node, const std::string& file,
-          const std::set<std::uint64_t>& logs) {
-  const std::vector<Entry> entries = read(root, node, file);
-  std::vector<std::uint64_t> kept;
-  for (const auto& e : entries)
-    if (logs.count(e.log)) kept.insert(kept.end(), {e.log, e.offset, e.length});
-  const std::string path = fence_path(root, node, file);
-  if (kept.size() == 3 * entries.size()) return;
-  if (kept.empty()) {
-    (void)unlink(path.c_str());
-    return;
-  }
-  // Replaced whole: a reader never sees half of it. The caller holds the node's lock, so one
-  // temporary per node will do.
-  const std::string temporary = node_dir(root, node) + ".rewrite";
-  const int fd = real().open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return;
-  const bool ok = write_all(fd, kept.data(), kept.size() * sizeof(std::uint64_t));
-  real().close(fd);
-  if (!ok || rename(temporary.c_str(), path.c_str()) != 0) (void)unlink(temporary.c_str());
-}
-
-std::vector<std::string> fenced_files(const std::string& root, const std::string& node) {
-  std::vector<std::string> files;
-  const std::function<void(const std::string&)> walk = [&](const std::string& relative) {
-    const std::string dir = node_dir(root, node) + (relative.empty() ? "" : "/" + relative);
-    DIR* listing = opendir(dir.c_str());
-    if (!listing) return;
-    while (const dirent* entry = readdir(listing)) {
-      const std::string name = entry->d_name;
-      if (name == "." || name == "..") continue;
-      const std::string child = relative.empty() ? name : relative + "/" + name;
-      struct stat st {};
-      if (stat((dir + "/" + name).c_str(), &st) != 0) continue;
-      if (S_ISDIR(st.st_mode))
-        walk(child);
-      else if (S_ISREG(st.st_mode))
-        files.push_back(child);
-    }
-    closedir(listing);
-  };
-  walk("");
-  return files;
-}
-
-std::vector<Range> ranges_of(const std::vector<Entry>& entries, std::uint64_t log) {
+std::vector<Range> read(const std::string& root, const std::string& node, const std::string& file) {
   std::vector<Range> ranges;
-  for (const auto& e : entries)
-    if (e.log == log) ranges.push_back({e.offset, e.length});
+  const int fd =
+      real().open(fence_path(root, node, file).c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  if (fd < 0) return ranges;
+  std::uint64_t entry[2];
+  while (real().read(fd, entry, sizeof(entry)) == static_cast<ssize_t>(sizeof(entry)))
+    if (entry[1] > 0 && entry[0] + entry[1] > entry[0]) ranges.push_back({entry[0], entry[1]});
+  real().close(fd);
   std::sort(ranges.begin(), ranges.end(),
             [](const Range& a, const Range& b) { return a.offset < b.offset; });
   std::vector<Range> merged;
@@ -157,6 +100,33 @@ std::vector<Range> ranges_of(const std::vector<Entry>& entries, std::uint64_t lo
     }
   }
   return merged;
+}
+
+void remove(const std::string& root, const std::string& node, const std::string& file) {
+  (void)unlink(fence_path(root, node, file).c_str());  // removes a link, never its target
+}
+
+std::vector<std::string> fenced_files(const std::string& root, const std::string& node) {
+  std::vector<std::string> files;
+  const std::function<void(const std::string&)> walk = [&](const std::string& relative) {
+    const std::string dir = node_dir(root, node) + (relative.empty() ? "" : "/" + relative);
+    DIR* listing = opendir(dir.c_str());
+    if (!listing) return;
+    while (const dirent* entry = readdir(listing)) {
+      const std::string name = entry->d_name;
+      if (name == "." || name == "..") continue;
+      const std::string child = relative.empty() ? name : relative + "/" + name;
+      struct stat st {};
+      if (lstat((dir + "/" + name).c_str(), &st) != 0) continue;
+      if (S_ISDIR(st.st_mode))
+        walk(child);
+      else if (S_ISREG(st.st_mode))
+        files.push_back(child);
+    }
+    closedir(listing);
+  };
+  walk("");
+  return files;
 }
 
 std::vector<Range> uncovered(std::uint64_t offset, std::uint64_t length,

@@ -10,6 +10,7 @@
 #include <climits>
 #include <cstring>
 #include <mutex>
+#include <new>
 #include <set>
 
 #include "core/requests/registry.hpp"
@@ -149,7 +150,7 @@ ssize_t StagedFile::write_at(const struct iovec* iov, int count, off64_t offset)
 
 ssize_t StagedFile::write_direct(const struct iovec* iov, int count, off64_t offset) {
   if (settle() != 0) return -1;
-  const auto fenced = buffers::fence(buffer_name_, offset, total_length(iov, count));
+  buffers::fence(buffer_name_, offset, total_length(iov, count));
   const ssize_t n = pwritev_all(fd_, iov, count, offset);
   if (n > 0) {
     size_ = std::max(size_, offset + n);
@@ -164,6 +165,9 @@ ssize_t StagedFile::stage(const struct iovec* iov, int count, off64_t offset) {
   agent::before_write(total);
   if (!buffer_name_.empty() && !write_through_ && write_to_buffers(iov, count, offset, total))
     return static_cast<ssize_t>(total);
+  // Not on the nodes: what they hold of the file lands first, or their older bytes would land
+  // over these when they drain (and reads would find them there).
+  if (!buffer_nodes_.empty()) drain_buffers();
   if (write_through_) return write_direct(iov, count, offset);
   // The scheduler daemon says write through: do, once what is staged may go first.
   if (!agent::stage_writes() && (entries_.empty() || agent::flush_permitted()))
@@ -223,7 +227,8 @@ ssize_t StagedFile::read_held(const struct iovec* iov, int count, off64_t offset
   if (buffer_nodes_.empty() || !entries_.empty()) return kNotHeld;
   const off64_t at = offset < 0 ? position_ : offset;
   const size_t asked = total_length(iov, count);
-  if (asked == 0) return kNotHeld;
+  // Larger reads go to the PFS: the bytes pass through one buffer here.
+  if (asked == 0 || asked > kMaxHeldRead) return kNotHeld;
   if (at >= size_) {
     // At or past the end this process knows of: the end of the file, unless another process
     // wrote further (then the PFS answers).
@@ -232,8 +237,12 @@ ssize_t StagedFile::read_held(const struct iovec* iov, int count, off64_t offset
   }
   const size_t length = std::min<size_t>(asked, static_cast<size_t>(size_ - at));
   std::string data;
-  if (!buffers::read(buffer_name_, at, length, buffer_nodes_, buffer_stripe_, data))
+  try {
+    if (!buffers::read(buffer_name_, at, length, buffer_nodes_, buffer_stripe_, data))
+      return kNotHeld;
+  } catch (const std::bad_alloc&) {
     return kNotHeld;
+  }
   size_t done = 0;
   for (int i = 0; i < count && done < length; ++i) {
     const size_t take = std::min(iov[i].iov_len, length - done);
@@ -369,8 +378,8 @@ bool StagedFile::write_entries(const std::vector<size_t>& which) {
   } else {
     for (size_t k : which) iov.push_back({const_cast<char*>(entries_[k].data), entries_[k].length});
   }
-  const auto fenced = buffers::fence(buffer_name_, entries_[which.front()].offset,
-                                     total_length(iov.data(), static_cast<int>(iov.size())));
+  buffers::fence(buffer_name_, entries_[which.front()].offset,
+                 total_length(iov.data(), static_cast<int>(iov.size())));
   return pwritev_all(fd_, iov.data(), static_cast<int>(iov.size()),
                      entries_[which.front()].offset) >= 0;
 }

@@ -49,6 +49,7 @@ class StagedFile {
   /// position, which advances.
   ssize_t read_held(const struct iovec* iov, int count, off64_t offset);
   static constexpr ssize_t kNotHeld = -2;
+  static constexpr size_t kMaxHeldRead = 64 << 20;
   /// Re-reads the position from the file offset after a call that moved it (read, lseek).
   void adopt_file_offset();
   /// The file was truncated to `length` (after a flush).
