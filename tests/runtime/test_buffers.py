@@ -5,7 +5,6 @@ the bytes written, whatever the policy and whatever happens to the nodes."""
 import json
 import os
 import random
-import shutil
 import subprocess
 import sys
 import threading
@@ -13,15 +12,10 @@ import time
 from pathlib import Path
 
 import pytest
+from buffers_support import BBD, needs
 from harmonia.buffers import BufferCluster, ClusterSettings, JobSpec, run_jobs, verify
-from harmonia.simulator import SimulatorNotFound, find_tool
 
-try:
-    find_tool("harmonia-bbd", "HARMONIA_BBD", "src/bbd/harmonia-bbd")
-    BUILT = shutil.which("mpirun") is not None
-except SimulatorNotFound:
-    BUILT = False
-pytestmark = pytest.mark.skipif(not BUILT, reason="harmonia-bbd or mpirun missing")
+pytestmark = needs(BBD)
 
 SPEC = JobSpec(ranks=2, steps=3, requests=4, size=1 << 20, compute=0.2)
 

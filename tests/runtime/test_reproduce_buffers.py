@@ -1,22 +1,12 @@
 """`harmonia reproduce buffers` on a small case: real jobs through buffer nodes under DataWarp
 and a Harmonia policy, the simulator on the same measured platform, and the report."""
 
-import shutil
 from pathlib import Path
 
-import pytest
+from buffers_support import BBD, SIM, needs
 from harmonia.experiments.buffers import DrainingCase, run_case, summary, write_outputs
-from harmonia.simulator import SimulatorNotFound, find_tool
 
-try:
-    find_tool("harmonia-bbd", "HARMONIA_BBD", "src/bbd/harmonia-bbd")
-    find_tool("harmonia-sim", "HARMONIA_SIM", "src/sim/harmonia-sim")
-    BUILT = shutil.which("mpirun") is not None
-except SimulatorNotFound:
-    BUILT = False
-pytestmark = pytest.mark.skipif(
-    not BUILT, reason="harmonia-bbd, harmonia-sim or mpirun missing"
-)
+pytestmark = needs(BBD, SIM)
 
 
 def test_datawarp_makes_the_second_job_wait_in_the_real_run_and_in_simulation(

@@ -1,7 +1,6 @@
 """`harmonia up`: the scheduler and buffer nodes on one machine, jobs writing through them, and a
 Ctrl-C that leaves every file complete on the PFS."""
 
-import shutil
 import signal
 import subprocess
 import sys
@@ -10,15 +9,10 @@ import time
 from pathlib import Path
 
 import pytest
+from buffers_support import BBD, needs
 from harmonia.buffers import BufferCluster, ClusterSettings, JobSpec, run_jobs, verify
-from harmonia.simulator import SimulatorNotFound, find_tool
 
-try:
-    find_tool("harmonia-bbd", "HARMONIA_BBD", "src/bbd/harmonia-bbd")
-    BUILT = shutil.which("mpirun") is not None
-except SimulatorNotFound:
-    BUILT = False
-pytestmark = pytest.mark.skipif(not BUILT, reason="harmonia-bbd or mpirun missing")
+pytestmark = needs(BBD)
 
 HARMONIA = Path(sys.executable).with_name("harmonia")
 
