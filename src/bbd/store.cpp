@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <limits>
@@ -28,6 +29,8 @@ namespace fences = harmonia::bbio::fences;
 namespace {
 
 constexpr const char* kSuffix = ".bblog";
+/// How long the bytes drained of a job that holds nothing more are still reported.
+constexpr auto kDrainedMemory = std::chrono::minutes(10);
 /// mmap offsets are multiples of the page size.
 const std::uint64_t kPage = static_cast<std::uint64_t>(sysconf(_SC_PAGESIZE));
 
@@ -439,7 +442,9 @@ Status Store::drain_one(const std::string& file, Log& log, std::string& why) {
   // The node holds nothing of the file now: its fence has done its work.
   if (!fence_node_.empty()) fences::remove(pfs_root_, fence_node_, file);
   drained_ += log.bytes;
-  drained_by_job_[log.job] += log.bytes;
+  Drained& drained = drained_by_job_[log.job];
+  drained.bytes += log.bytes;
+  drained.at = std::chrono::steady_clock::now();
   used_ -= log.bytes;
   unlink(log.path.c_str());
   unlink(job_path(log.path).c_str());
@@ -548,10 +553,19 @@ Status Store::drain_next(const std::set<std::string>& jobs, std::string& file, s
 
 StoreStats Store::stats() {
   std::lock_guard lock(mutex_);
-  StoreStats out{
-      capacity_, used_, drained_,       received_, static_cast<std::uint32_t>(logs_.size()),
-      draining_, {},    drained_by_job_};
+  StoreStats out{capacity_, used_, drained_, received_, static_cast<std::uint32_t>(logs_.size()),
+                 draining_};
   for (const auto& entry : logs_) out.held_by_job[entry.second->job] += entry.second->bytes;
+  // Jobs whose data last drained long ago are forgotten: the report stays as small as the work.
+  const auto now = std::chrono::steady_clock::now();
+  for (auto it = drained_by_job_.begin(); it != drained_by_job_.end();) {
+    if (now - it->second.at > kDrainedMemory && !out.held_by_job.count(it->first)) {
+      it = drained_by_job_.erase(it);
+      continue;
+    }
+    out.drained_by_job[it->first] = it->second.bytes;
+    ++it;
+  }
   return out;
 }
 

@@ -4,6 +4,7 @@
 /// reads of held data, and drains to the PFS in written order. Thread-safe.
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -22,7 +23,8 @@ struct StoreStats {
   std::uint32_t files = 0;
   bool draining = false;
   /// Bytes held, and drained since the node started, per writer's job ("" when it named none);
-  /// a log recovered after a crash keeps its job.
+  /// a log recovered after a crash keeps its job. A job that holds nothing and drained nothing
+  /// for 10 minutes is left out of `drained_by_job` (and counts from zero if it comes back).
   std::map<std::string, std::uint64_t> held_by_job, drained_by_job;
 };
 
@@ -81,7 +83,11 @@ class Store {
   std::mutex mutex_;  ///< guards everything; drains hold it (writes to a draining node wait)
   std::map<std::string, std::unique_ptr<Log>> logs_;
   std::uint64_t used_ = 0, drained_ = 0, received_ = 0, next_log_ = 0;
-  std::map<std::string, std::uint64_t> drained_by_job_;
+  struct Drained {
+    std::uint64_t bytes = 0;
+    std::chrono::steady_clock::time_point at;  ///< the last drain
+  };
+  std::map<std::string, Drained> drained_by_job_;
   bool draining_ = false;
   std::string fence_node_;
   std::atomic<bool> fence_warned_{false};

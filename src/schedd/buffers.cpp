@@ -156,12 +156,15 @@ void BufferBroker::node_report(int node, const control::BufferReport& report, do
   // Bytes drained since the last report, of the jobs the policy knows (a restarted node counts
   // from zero again).
   double drained = 0;
+  std::map<std::string, std::uint64_t> seen_now;
   for (const auto& d : report.drained()) {
-    std::uint64_t& seen = state.drained_by_job[d.job()];
-    const std::uint64_t delta = d.bytes() >= seen ? d.bytes() - seen : d.bytes();
-    seen = d.bytes();
+    const auto seen = state.drained_by_job.find(d.job());
+    const std::uint64_t before = seen == state.drained_by_job.end() ? 0 : seen->second;
+    const std::uint64_t delta = d.bytes() >= before ? d.bytes() - before : d.bytes();
+    seen_now[d.job()] = d.bytes();
     if (job_by_key_.count(d.job())) drained += static_cast<double>(delta);
   }
+  state.drained_by_job = std::move(seen_now);  // a job the node forgot counts from zero again
   state.last = report;
   state.reported = true;
   if (drained > 0) scheduler_->on_drained(node, drained, now_);
