@@ -24,7 +24,7 @@ def test_datawarp_makes_the_second_job_wait_in_the_real_run_and_in_simulation(
     # Harmonia policy drains during the compute phases and runs both at once.
     datawarp = next(r for r in outcome.real if r.policy == "datawarp")
     assert max(datawarp.waits) > case.steps * case.compute * 0.8
-    assert rows["max-bandwidth"]["real_wait"] < 0.5
+    assert rows["max-bandwidth"]["real_wait"] < 0.5 * rows["datawarp"]["real_wait"]
     assert (
         rows["datawarp"]["real_completion"]
         > 1.2 * rows["max-bandwidth"]["real_completion"]
