@@ -35,7 +35,7 @@ class Connection {
     harmonia::common::append_frame(frame, request);
     iovec parts[2] = {{frame.data(), frame.size()},
                       {const_cast<char*>(payload.data()), payload.size()}};
-    if (!harmonia::common::send_all(fd_, parts, payload.empty() ? 1 : 2))
+    if (!harmonia::common::send_all(fd_, parts, 2))
       throw std::runtime_error("the node closed the connection");
   }
 

@@ -132,16 +132,15 @@ void Monitor::serve_scheduler() {
     r->set_drained_bytes(s.drained);
     r->set_draining(s.draining);
     r->set_queue_depth(in_flight_.load());
-    for (const auto& [job, bytes] : s.held_by_job) {
-      auto* held = r->add_held();
-      held->set_job(job);
-      held->set_bytes(bytes);
-    }
-    for (const auto& [job, bytes] : s.drained_by_job) {
-      auto* drained = r->add_drained();
-      drained->set_job(job);
-      drained->set_bytes(bytes);
-    }
+    const auto list = [](const std::map<std::string, std::uint64_t>& by_job, auto* out) {
+      for (const auto& [job, bytes] : by_job) {
+        auto* entry = out->Add();
+        entry->set_job(job);
+        entry->set_bytes(bytes);
+      }
+    };
+    list(s.held_by_job, r->mutable_held());
+    list(s.drained_by_job, r->mutable_drained());
     client.send(report);
     // Pushed orders that came since the last report, then the reply (an order too).
     for (;;) {

@@ -17,9 +17,11 @@
 #include <optional>
 #include <stdexcept>
 
+#include "common/paths.hpp"
 #include "core/requests/registry.hpp"
 #include "runtime/bbio/fences.hpp"
 #include "runtime/bbio/log_format.hpp"
+#include "runtime/bbio/real.hpp"
 
 namespace harmonia::bbd {
 
@@ -37,39 +39,6 @@ const std::uint64_t kPage = static_cast<std::uint64_t>(sysconf(_SC_PAGESIZE));
 struct Record {
   std::uint64_t offset, length, log_at;  // log_at: where the data starts in the log
 };
-
-bool write_all_at(int fd, const void* data, std::size_t length, off_t at) {
-  const char* p = static_cast<const char*>(data);
-  while (length > 0) {
-    const ssize_t n = pwrite(fd, p, length, at);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return false;
-    p += n;
-    at += n;
-    length -= static_cast<std::size_t>(n);
-  }
-  return true;
-}
-
-/// pwritev of all of `parts` at `at`, retrying partial writes.
-bool write_all_at(int fd, std::vector<iovec> parts, off_t at) {
-  std::size_t first = 0;
-  while (first < parts.size()) {
-    const int count = static_cast<int>(std::min<std::size_t>(parts.size() - first, IOV_MAX));
-    ssize_t n = pwritev(fd, parts.data() + first, count, at);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return false;
-    at += n;
-    while (n > 0) {  // skip what went, and cut into the part that went halfway
-      const auto taken = std::min<std::size_t>(static_cast<std::size_t>(n), parts[first].iov_len);
-      parts[first].iov_base = static_cast<char*>(parts[first].iov_base) + taken;
-      parts[first].iov_len -= taken;
-      n -= static_cast<ssize_t>(taken);
-      if (parts[first].iov_len == 0) ++first;
-    }
-  }
-  return true;
-}
 
 bool read_all_at(int fd, char* data, std::size_t length, off_t at) {
   while (length > 0) {
@@ -101,6 +70,12 @@ bool copy_in_kernel(int from, std::uint64_t from_at, int to, std::uint64_t to_at
   return true;
 }
 
+/// Releases a fence lock (fences::lock; -1: none) when it goes.
+struct FenceLock {
+  int fd;
+  ~FenceLock() { fences::unlock(fd); }
+};
+
 /// NUMBER of "NUMBER<suffix>" (digits only), else nothing.
 std::optional<std::uint64_t> log_number(const std::string& name, const char* suffix) {
   const std::size_t tail = std::strlen(suffix);
@@ -120,7 +95,8 @@ std::string job_path(const std::string& log_path) {
 bool write_job(const std::string& path, const std::string& job) {
   const int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
   if (fd < 0) return false;
-  const bool ok = write_all_at(fd, job.data(), job.size(), 0);
+  const iovec whole{const_cast<char*>(job.data()), job.size()};
+  const bool ok = bbio::pwritev_all(fd, &whole, 1, 0) >= 0;
   const int error = errno;
   close(fd);
   errno = error;
@@ -135,15 +111,6 @@ std::string read_job(const std::string& path) {
   const ssize_t n = pread(fd, buffer, sizeof(buffer), 0);
   close(fd);
   return n > 0 ? std::string(buffer, static_cast<std::size_t>(n)) : "";
-}
-
-/// mkdir -p of the directories above `path`.
-bool make_parents(const std::string& path) {
-  for (std::size_t at = path.find('/', 1); at != std::string::npos; at = path.find('/', at + 1)) {
-    const std::string dir = path.substr(0, at);
-    if (mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) return false;
-  }
-  return true;
 }
 
 }  // namespace
@@ -291,35 +258,14 @@ Status Store::write(const std::string& file, std::uint64_t offset, std::string_v
   header.offset = offset;
   header.length = data.size();
   header.checksum = bbio::record_checksum(header, data.data());
-  iovec parts[2] = {{&header, sizeof(header)}, {const_cast<char*>(data.data()), data.size()}};
-  std::size_t total = sizeof(header) + data.size(), done = 0;
-  while (done < total) {
-    // pwritev of what is left of the two parts.
-    iovec rest[2];
-    int count = 0;
-    std::size_t skip = done;
-    for (const auto& p : parts) {
-      if (skip >= p.iov_len) {
-        skip -= p.iov_len;
-        continue;
-      }
-      rest[count++] = {static_cast<char*>(p.iov_base) + skip, p.iov_len - skip};
-      skip = 0;
-    }
-    const ssize_t n = pwritev(log->fd, rest, count, static_cast<off_t>(log->end + done));
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      const int error = n == 0 ? EIO : errno;
-      // Cut the partial record: the log stays a sequence of complete ones.
-      (void)ftruncate(log->fd, static_cast<off_t>(log->end));
-      why = "device: " + std::string(std::strerror(error));
-      return error == ENOSPC || error == EDQUOT ? Status::Full : Status::Error;
-    }
-    done += static_cast<std::size_t>(n);
-  }
-  if (sync_writes_ && fdatasync(log->fd) != 0) {
+  const iovec parts[2] = {{&header, sizeof(header)}, {const_cast<char*>(data.data()), data.size()}};
+  const std::size_t total = sizeof(header) + data.size();
+  if (bbio::pwritev_all(log->fd, parts, 2, static_cast<off64_t>(log->end)) < 0 ||
+      (sync_writes_ && fdatasync(log->fd) != 0)) {
     const int error = errno;
-    (void)ftruncate(log->fd, static_cast<off_t>(log->end));  // never acknowledged: cut it off
+    // Cut the record, partial or not on the device: the log stays a sequence of complete,
+    // acknowledged ones.
+    (void)ftruncate(log->fd, static_cast<off_t>(log->end));
     why = "device: " + std::string(std::strerror(error));
     return error == ENOSPC || error == EDQUOT ? Status::Full : Status::Error;
   }
@@ -361,7 +307,7 @@ Status Store::read(const std::string& file, std::uint64_t offset, std::uint64_t 
 
 Status Store::drain_one(const std::string& file, Log& log, std::string& why) {
   const std::string target = pfs_root_ + "/" + file;
-  if (!make_parents(target)) {
+  if (!common::make_parents(target, 0755)) {
     why = target + ": " + std::strerror(errno);
     return Status::Error;
   }
@@ -413,15 +359,15 @@ Status Store::drain_one(const std::string& file, Log& log, std::string& why) {
       std::vector<iovec> parts;
       std::uint64_t parts_at = 0, parts_end = 0;
       const auto flush_parts = [&] {
-        ok = ok && write_all_at(fd, parts, static_cast<off_t>(parts_at));
+        ok = ok && bbio::pwritev_all(fd, parts.data(), static_cast<int>(parts.size()),
+                                     static_cast<off64_t>(parts_at)) >= 0;
         parts.clear();
       };
       for (std::size_t r = k; ok && r < end; ++r) {
         const Record& record = log.records[r];
         char* data = static_cast<char*>(mapped) + (record.log_at - first);
         for (const auto& piece : fences::uncovered(record.offset, record.length, fenced)) {
-          if (!parts.empty() && (piece.offset != parts_end || parts.size() == IOV_MAX))
-            flush_parts();
+          if (!parts.empty() && piece.offset != parts_end) flush_parts();
           if (parts.empty()) parts_at = piece.offset;
           parts.push_back({data + (piece.offset - record.offset), piece.length});
           parts_end = piece.offset + piece.length;
@@ -470,13 +416,10 @@ void Store::drop_stale_fences() {
   if (fence_node_.empty()) return;
   // A fence covers writes a client may have left here; with no log of the file here there are
   // none (a drain consumed them, or they never arrived), and it must not skip later writes.
-  const int fd = lock_fences();
-  {
-    std::lock_guard lock(mutex_);
-    for (const auto& file : fences::fenced_files(pfs_root_, fence_node_))
-      if (!logs_.count(file)) fences::remove(pfs_root_, fence_node_, file);
-  }
-  fences::unlock(fd);
+  const FenceLock fence_lock{lock_fences()};
+  std::lock_guard lock(mutex_);
+  for (const auto& file : fences::fenced_files(pfs_root_, fence_node_))
+    if (!logs_.count(file)) fences::remove(pfs_root_, fence_node_, file);
 }
 
 Status Store::drain(const std::string& file, std::string& why) {
@@ -484,7 +427,7 @@ Status Store::drain(const std::string& file, std::string& why) {
     why = "bad file name";
     return Status::Invalid;
   }
-  const int fence_lock = lock_fences();  // before the store's mutex: clients take it first too
+  const FenceLock fence_lock{lock_fences()};  // before the store's mutex: clients take it first
   std::lock_guard lock(mutex_);
   draining_ = true;
   Status result = Status::Ok;
@@ -501,7 +444,6 @@ Status Store::drain(const std::string& file, std::string& why) {
     }
   }
   draining_ = false;
-  fences::unlock(fence_lock);
   return result;
 }
 
@@ -516,7 +458,7 @@ Status Store::drain_next(const std::set<std::string>& jobs, std::string& file, s
                      [&](const auto& entry) { return candidate(*entry.second); }))
       return Status::NotHeld;
   }
-  const int fence_lock = lock_fences();  // before the store's mutex: clients take it first too
+  const FenceLock fence_lock{lock_fences()};  // before the store's mutex: clients take it first
   std::lock_guard lock(mutex_);
   namespace req = harmonia::core::requests;
   const auto scheduler = req::make_request_scheduler(drain_scheduler_);
@@ -533,10 +475,7 @@ Status Store::drain_next(const std::set<std::string>& jobs, std::string& file, s
     scheduler->enqueue({k + 1, k + 1, 0, std::max<std::uint64_t>(1, log.bytes), core::Op::Write,
                         app->second, 0, static_cast<req::Time>(log.created)});
   }
-  if (candidates.empty()) {
-    fences::unlock(fence_lock);
-    return Status::NotHeld;
-  }
+  if (candidates.empty()) return Status::NotHeld;
   const auto batch = scheduler->dequeue(static_cast<req::Time>(next_log_));
   // A window scheduler may hold everything back at this instant: then the oldest goes.
   const auto chosen = batch.dispatches.empty()
@@ -546,7 +485,6 @@ Status Store::drain_next(const std::set<std::string>& jobs, std::string& file, s
   draining_ = true;
   const Status status = drain_one(chosen->first, *chosen->second, why);
   draining_ = false;
-  fences::unlock(fence_lock);
   if (status == Status::Ok) logs_.erase(chosen);
   return status;
 }
@@ -554,7 +492,7 @@ Status Store::drain_next(const std::set<std::string>& jobs, std::string& file, s
 StoreStats Store::stats() {
   std::lock_guard lock(mutex_);
   StoreStats out{capacity_, used_, drained_, received_, static_cast<std::uint32_t>(logs_.size()),
-                 draining_};
+                 draining_, {},    {}};
   for (const auto& entry : logs_) out.held_by_job[entry.second->job] += entry.second->bytes;
   // Jobs whose data last drained long ago are forgotten: the report stays as small as the work.
   const auto now = std::chrono::steady_clock::now();

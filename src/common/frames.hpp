@@ -37,21 +37,14 @@ std::string packed_frame(const Message& message, std::size_t (*size)(const Messa
   return frame;
 }
 
-/// Sends all of `bytes` on a blocking socket; false once the peer is gone.
-inline bool send_all(int fd, const std::string& bytes) {
-  std::size_t sent = 0;
-  while (sent < bytes.size()) {
-    const ssize_t n = ::send(fd, bytes.data() + sent, bytes.size() - sent, MSG_NOSIGNAL);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return false;
-    sent += static_cast<std::size_t>(n);
-  }
-  return true;
-}
-
 /// Sends all of `parts` (`count` of them) on a blocking socket; false once the peer is gone.
 inline bool send_all(int fd, iovec* parts, int count) {
-  while (count > 0) {
+  for (;;) {
+    while (count > 0 && parts->iov_len == 0) {  // nothing to send there
+      ++parts;
+      --count;
+    }
+    if (count == 0) return true;
     msghdr message{};
     message.msg_iov = parts;
     message.msg_iovlen = static_cast<std::size_t>(count);
@@ -68,7 +61,12 @@ inline bool send_all(int fd, iovec* parts, int count) {
       parts->iov_len -= static_cast<std::size_t>(n);
     }
   }
-  return true;
+}
+
+/// Sends all of `bytes` on a blocking socket; false once the peer is gone.
+inline bool send_all(int fd, const std::string& bytes) {
+  iovec whole{const_cast<char*>(bytes.data()), bytes.size()};
+  return send_all(fd, &whole, 1);
 }
 
 /// Receives exactly `length` bytes from a blocking socket; false at the end of the stream or on

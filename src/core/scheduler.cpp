@@ -149,12 +149,7 @@ void Scheduler::on_drained(BufferId buffer, double bytes, double now) {
       ++it;
     }
   }
-  if (buf.draining && buf.drainable() <= kByteEpsilon) {
-    buf.draining = false;
-    buf.exclusive_flush = false;
-    actions_.stop_drain(buffer);
-    recorder_.drain_stopped(buffer, now);
-  }
+  stop_drain_if_done(buffer, now);
   for (AppId a : touched) settle_if_drained(a, now);
 }
 
@@ -207,13 +202,17 @@ void Scheduler::on_held_reported(BufferId buffer, AppId app, double bytes, doubl
   }
   buf.used = std::max(0.0, buf.used + delta);
   owner.held_bytes = std::max(0.0, owner.held_bytes + delta);
-  if (buf.draining && buf.drainable() <= kByteEpsilon) {
-    buf.draining = false;
-    buf.exclusive_flush = false;
-    actions_.stop_drain(buffer);
-    recorder_.drain_stopped(buffer, now);
-  }
+  stop_drain_if_done(buffer, now);
   settle_if_drained(app, now);
+}
+
+void Scheduler::stop_drain_if_done(BufferId buffer, double now) {
+  auto& buf = buffers_[static_cast<size_t>(buffer)];
+  if (!buf.draining || buf.drainable() > kByteEpsilon) return;
+  buf.draining = false;
+  buf.exclusive_flush = false;
+  actions_.stop_drain(buffer);
+  recorder_.drain_stopped(buffer, now);
 }
 
 void Scheduler::settle_if_drained(AppId app, double now) {

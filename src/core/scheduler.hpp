@@ -178,6 +178,8 @@ class Scheduler {
 
  private:
   void assign_flushers();
+  /// Stops the buffer's drain once it holds nothing drainable.
+  void stop_drain_if_done(BufferId buffer, double now);
   /// Calls on_app_drained once, when `app` has ended and holds nothing more.
   void settle_if_drained(AppId app, double now);
   void update_drains(double now);

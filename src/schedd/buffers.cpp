@@ -184,10 +184,7 @@ void BufferBroker::node_report(int node, const control::BufferReport& report, do
       held[job->second] = static_cast<double>(data.bytes());
   }
   for (const auto& [app, bytes] : held) scheduler_->on_held_reported(node, app, bytes, now_);
-  if (orphans != state.orphans) {
-    state.orphans = std::move(orphans);
-    update_orders();
-  }
+  state.orphans = std::move(orphans);  // in the node's order from the next tick
 }
 
 void BufferBroker::node_gone(int node) {

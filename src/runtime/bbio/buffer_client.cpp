@@ -49,7 +49,7 @@ class TcpChannel final : public Channel {
   bool send(const std::string& frame, const char* payload, std::size_t length) override {
     iovec parts[2] = {{const_cast<char*>(frame.data()), frame.size()},
                       {const_cast<char*>(payload), length}};
-    return common::send_all(fd_, parts, length > 0 ? 2 : 1);
+    return common::send_all(fd_, parts, 2);
   }
 
   bool receive(std::string& body) override {
@@ -231,13 +231,6 @@ Outcome drain_one(const std::string& file, const std::string& address) {
   return outcome;
 }
 
-std::mutex held_mutex;
-/// Files this process left on nodes: absolute path -> nodes.
-std::map<std::string, std::set<std::string>>& held() {
-  static auto* files = new std::map<std::string, std::set<std::string>>;  // used until exit
-  return *files;
-}
-
 /// A write's or read's piece: cut at stripe boundaries and at the largest request.
 struct Piece {
   std::uint64_t at;
@@ -256,10 +249,22 @@ std::vector<Piece> cut(off64_t offset, std::size_t total, const std::vector<std:
     const std::uint64_t unit = at / stripe;
     const std::size_t length =
         std::min<std::uint64_t>({total - done, (unit + 1) * stripe - at, kMaxPiece});
-    pieces.push_back({at, done, length, &nodes[unit % nodes.size()]});
+    pieces.push_back({at, done, length, &nodes[unit % nodes.size()], Outcome::Failed, false, {}});
     done += length;
   }
   return pieces;
+}
+
+/// Sends one request per piece with `send(piece)` (true when it reached the node's socket);
+/// after a node failed, its later pieces are not sent.
+template <class Send>
+void send_pieces(std::vector<Piece>& pieces, Send send) {
+  std::set<std::string> broken;
+  for (auto& p : pieces) {
+    if (broken.count(*p.address)) continue;
+    p.sent = send(p);
+    if (!p.sent) broken.insert(*p.address);
+  }
 }
 
 /// The mutexes of every node the pieces go to, taken in address order (no lock-order cycles):
@@ -349,9 +354,7 @@ bool write(const std::string& file, const std::string& job, const struct iovec* 
     // All pieces are sent before the first reply is read: each node stores one while the next
     // arrives.
     const auto locks = lock_nodes(pieces);
-    std::set<std::string> broken;
-    for (auto& p : pieces) {
-      if (broken.count(*p.address)) continue;
+    send_pieces(pieces, [&](Piece& p) {
       Harmonia__Bb__Write body = HARMONIA__BB__WRITE__INIT;
       body.file = const_cast<char*>(file.c_str());
       body.offset = p.at;
@@ -360,10 +363,9 @@ bool write(const std::string& file, const std::string& job, const struct iovec* 
       Harmonia__Bb__Request request = HARMONIA__BB__REQUEST__INIT;
       request.body_case = HARMONIA__BB__REQUEST__BODY_WRITE;
       request.write = &body;
-      p.sent = send_request(node_for(*p.address), *p.address, request, p.ticket, data + p.from,
-                            p.length);
-      if (!p.sent) broken.insert(*p.address);
-    }
+      return send_request(node_for(*p.address), *p.address, request, p.ticket, data + p.from,
+                          p.length);
+    });
     for (auto& p : pieces)
       if (p.sent) p.outcome = receive_reply(node_for(*p.address), *p.address, p.ticket);
   }
@@ -388,9 +390,7 @@ bool read(const std::string& file, off64_t offset, std::size_t length,
   std::vector<Piece> pieces = cut(offset, length, nodes, stripe);
   out.resize(length);
   const auto locks = lock_nodes(pieces);
-  std::set<std::string> broken;
-  for (auto& p : pieces) {
-    if (broken.count(*p.address)) continue;
+  send_pieces(pieces, [&](Piece& p) {
     Harmonia__Bb__Read body = HARMONIA__BB__READ__INIT;
     body.file = const_cast<char*>(file.c_str());
     body.offset = p.at;
@@ -398,9 +398,8 @@ bool read(const std::string& file, off64_t offset, std::size_t length,
     Harmonia__Bb__Request request = HARMONIA__BB__REQUEST__INIT;
     request.body_case = HARMONIA__BB__REQUEST__BODY_READ;
     request.read = &body;
-    p.sent = send_request(node_for(*p.address), *p.address, request, p.ticket);
-    if (!p.sent) broken.insert(*p.address);
-  }
+    return send_request(node_for(*p.address), *p.address, request, p.ticket);
+  });
   bool ok = true;
   std::string data;
   for (const auto& p : pieces) {
@@ -422,26 +421,24 @@ bool drain(const std::string& file, const std::vector<std::string>& nodes) {
   return ok;
 }
 
-void note_held(const std::string& path, const std::vector<std::string>& nodes) {
-  std::lock_guard lock(held_mutex);
-  held()[path].insert(nodes.begin(), nodes.end());
-}
-
 void settle_path(const char* path) {
-  std::set<std::string> nodes;
-  std::string name;
   {
-    std::lock_guard lock(held_mutex);
-    if (held().empty()) return;
-    char resolved[PATH_MAX];
-    if (!realpath(path, resolved)) return;
-    const auto found = held().find(resolved);
-    if (found == held().end()) return;
-    nodes.swap(found->second);
-    held().erase(found);
-    name = relative_name(resolved);
+    // Every open passes here: a process that left nothing on the nodes is done at once.
+    std::lock_guard lock(ledger_mutex);
+    if (sent().empty() && lost().empty()) return;
   }
-  if (!name.empty()) (void)drain(name, std::vector<std::string>(nodes.begin(), nodes.end()));
+  char resolved[PATH_MAX];
+  if (!realpath(path, resolved)) return;
+  const std::string name = relative_name(resolved);
+  if (name.empty()) return;
+  std::set<std::string> nodes;
+  {
+    std::lock_guard lock(ledger_mutex);
+    for (Ledger* ledger : {&sent(), &lost()})
+      if (const auto found = ledger->find(name); found != ledger->end())
+        nodes.insert(found->second.begin(), found->second.end());
+  }
+  if (!nodes.empty()) (void)drain(name, std::vector<std::string>(nodes.begin(), nodes.end()));
 }
 
 }  // namespace harmonia::bbio::buffers

@@ -56,10 +56,8 @@ bool read(const std::string& file, off64_t offset, std::size_t length,
           const std::vector<std::string>& nodes, std::uint64_t stripe, std::string& out);
 /// Drains `file` from `nodes` to the PFS and waits; false when a node could not (it is gone).
 bool drain(const std::string& file, const std::vector<std::string>& nodes);
-/// Before the file at `path` is opened again in this process: drains it from the nodes this
-/// process wrote it to, so that what the open sees (or truncates) is complete.
+/// Before the file at `path` is opened again in this process: drains it from the nodes that may
+/// hold this process's writes of it, so that what the open sees (or truncates) is complete.
 void settle_path(const char* path);
-/// Remembers that `path`'s data sits on `nodes` (for settle_path).
-void note_held(const std::string& path, const std::vector<std::string>& nodes);
 
 }  // namespace harmonia::bbio::buffers

@@ -10,18 +10,12 @@
 #include <cerrno>
 #include <functional>
 
+#include "common/paths.hpp"
 #include "runtime/bbio/real.hpp"
 
 namespace harmonia::bbio::fences {
 
 namespace {
-
-/// mkdir -p of the directories above `path`.
-bool make_parents(const std::string& path) {
-  for (std::size_t at = path.find('/', 1); at != std::string::npos; at = path.find('/', at + 1))
-    if (mkdir(path.substr(0, at).c_str(), 0777) != 0 && errno != EEXIST) return false;
-  return true;
-}
 
 std::string node_dir(const std::string& root, const std::string& node) {
   return root + "/" + kReservedDir + "/fences/" + node;
@@ -41,7 +35,7 @@ bool reserved(const std::string& name) {
 
 int lock(const std::string& root, const std::string& node) {
   const std::string path = node_dir(root, node) + ".lock";
-  if (!make_parents(path)) return -1;
+  if (!common::make_parents(path, 0777)) return -1;
   // Read-only: flock needs no more, and every user can open a lock file another user made.
   const int fd = real().open(path.c_str(), O_RDONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
   if (fd < 0) return -1;
@@ -62,7 +56,7 @@ void unlock(int fd) {
 bool append(const std::string& root, const std::string& node, const std::string& file,
             Range range) {
   const std::string path = fence_path(root, node, file);
-  if (!make_parents(path)) return false;
+  if (!common::make_parents(path, 0777)) return false;
   const int fd = real().open(path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
   if (fd < 0) return false;
   struct stat st {};

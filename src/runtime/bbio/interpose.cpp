@@ -72,6 +72,18 @@ ssize_t staged_pwrite(StagedFile* file, const struct iovec* iov, int count, off6
   });
 }
 
+/// Settle, let the real call run on the file, then take back the position it may have moved
+/// (the file's mutex held).
+template <class Call>
+auto settled_then(StagedFile* file, Call call) -> decltype(call()) {
+  if (file->settle() != 0) return -1;
+  const auto result = call();
+  const int saved = errno;
+  file->adopt_file_offset();
+  errno = saved;
+  return result;
+}
+
 /// A read served by the buffer nodes when they hold the range (offset < 0: at the position);
 /// otherwise flushed_then(call).
 template <class Call>
@@ -80,13 +92,7 @@ ssize_t held_or_flushed_then(StagedFile* file, const struct iovec* iov, int coun
   return guarded([&]() -> ssize_t {
     std::lock_guard lock(file->mutex);
     const ssize_t held = file->read_held(iov, count, offset);
-    if (held != StagedFile::kNotHeld) return held;
-    if (file->settle() != 0) return -1;
-    const ssize_t result = call();
-    const int saved = errno;
-    file->adopt_file_offset();
-    errno = saved;
-    return result;
+    return held != StagedFile::kNotHeld ? held : settled_then(file, call);
   });
 }
 
@@ -95,12 +101,7 @@ template <class Call>
 auto flushed_then(StagedFile* file, Call call) -> decltype(call()) {
   return guarded([&]() -> decltype(call()) {
     std::lock_guard lock(file->mutex);
-    if (file->settle() != 0) return -1;
-    const auto result = call();
-    const int saved = errno;
-    file->adopt_file_offset();
-    errno = saved;
-    return result;
+    return settled_then(file, call);
   });
 }
 

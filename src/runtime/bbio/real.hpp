@@ -66,4 +66,8 @@ struct RealFunctions {
 /// The real functions; resolved on first use, safe to call before constructors have run.
 const RealFunctions& real();
 
+/// Writes all of `iov` at `offset` with the real pwritev, retrying partial writes and EINTR;
+/// the bytes written, or -1 with errno.
+ssize_t pwritev_all(int fd, const struct iovec* iov, int count, off64_t offset);
+
 }  // namespace harmonia::bbio

@@ -58,34 +58,6 @@ void report(const std::string& message) {
   (void)real().write(STDERR_FILENO, line.data(), line.size());
 }
 
-ssize_t pwritev_all(int fd, const struct iovec* iov, int count, off64_t offset) {
-  std::vector<struct iovec> rest(iov, iov + count);
-  size_t first = 0;
-  ssize_t written = 0;
-  while (first < rest.size()) {
-    const int batch = static_cast<int>(std::min<size_t>(rest.size() - first, IOV_MAX));
-    const ssize_t n = real().pwritev64(fd, rest.data() + first, batch, offset);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return -1;
-    if (n == 0) {
-      errno = EIO;
-      return -1;
-    }
-    written += n;
-    offset += n;
-    auto left = static_cast<size_t>(n);
-    while (left > 0 && first < rest.size()) {
-      const size_t take = std::min(left, rest[first].iov_len);
-      rest[first].iov_base = static_cast<char*>(rest[first].iov_base) + take;
-      rest[first].iov_len -= take;
-      left -= take;
-      if (rest[first].iov_len == 0) ++first;
-    }
-    while (first < rest.size() && rest[first].iov_len == 0) ++first;
-  }
-  return written;
-}
-
 std::unique_ptr<StagedFile> StagedFile::create(int fd, const std::string& path, int flags,
                                                const Config& config, std::string& error) {
   std::unique_ptr<StagedFile> file(new StagedFile());
@@ -206,7 +178,6 @@ bool StagedFile::write_to_buffers(const struct iovec* iov, int count, off64_t of
   if (buffer_nodes_.empty()) {
     buffer_nodes_ = grant.nodes;
     buffer_stripe_ = grant.stripe;
-    buffers::note_held(path_, buffer_nodes_);
   }
   if (!buffers::write(buffer_name_, grant.job, iov, count, offset, grant.nodes, grant.stripe))
     return false;

@@ -113,9 +113,6 @@ class StagedFile {
   uint64_t log_start_ = 0, log_end_ = 0;
 };
 
-/// Writes all of `iov` at `offset` with the real pwritev, retrying partial writes and EINTR.
-ssize_t pwritev_all(int fd, const struct iovec* iov, int count, off64_t offset);
-
 /// Bytes staged in this process, over all files.
 size_t staged_total();
 
