@@ -20,41 +20,18 @@ import argparse
 import json
 import os
 import shutil
-import socket
 import statistics
 import subprocess
 import tempfile
-import threading
 import time
 from pathlib import Path
+
+from harmonia.buffers import device_directory
+from harmonia.profiler import loopback_bandwidth
 
 ROOT = Path(__file__).resolve().parent.parent
 BUILD = Path(os.environ.get("HARMONIA_BUILD", ROOT / "build"))
 CHUNK = 4 << 20
-
-
-def loopback_copy(data: bytes) -> float:
-    """GB/s of one plain TCP stream over loopback, 4 MiB sends."""
-    server = socket.create_server(("127.0.0.1", 0))
-
-    def sink() -> None:
-        connection, _ = server.accept()
-        buffer = bytearray(CHUNK)
-        with connection:
-            while connection.recv_into(buffer):
-                pass
-
-    reader = threading.Thread(target=sink)
-    reader.start()
-    view = memoryview(data)
-    with socket.create_connection(server.getsockname()) as client:
-        start = time.perf_counter()
-        for at in range(0, len(data), CHUNK):
-            client.sendall(view[at : at + CHUNK])
-    reader.join()
-    seconds = time.perf_counter() - start
-    server.close()
-    return len(data) / seconds / 1e9
 
 
 def device_write(data: bytes, path: Path) -> float:
@@ -92,9 +69,7 @@ def main() -> None:
         raise SystemExit("bench_bbd.py: fio not found (Debian: fio)")
     size = args.mib << 20
     work = Path(tempfile.mkdtemp(prefix="harmonia-bench-bbd-"))
-    shm = Path("/dev/shm")
-    in_ram = shm.is_dir() and shutil.disk_usage(shm).free > 3 * size
-    device = Path(tempfile.mkdtemp(dir=shm if in_ram else work))
+    device, in_ram = device_directory(3 * size, fallback=work)
     pfs = work / "pfs"
     pfs.mkdir()
     data_file = work / "data"
@@ -120,7 +95,7 @@ def main() -> None:
                 capture_output=True, text=True, check=True,
             )  # fmt: skip
             ingest = size / float(json.loads(put.stdout)["seconds"]) / 1e9
-            loopback = loopback_copy(data)
+            loopback = loopback_bandwidth(data, chunk=CHUNK) / 1e9
             on_device = device_write(data, device / "baseline")
             drain = fio = 0.0
             # On this VM the first write burst after a pause runs slow, whoever makes it: one

@@ -20,6 +20,16 @@ POLICIES = ("datawarp", "max-buffer-efficiency", "priority", "max-bandwidth", "f
             "min-stall")  # fmt: skip
 
 
+def device_directory(need: int, fallback: Path | None = None) -> tuple[Path, bool]:
+    """A new directory for buffer nodes' devices: in RAM (/dev/shm, standing in for a node-local
+    NVMe apart from the PFS) when that has `need` bytes free, else under `fallback` (the system's
+    temporary directory when None); and whether it is in RAM."""
+    shm = Path("/dev/shm")
+    in_ram = shm.is_dir() and shutil.disk_usage(shm).free > need
+    made = tempfile.mkdtemp(prefix="harmonia-devices-", dir=shm if in_ram else fallback)
+    return Path(made), in_ram
+
+
 class ClusterError(Exception):
     """A daemon did not start or a job failed; the message says which and why."""
 

@@ -5,6 +5,7 @@ I/O, sequential requests; aggregate bandwidth per k, and the MSCA (Eq. 1) and in
 import errno
 import mmap
 import os
+import socket
 import threading
 import time
 from collections.abc import Callable
@@ -195,3 +196,30 @@ def device_toml(profile: Profile, name: str) -> str:
         f"concurrency = {profile.concurrency()}\n"
         f"curve = [{curve}]\n"
     )
+
+
+def loopback_bandwidth(data: bytes, total: int | None = None, chunk: int = 4 << 20) -> float:
+    """Bytes/s of one plain TCP stream over loopback sending `total` bytes (default: all of
+    `data`, which is sent again from its start when it is shorter) in sends of `chunk`."""
+    total = len(data) if total is None else total
+    server = socket.create_server(("127.0.0.1", 0))
+
+    def sink() -> None:
+        connection, _ = server.accept()
+        buffer = bytearray(chunk)
+        with connection:
+            while connection.recv_into(buffer):
+                pass
+
+    reader = threading.Thread(target=sink)
+    reader.start()
+    view = memoryview(data)
+    with socket.create_connection(server.getsockname()) as client:
+        start = time.perf_counter()
+        for sent in range(0, total, chunk):
+            at = sent % len(data)
+            client.sendall(view[at : at + min(chunk, total - sent)])
+    reader.join()
+    seconds = time.perf_counter() - start
+    server.close()
+    return total / seconds

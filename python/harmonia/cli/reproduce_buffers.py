@@ -2,24 +2,16 @@
 simulated (harmonia.experiments.buffers)."""
 
 import shutil
-import tempfile
 from pathlib import Path
 
 import typer
 
-from harmonia.buffers import POLICIES, ClusterError
+from harmonia.buffers import POLICIES, ClusterError, device_directory
 from harmonia.cli import EXIT_FAILED, EXIT_INVALID, fail
 from harmonia.experiments.buffers import DrainingCase, run_case, write_outputs
 from harmonia.profiler import ProfileError
 from harmonia.scenario import ScenarioError
 from harmonia.simulator import SimulatorNotFound
-
-
-def device_root() -> Path:
-    """The nodes' devices: RAM (/dev/shm), as node-local NVMe stands in for, when there is one."""
-    shm = Path("/dev/shm")
-    base = shm if shm.is_dir() and shutil.disk_usage(shm).free > (4 << 30) else None
-    return Path(tempfile.mkdtemp(prefix="harmonia-buffers-", dir=base))
 
 
 def reproduce_buffers(out: Path, only: str | None, repeat: int) -> None:
@@ -28,7 +20,7 @@ def reproduce_buffers(out: Path, only: str | None, repeat: int) -> None:
     if unknown:
         fail([f"--only {unknown[0]}: expected policies among {', '.join(POLICIES)}"], EXIT_INVALID)
     case = DrainingCase(policies=policies, repeat=repeat)
-    devices = device_root()
+    devices, _ = device_directory(4 << 30)
     try:
         outcome = run_case(case, out, devices, lambda line: typer.echo(line, err=True))
     except (ClusterError, ProfileError, ScenarioError, SimulatorNotFound, OSError) as error:

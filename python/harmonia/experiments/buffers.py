@@ -7,9 +7,6 @@ here beforehand. docs/reproduction.md compares the two with the paper."""
 import json
 import math
 import shutil
-import socket
-import threading
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,7 +26,13 @@ from harmonia.buffers import (  # noqa: E402
     run_jobs,
     verify,
 )
-from harmonia.profiler import Profile, ProfileSettings, device_toml, profile  # noqa: E402
+from harmonia.profiler import (  # noqa: E402
+    Profile,
+    ProfileSettings,
+    device_toml,
+    loopback_bandwidth,
+    profile,
+)
 from harmonia.results import load_run  # noqa: E402
 from harmonia.scenario import load_scenario, normalize  # noqa: E402
 from harmonia.simulator import find_simulator, run_policies  # noqa: E402
@@ -108,36 +111,6 @@ class Outcome:
     simulated: dict[str, dict[str, float]] = field(default_factory=dict)
 
 
-def loopback_bandwidth(total: int = 512 * MiB, chunk: int = 4 * MiB) -> float:
-    """Bytes/s of one TCP stream over loopback, a plain socket copy."""
-    server = socket.create_server(("127.0.0.1", 0))
-    port = server.getsockname()[1]
-    received = 0
-
-    def sink() -> None:
-        nonlocal received
-        connection, _ = server.accept()
-        buffer = bytearray(chunk)
-        with connection:
-            while received < total:
-                n = connection.recv_into(buffer)
-                if n == 0:
-                    break
-                received += n
-
-    reader = threading.Thread(target=sink)
-    reader.start()
-    data = b"x" * chunk
-    with socket.create_connection(("127.0.0.1", port)) as client:
-        start = time.perf_counter()
-        for _ in range(total // chunk):
-            client.sendall(data)
-        reader.join()
-        seconds = time.perf_counter() - start
-    server.close()
-    return received / seconds
-
-
 def calibrate(buffer_dir: Path, pfs_dir: Path, per_stream: int) -> Calibration:
     """Profiles of the two directories (1, 2 and 4 streams of `per_stream` bytes) and the
     loopback link."""
@@ -147,7 +120,8 @@ def calibrate(buffer_dir: Path, pfs_dir: Path, per_stream: int) -> Calibration:
         settings = ProfileSettings(directory, [1, 2, 4], 4 * MiB, per_stream)
         return profile(settings, ["write", "read"], lambda _point: None)
 
-    return Calibration(measure(buffer_dir), measure(pfs_dir), loopback_bandwidth())
+    link = loopback_bandwidth(b"x" * (4 * MiB), total=512 * MiB)
+    return Calibration(measure(buffer_dir), measure(pfs_dir), link)
 
 
 def scenario_toml(case: DrainingCase, calibration: Calibration) -> str:
