@@ -115,14 +115,15 @@ void serve(Store& store, int fd) {
     if (!harmonia::common::receive_all(fd, reinterpret_cast<char*>(header), sizeof(header))) {
       slot->last = true;
     } else if ((length = control::frame_length(header)) > kMaxRequestBytes) {
-      slot->refusal = refuse_oversized(length);
+      slot->refusal = refuse_oversized("frame", length, kMaxRequestBytes);
       slot->last = true;  // the stream cannot be resynchronised
     } else if (body.resize(length), !harmonia::common::receive_all(fd, body.data(), length)) {
       slot->last = true;
     } else if (!slot->request.ParseFromString(body)) {
       slot->refusal = answer(store, body);  // MALFORMED
     } else if ((raw = payload_bytes(slot->request)) < 0) {
-      slot->refusal = refuse_oversized(static_cast<std::size_t>(slot->request.write().payload()));
+      slot->refusal = refuse_oversized(
+          "payload", static_cast<std::size_t>(slot->request.write().payload()), kMaxPayloadBytes);
       slot->last = true;
     } else {
       if (static_cast<std::size_t>(raw) > slot->capacity) {

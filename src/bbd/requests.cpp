@@ -94,11 +94,11 @@ bb::Response answer(Store& store, const bb::Request& request, std::string_view p
   return response;
 }
 
-bb::Response refuse_oversized(std::size_t length) {
+bb::Response refuse_oversized(const char* what, std::size_t length, std::size_t limit) {
   bb::Response refused;
   refused.set_code(bb::Response::MALFORMED);
-  refused.set_message("frame of " + std::to_string(length) + " bytes: at most " +
-                      std::to_string(kMaxRequestBytes));
+  refused.set_message(std::string(what) + " of " + std::to_string(length) + " bytes: at most " +
+                      std::to_string(limit));
   return refused;
 }
 

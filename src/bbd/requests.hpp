@@ -25,8 +25,8 @@ bb::Response answer(Store& store, const bb::Request& request, std::string_view p
 /// kMaxPayloadBytes (the stream cannot be read on).
 long long payload_bytes(const bb::Request& request);
 
-/// The response to a frame announcing `length` > kMaxRequestBytes (the node then closes the
-/// connection: the stream cannot be resynchronised).
-bb::Response refuse_oversized(std::size_t length);
+/// The response to a frame, or a write's raw payload (`what`), announcing `length` bytes over
+/// `limit` (the node then closes the connection: the stream cannot be resynchronised).
+bb::Response refuse_oversized(const char* what, std::size_t length, std::size_t limit);
 
 }  // namespace harmonia::bbd

@@ -163,7 +163,7 @@ TEST(RequestFuzz, MutatedRequestsNeverCrashAndAcknowledgedWritesReachThePfs) {
 }
 
 TEST(RequestFuzz, AnOversizedFrameIsRefusedByItsLength) {
-  const bb::Response refused = refuse_oversized(kMaxRequestBytes + 1);
+  const bb::Response refused = refuse_oversized("frame", kMaxRequestBytes + 1, kMaxRequestBytes);
   EXPECT_EQ(refused.code(), bb::Response::MALFORMED);
   EXPECT_NE(refused.message().find(std::to_string(kMaxRequestBytes)), std::string::npos);
 }
