@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/uio.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -143,9 +144,11 @@ int main(int argc, char** argv) {
     } else if (!strcmp(cmd, "close")) {
       result(cmd, close(fd));
     } else if (!strcmp(cmd, "peek")) {
-      /* The file's size as another reader sees it right now (not through the staged fd). */
+      /* The file's size on disk right now, as another process sees it: a raw system call, which
+       * no interposer sees (stat itself shows the size the program wrote). */
       struct stat st;
-      printf("{\"op\": \"peek\", \"size\": %ld}\n", stat(path, &st) == 0 ? (long)st.st_size : -1L);
+      const long ok = syscall(SYS_newfstatat, AT_FDCWD, path, &st, 0) == 0;
+      printf("{\"op\": \"peek\", \"size\": %ld}\n", ok ? (long)st.st_size : -1L);
     } else if (!strcmp(cmd, "flush")) {
       result(cmd, bbio("BBIO_Flush"));
     } else if (!strcmp(cmd, "fork-write")) {
@@ -179,6 +182,25 @@ int main(int argc, char** argv) {
     } else if (!strcmp(cmd, "fopen")) {
       stream = fopen(path, ARG(1));
       result(cmd, stream ? 0 : -1);
+      i += 1;
+    } else if (!strcmp(cmd, "freopen")) {
+      stream = freopen(path, ARG(1), stream);
+      result(cmd, stream ? 0 : -1);
+      i += 1;
+    } else if (!strcmp(cmd, "stdout-mix")) {
+      /* N bytes through stdout's FILE made a duplicate of the file (libc's own write path) */
+      const long n = NUM(1);
+      char* buf = malloc((size_t)n);
+      fill(buf, (size_t)n, 9);
+      fflush(stdout);
+      const int saved = dup(STDOUT_FILENO);
+      dup2(fd, STDOUT_FILENO);
+      const long ret = (long)fwrite(buf, 1, (size_t)n, stdout);
+      fflush(stdout);
+      dup2(saved, STDOUT_FILENO);
+      close(saved);
+      free(buf);
+      result(cmd, ret);
       i += 1;
     } else if (!strcmp(cmd, "fwrite")) {
       const long n = NUM(1);

@@ -66,6 +66,11 @@ Config config_from_environment(std::string& error) {
     config.enabled = false;
     return config;
   };
+  if (const char* debug = std::getenv("HARMONIA_DEBUG")) {
+    if (std::strcmp(debug, "0") != 0 && std::strcmp(debug, "1") != 0)
+      return fail(std::string("HARMONIA_DEBUG=") + debug + ": must be 0 or 1");
+    config.debug = debug[0] == '1';
+  }
   if (const char* on = std::getenv("HARMONIA_STAGE")) {
     if (std::strcmp(on, "0") == 0)
       config.enabled = false;

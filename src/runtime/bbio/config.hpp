@@ -23,13 +23,15 @@ struct Config {
   /// (HARMONIA_FLUSH_SCHEDULER="name[,option=value...]"); empty: the order they were written.
   std::string flush_scheduler;
   std::map<std::string, std::string> flush_options;
+  bool debug = false;  ///< HARMONIA_DEBUG=1: report at start-up what the library does not handle
 
   /// Whether a file at absolute `path` may be staged.
   bool wants(const std::string& path) const;
 };
 
 /// Reads HARMONIA_STAGE, HARMONIA_STAGE_DIR, HARMONIA_STAGE_SIZE, HARMONIA_STAGE_INCLUDE,
-/// HARMONIA_STAGE_EXCLUDE, HARMONIA_PHASE_TRACE, HARMONIA_PHASE_GAP and HARMONIA_FLUSH_SCHEDULER.
+/// HARMONIA_STAGE_EXCLUDE, HARMONIA_PHASE_TRACE, HARMONIA_PHASE_GAP, HARMONIA_FLUSH_SCHEDULER and
+/// HARMONIA_DEBUG.
 /// On a bad value, `error` names the variable and the problem, and the returned config has staging
 /// disabled.
 Config config_from_environment(std::string& error);

@@ -18,23 +18,11 @@
 #include "runtime/bbio/placement.hpp"
 #include "runtime/bbio/real.hpp"
 #include "runtime/bbio/registry.hpp"
+#include "runtime/bbio/wrappers.hpp"
 
 using namespace harmonia::bbio;
 
-#define HARMONIA_EXPORT extern "C" __attribute__((visibility("default")))
-
 namespace {
-
-/// Runs `body` (which returns -1/errno on failure) and turns exceptions into EIO.
-template <class Body>
-auto guarded(Body body) -> decltype(body()) {
-  try {
-    return body();
-  } catch (...) {
-    errno = EIO;
-    return static_cast<decltype(body())>(-1);
-  }
-}
 
 bool has_mode(int flags) { return (flags & O_CREAT) || (flags & O_TMPFILE) == O_TMPFILE; }
 
@@ -72,18 +60,6 @@ ssize_t staged_pwrite(StagedFile* file, const struct iovec* iov, int count, off6
   });
 }
 
-/// Settle, let the real call run on the file, then take back the position it may have moved
-/// (the file's mutex held).
-template <class Call>
-auto settled_then(StagedFile* file, Call call) -> decltype(call()) {
-  if (file->settle() != 0) return -1;
-  const auto result = call();
-  const int saved = errno;
-  file->adopt_file_offset();
-  errno = saved;
-  return result;
-}
-
 /// A read served by the buffer nodes when they hold the range (offset < 0: at the position);
 /// otherwise flushed_then(call).
 template <class Call>
@@ -93,15 +69,6 @@ ssize_t held_or_flushed_then(StagedFile* file, const struct iovec* iov, int coun
     std::lock_guard lock(file->mutex);
     const ssize_t held = file->read_held(iov, count, offset);
     return held != StagedFile::kNotHeld ? held : settled_then(file, call);
-  });
-}
-
-/// Flush, let the real call run on the file, then take back the position it may have moved.
-template <class Call>
-auto flushed_then(StagedFile* file, Call call) -> decltype(call()) {
-  return guarded([&]() -> decltype(call()) {
-    std::lock_guard lock(file->mutex);
-    return settled_then(file, call);
   });
 }
 
@@ -141,6 +108,7 @@ std::string placement(int dirfd, const char* path, int flags) noexcept {
       mode = static_cast<mode_t>(va_arg(ap, int));                                          \
       va_end(ap);                                                                           \
     }                                                                                       \
+    if (guarded([&] { return before_open(AT_FDCWD, path, flags); }) != 0) return -1;        \
     const std::string placed = placement(AT_FDCWD, path, flags);                            \
     return opened(real().name(placed.empty() ? path : placed.c_str(), flags, mode), flags); \
   }
@@ -156,18 +124,39 @@ HARMONIA_OPEN_WRAPPER(open64)
       mode = static_cast<mode_t>(va_arg(ap, int));                                                 \
       va_end(ap);                                                                                  \
     }                                                                                              \
+    if (guarded([&] { return before_open(dirfd, path, flags); }) != 0) return -1;                  \
     const std::string placed = placement(dirfd, path, flags);                                      \
     return opened(real().name(dirfd, placed.empty() ? path : placed.c_str(), flags, mode), flags); \
   }
 HARMONIA_OPENAT_WRAPPER(openat)
 HARMONIA_OPENAT_WRAPPER(openat64)
 
+// The _FORTIFY_SOURCE forms, for opens without O_CREAT whose flags the compiler cannot see.
+HARMONIA_EXPORT int __open_2(const char* path, int flags) {
+  if (guarded([&] { return before_open(AT_FDCWD, path, flags); }) != 0) return -1;
+  return opened(real().__open_2(path, flags), flags);
+}
+HARMONIA_EXPORT int __open64_2(const char* path, int flags) {
+  if (guarded([&] { return before_open(AT_FDCWD, path, flags); }) != 0) return -1;
+  return opened(real().__open64_2(path, flags), flags);
+}
+HARMONIA_EXPORT int __openat_2(int dirfd, const char* path, int flags) {
+  if (guarded([&] { return before_open(dirfd, path, flags); }) != 0) return -1;
+  return opened(real().__openat_2(dirfd, path, flags), flags);
+}
+HARMONIA_EXPORT int __openat64_2(int dirfd, const char* path, int flags) {
+  if (guarded([&] { return before_open(dirfd, path, flags); }) != 0) return -1;
+  return opened(real().__openat64_2(dirfd, path, flags), flags);
+}
+
 HARMONIA_EXPORT int creat(const char* path, mode_t mode) {
+  if (guarded([&] { return before_open(AT_FDCWD, path, O_CREAT | O_TRUNC); }) != 0) return -1;
   const std::string placed = placement(AT_FDCWD, path, O_CREAT);
   return opened(real().creat(placed.empty() ? path : placed.c_str(), mode),
                 O_WRONLY | O_CREAT | O_TRUNC);
 }
 HARMONIA_EXPORT int creat64(const char* path, mode_t mode) {
+  if (guarded([&] { return before_open(AT_FDCWD, path, O_CREAT | O_TRUNC); }) != 0) return -1;
   const std::string placed = placement(AT_FDCWD, path, O_CREAT);
   return opened(real().creat64(placed.empty() ? path : placed.c_str(), mode),
                 O_WRONLY | O_CREAT | O_TRUNC);
@@ -359,16 +348,30 @@ HARMONIA_EXPORT int fdatasync(int fd) {
   return flushed_then(file, [&] { return real().fdatasync(fd); });
 }
 
+/// fstat shows the file as the program wrote it: its size and the time of its last write, even
+/// while the bytes are staged (no flush).
+template <class Stat, class Call>
+static int staged_fstat(StagedFile* file, Stat* st, Call call) {
+  const int result = call();
+  if (result == 0)
+    guarded([&] {
+      std::lock_guard lock(file->mutex);
+      file->overlay(*st);
+      return 0;
+    });
+  return result;
+}
+
 HARMONIA_EXPORT int fstat(int fd, struct stat* st) {
   StagedFile* file = staged(fd);
   if (!file) return real().fstat(fd, st);
-  return flushed_then(file, [&] { return real().fstat(fd, st); });
+  return staged_fstat(file, st, [&] { return real().fstat(fd, st); });
 }
 
 HARMONIA_EXPORT int fstat64(int fd, struct stat64* st) {
   StagedFile* file = staged(fd);
   if (!file) return real().fstat64(fd, st);
-  return flushed_then(file, [&] { return real().fstat64(fd, st); });
+  return staged_fstat(file, st, [&] { return real().fstat64(fd, st); });
 }
 
 // ---- descriptors -------------------------------------------------------------------------

@@ -14,14 +14,17 @@ namespace harmonia::bbio {
 namespace {
 RealFunctions functions;
 pthread_once_t resolved = PTHREAD_ONCE_INIT;
+thread_local bool resolving = false;
 
 void resolve() {
+  resolving = true;
 #define HARMONIA_RESOLVE(name, ret, params) \
   functions.name = reinterpret_cast<ret(*) params>(dlsym(RTLD_NEXT, #name));
   HARMONIA_WRAPPED(HARMONIA_RESOLVE)
 #undef HARMONIA_RESOLVE
   // Without these the process cannot do I/O at all; nothing sensible can follow.
   if (!functions.write || !functions.open || !functions.close) std::abort();
+  resolving = false;
 }
 }  // namespace
 
@@ -29,6 +32,8 @@ const RealFunctions& real() {
   pthread_once(&resolved, resolve);
   return functions;
 }
+
+bool resolving_real() { return resolving; }
 
 ssize_t pwritev_all(int fd, const struct iovec* iov, int count, off64_t offset) {
   std::vector<struct iovec> rest(iov, iov + count);

@@ -3,8 +3,13 @@
 // implementations (the next definition after ours, found with dlsym(RTLD_NEXT)). Library code
 // calls only these real functions, never the wrappers, so it cannot recurse into itself.
 
+#include <aio.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <sys/time.h>
 #include <sys/types.h>
 #include <sys/uio.h>
+#include <utime.h>
 
 #include <cstdio>
 
@@ -55,7 +60,62 @@ namespace harmonia::bbio {
   X(_Exit, void, (int))                                                  \
   X(fopen, FILE*, (const char*, const char*))                            \
   X(fopen64, FILE*, (const char*, const char*))                          \
-  X(fdopen, FILE*, (int, const char*))
+  X(fdopen, FILE*, (int, const char*))                                   \
+  X(freopen, FILE*, (const char*, const char*, FILE*))                   \
+  X(freopen64, FILE*, (const char*, const char*, FILE*))                 \
+  HARMONIA_WRAPPED_COHERENCE(X)
+
+// Calls that must see, or change, what is staged (coherence.cpp).
+#define HARMONIA_WRAPPED_COHERENCE(X)                                               \
+  X(__open_2, int, (const char*, int))                                              \
+  X(__open64_2, int, (const char*, int))                                            \
+  X(__openat_2, int, (int, const char*, int))                                       \
+  X(__openat64_2, int, (int, const char*, int))                                     \
+  X(mmap, void*, (void*, size_t, int, int, int, off_t))                             \
+  X(mmap64, void*, (void*, size_t, int, int, int, off64_t))                         \
+  X(stat, int, (const char*, struct stat*))                                         \
+  X(stat64, int, (const char*, struct stat64*))                                     \
+  X(lstat, int, (const char*, struct stat*))                                        \
+  X(lstat64, int, (const char*, struct stat64*))                                    \
+  X(fstatat, int, (int, const char*, struct stat*, int))                            \
+  X(fstatat64, int, (int, const char*, struct stat64*, int))                        \
+  X(statx, int, (int, const char*, int, unsigned int, struct statx*))               \
+  X(futimens, int, (int, const struct timespec*))                                   \
+  X(utimensat, int, (int, const char*, const struct timespec*, int))                \
+  X(futimes, int, (int, const struct timeval*))                                     \
+  X(utimes, int, (const char*, const struct timeval*))                              \
+  X(lutimes, int, (const char*, const struct timeval*))                             \
+  X(futimesat, int, (int, const char*, const struct timeval*))                      \
+  X(utime, int, (const char*, const struct utimbuf*))                               \
+  X(fchmod, int, (int, mode_t))                                                     \
+  X(chmod, int, (const char*, mode_t))                                              \
+  X(fchmodat, int, (int, const char*, mode_t, int))                                 \
+  X(fchown, int, (int, uid_t, gid_t))                                               \
+  X(chown, int, (const char*, uid_t, gid_t))                                        \
+  X(lchown, int, (const char*, uid_t, gid_t))                                       \
+  X(fchownat, int, (int, const char*, uid_t, gid_t, int))                           \
+  X(truncate, int, (const char*, off_t))                                            \
+  X(truncate64, int, (const char*, off64_t))                                        \
+  X(fallocate, int, (int, int, off_t, off_t))                                       \
+  X(fallocate64, int, (int, int, off64_t, off64_t))                                 \
+  X(posix_fallocate, int, (int, off_t, off_t))                                      \
+  X(posix_fallocate64, int, (int, off64_t, off64_t))                                \
+  X(copy_file_range, ssize_t, (int, off64_t*, int, off64_t*, size_t, unsigned int)) \
+  X(sendfile, ssize_t, (int, int, off_t*, size_t))                                  \
+  X(sendfile64, ssize_t, (int, int, off64_t*, size_t))                              \
+  X(splice, ssize_t, (int, off64_t*, int, off64_t*, size_t, unsigned int))          \
+  X(close_range, int, (unsigned int, unsigned int, int))                            \
+  X(closefrom, void, (int))                                                         \
+  X(aio_read, int, (struct aiocb*))                                                 \
+  X(aio_read64, int, (struct aiocb64*))                                             \
+  X(aio_write, int, (struct aiocb*))                                                \
+  X(aio_write64, int, (struct aiocb64*))                                            \
+  X(aio_fsync, int, (int, struct aiocb*))                                           \
+  X(aio_fsync64, int, (int, struct aiocb64*))                                       \
+  X(lio_listio, int, (int, struct aiocb* const[], int, struct sigevent*))           \
+  X(lio_listio64, int, (int, struct aiocb64* const[], int, struct sigevent*))       \
+  X(sync, void, (void))                                                             \
+  X(syncfs, int, (int))
 
 struct RealFunctions {
 #define HARMONIA_DECLARE_REAL(name, ret, params) ret(*name) params;
@@ -65,6 +125,9 @@ struct RealFunctions {
 
 /// The real functions; resolved on first use, safe to call before constructors have run.
 const RealFunctions& real();
+/// Whether this thread is resolving the real functions now: a wrapper called from inside
+/// dlsym (an allocator's mmap) must not wait for real().
+bool resolving_real();
 
 /// Writes all of `iov` at `offset` with the real pwritev, retrying partial writes and EINTR;
 /// the bytes written, or -1 with errno.

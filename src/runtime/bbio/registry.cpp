@@ -7,8 +7,12 @@
 
 #include <atomic>
 #include <cerrno>
+#include <cstring>
 #include <memory>
 #include <mutex>
+#include <set>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "runtime/bbio/phases.hpp"
@@ -25,6 +29,9 @@ struct State {
   Config config;
   bool final = false;
   std::vector<std::unique_ptr<StagedFile>> files;
+  std::atomic<size_t> live{0};  ///< files.size(), readable without the lock
+  /// Files sent to plain I/O (mapped, opened twice, asynchronous I/O): never staged again.
+  std::set<std::pair<dev_t, ino_t>> plain;
   // Released files stay allocated: a thread racing a close may still hold the pointer.
   std::vector<std::unique_ptr<StagedFile>> retired;
   std::atomic<StagedFile*> slots[kMaxFd] = {};
@@ -40,6 +47,13 @@ void make_state() {
   s->config = config_from_environment(error);
   state_ptr.store(s, std::memory_order_release);
   if (!error.empty()) report(error + "; staging disabled, writes go straight to their files");
+  if (s->config.debug)
+    report(
+        "debug: calls that bypass staging unseen: io_uring, raw syscall(2), openat2, "
+        "vmsplice, and programs linked statically; calls that send a file to plain I/O for good: "
+        "mmap/mmap64, aio_*/lio_listio, freopen, a second open of a staged file, dup2/dup3 onto "
+        "descriptors 0-2 or 65536 and above, fcntl(F_SETFL); descriptors 65536 and above are "
+        "never staged");
 }
 
 State& state() {
@@ -56,6 +70,7 @@ void release(State& s, StagedFile* file) {
       }
       s.retired.push_back(std::move(*it));
       s.files.erase(it);
+      s.live.store(s.files.size(), std::memory_order_release);
       return;
     }
 }
@@ -73,6 +88,32 @@ int adopt(State& s, int fd, const std::string& path, int flags) {
   file->app_fds = 1;
   s.slots[fd].store(file.get(), std::memory_order_release);
   s.files.push_back(std::move(file));
+  s.live.store(s.files.size(), std::memory_order_release);
+  return 0;
+}
+
+StagedFile* find_inode(State& s, dev_t device, ino_t inode) {
+  for (auto& file : s.files)
+    if (file->identity() == std::pair{device, inode}) return file.get();
+  return nullptr;
+}
+
+/// Settles and releases `file` with every descriptor of it (s.mutex held); 0 or -1 with errno.
+int settle_and_release(State& s, StagedFile* file) {
+  {
+    std::lock_guard file_lock(file->mutex);
+    if (file->settle() != 0) return -1;  // keep staging what could not be written
+  }
+  for (auto& slot : s.slots)
+    if (slot.load() == file) slot.store(nullptr);
+  release(s, file);
+  return 0;
+}
+
+int plain_io_locked(State& s, dev_t device, ino_t inode) {
+  s.plain.insert({device, inode});
+  while (StagedFile* file = find_inode(s, device, inode))
+    if (settle_and_release(s, file) != 0) return -1;
   return 0;
 }
 
@@ -93,12 +134,20 @@ StagedFile* staged(int fd) {
 }
 
 void consider(int fd, int flags) {
-  if (!in_range(fd) || (flags & O_ACCMODE) == O_RDONLY || (flags & (O_DIRECT | O_PATH))) return;
+  const bool writes = (flags & O_ACCMODE) != O_RDONLY && !(flags & (O_DIRECT | O_PATH));
+  if (!writes && !any_staged()) return;
   State& s = state();
   std::lock_guard lock(s.mutex);
-  if (s.final || !s.config.enabled) return;
   struct stat64 st {};
   if (real().fstat64(fd, &st) != 0 || !S_ISREG(st.st_mode)) return;
+  // Two open file descriptions of one file would each see only their own writes: plain I/O.
+  if (find_inode(s, st.st_dev, st.st_ino)) {
+    (void)plain_io_locked(s, st.st_dev, st.st_ino);
+    return;
+  }
+  if (!writes || !in_range(fd) || s.final || !s.config.enabled ||
+      s.plain.count({st.st_dev, st.st_ino}))
+    return;
   const std::string path = path_of(fd);
   if (path.empty() || path[0] != '/' || !s.config.wants(path)) return;
   (void)adopt(s, fd, path, flags);
@@ -123,18 +172,72 @@ int stage_fd(int fd) {
   return adopt(s, fd, path_of(fd), flags);
 }
 
+bool any_staged() {
+  State* s = state_ptr.load(std::memory_order_acquire);
+  return s && s->live.load(std::memory_order_acquire) > 0;
+}
+
+StagedFile* staged_inode(dev_t device, ino_t inode) {
+  if (!any_staged()) return nullptr;
+  State& s = state();
+  std::lock_guard lock(s.mutex);
+  return find_inode(s, device, inode);
+}
+
+StagedFile* staged_path(int dirfd, const char* path, int flags) {
+  if (!any_staged() || !path) return nullptr;
+  struct stat64 st {};
+  if (real().fstatat64(dirfd, path, &st, flags & (AT_SYMLINK_NOFOLLOW | AT_EMPTY_PATH)) != 0 ||
+      !S_ISREG(st.st_mode))
+    return nullptr;
+  return staged_inode(st.st_dev, st.st_ino);
+}
+
+int plain_io(dev_t device, ino_t inode) {
+  State& s = state();
+  std::lock_guard lock(s.mutex);
+  return plain_io_locked(s, device, inode);
+}
+
+int plain_io_fd(int fd) {
+  if (!staged(fd) && !any_staged()) return 0;
+  struct stat64 st {};
+  if (real().fstat64(fd, &st) != 0 || !S_ISREG(st.st_mode)) return 0;
+  return plain_io(st.st_dev, st.st_ino);
+}
+
+int before_open(int dirfd, const char* path, int flags) {
+  StagedFile* file = staged_path(dirfd, path, (flags & O_NOFOLLOW) ? AT_SYMLINK_NOFOLLOW : 0);
+  if (!file) return 0;
+  const auto [device, inode] = file->identity();
+  return plain_io(device, inode);
+}
+
+int forget_range(unsigned first, unsigned last) {
+  if (!any_staged()) return 0;
+  int result = 0;
+  int first_errno = 0;
+  for (unsigned fd = first; fd <= last && fd < static_cast<unsigned>(kMaxFd); ++fd)
+    if (staged(static_cast<int>(fd)) && forget(static_cast<int>(fd)) != 0 && result == 0) {
+      result = -1;
+      first_errno = errno;
+    }
+  if (result) errno = first_errno;
+  return result;
+}
+
 void alias(int fd, int new_fd) {
   StagedFile* file = staged(fd);
   if (!file || new_fd == fd) return;
   State& s = state();
   std::lock_guard lock(s.mutex);
-  if (!in_range(new_fd)) {
-    // Out of our table: the new descriptor would bypass staging, so stop staging this file.
-    std::lock_guard file_lock(file->mutex);
-    (void)file->flush();
-    for (auto& slot : s.slots)
-      if (slot.load() == file) slot.store(nullptr);
-    release(s, file);
+  // Out of our table, or a standard stream (its FILE writes through libc's internal write):
+  // writes through the new descriptor would bypass staging, so the file goes to plain I/O.
+  if (!in_range(new_fd) || new_fd <= STDERR_FILENO) {
+    const auto [device, inode] = file->identity();
+    if (plain_io_locked(s, device, inode) != 0)
+      report(file->path() + ": staged writes could not be written before descriptor " +
+             std::to_string(new_fd) + " was made (" + std::strerror(errno) + ")");
     return;
   }
   file->app_fds += 1;
@@ -162,16 +265,7 @@ int unstage(int fd) {
   if (!file) return 0;
   State& s = state();
   std::lock_guard lock(s.mutex);
-  int result;
-  {
-    std::lock_guard file_lock(file->mutex);
-    result = file->flush();
-  }
-  if (result != 0) return result;  // keep staging what could not be written
-  for (auto& slot : s.slots)
-    if (slot.load() == file) slot.store(nullptr);
-  release(s, file);
-  return 0;
+  return settle_and_release(s, file);
 }
 
 int flush_all() {

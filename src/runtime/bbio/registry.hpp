@@ -13,8 +13,30 @@ namespace harmonia::bbio {
 StagedFile* staged(int fd);
 
 /// After the real open returned `fd`: stage it if it is a regular file opened for writing whose
-/// path the configuration wants.
+/// path the configuration wants. A second open file description of a file this process stages
+/// (another open of the same file, for reading or writing) sends that file to plain I/O first.
 void consider(int fd, int flags);
+/// Whether this process stages any file now: the fast path of the calls that name a file by
+/// path or touch a descriptor that is not staged (one atomic load).
+bool any_staged();
+/// The staged file with this identity, or nullptr. Lock its mutex before using it.
+StagedFile* staged_inode(dev_t device, ino_t inode);
+/// The staged file `path` (relative to `dirfd`) names, or nullptr; `flags` may hold
+/// AT_SYMLINK_NOFOLLOW.
+StagedFile* staged_path(int dirfd, const char* path, int flags);
+/// Sends the file with this identity to plain I/O: every staged file of it is settled (staged
+/// bytes written, buffer nodes drained) and stops being staged, and the file is never staged again
+/// in this process (mmap, a second open, asynchronous I/O). Returns 0, or -1 with errno if its
+/// bytes could not be written (it then stays staged).
+int plain_io(dev_t device, ino_t inode);
+/// plain_io for the file behind `fd`, staged or not.
+int plain_io_fd(int fd);
+/// Before a real open of `path` (relative to `dirfd`, open(2) `flags`): a file this process
+/// stages goes to plain I/O first, so that the new descriptor (and O_TRUNC) sees its bytes in
+/// program order. Returns 0, or -1 with errno when those bytes could not be written.
+int before_open(int dirfd, const char* path, int flags);
+/// forget() for every staged descriptor in [first, last] (close_range, closefrom); 0 or -1.
+int forget_range(unsigned first, unsigned last);
 /// Stage `fd` whatever its path (BBIO_Enable). Returns 0 or -1 with errno.
 int stage_fd(int fd);
 /// `new_fd` now refers to the same open file as `fd` (dup family).

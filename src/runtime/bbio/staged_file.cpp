@@ -74,6 +74,8 @@ std::unique_ptr<StagedFile> StagedFile::create(int fd, const std::string& path, 
     return nullptr;
   }
   file->size_ = st.st_size;
+  file->device_ = st.st_dev;
+  file->inode_ = st.st_ino;
   file->position_ = real().lseek64(fd, 0, SEEK_CUR);
   file->fd_ = real().fcntl(fd, F_DUPFD_CLOEXEC, 0);
   if (file->fd_ < 0) {
@@ -103,6 +105,19 @@ void StagedFile::release() {
   staged_in_process -= staged_bytes_;  // what stays in the log is recovery's now
   staged_bytes_ = 0;
   blocks_.clear();
+}
+
+void StagedFile::overlay(struct statx& st) const {
+  if (!pending()) return;
+  st.stx_size = std::max<std::uint64_t>(st.stx_size, static_cast<std::uint64_t>(size_));
+  const auto stamp = [&](struct statx_timestamp& t) {
+    if (later(last_write_, timespec{t.tv_sec, static_cast<long>(t.tv_nsec)})) {
+      t.tv_sec = last_write_.tv_sec;
+      t.tv_nsec = static_cast<std::uint32_t>(last_write_.tv_nsec);
+    }
+  };
+  if (st.stx_mask & STATX_MTIME) stamp(st.stx_mtime);
+  if (st.stx_mask & STATX_CTIME) stamp(st.stx_ctime);
 }
 
 ssize_t StagedFile::write(const struct iovec* iov, int count) {
@@ -162,6 +177,7 @@ ssize_t StagedFile::stage(const struct iovec* iov, int count, off64_t offset) {
   staged_bytes_ += total;
   staged_in_process += total;
   size_ = std::max(size_, offset + static_cast<off64_t>(total));
+  clock_gettime(CLOCK_REALTIME_COARSE, &last_write_);
   note_io(path_, total, true);
   return static_cast<ssize_t>(total);
 }
@@ -182,6 +198,7 @@ bool StagedFile::write_to_buffers(const struct iovec* iov, int count, off64_t of
   if (!buffers::write(buffer_name_, grant.job, iov, count, offset, grant.nodes, grant.stripe))
     return false;
   size_ = std::max(size_, offset + static_cast<off64_t>(total));
+  clock_gettime(CLOCK_REALTIME_COARSE, &last_write_);
   note_io(path_, total, true);
   return true;
 }
@@ -459,7 +476,9 @@ void StagedFile::adopt_file_offset() {
   const off64_t at = real().lseek64(fd_, 0, SEEK_CUR);
   if (at >= 0) position_ = at;
   struct stat64 st {};
-  if (real().fstat64(fd_, &st) == 0) size_ = std::max(size_, static_cast<off64_t>(st.st_size));
+  // With nothing pending the file's own size is the size (fallocate and truncate may shrink it).
+  if (real().fstat64(fd_, &st) == 0)
+    size_ = pending() ? std::max(size_, static_cast<off64_t>(st.st_size)) : st.st_size;
 }
 
 }  // namespace harmonia::bbio

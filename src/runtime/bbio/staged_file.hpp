@@ -2,14 +2,18 @@
 // One staged open file description: the writes an application made to it, kept in RAM or in an
 // on-disk log until they are flushed to the file, in order.
 
+#include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/uio.h>
+#include <time.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "harmonia/bbio.h"
@@ -58,6 +62,18 @@ class StagedFile {
   void write_through() { write_through_ = true; }
   size_t staged_bytes() const { return staged_bytes_; }
   const std::string& path() const { return path_; }
+  /// The file's identity (device, inode), as fstat saw it when staging started.
+  std::pair<dev_t, ino_t> identity() const { return {device_, inode_}; }
+  /// A stat of the file as the program must see it: while written bytes are still staged here
+  /// or held by buffer nodes, the size it wrote and the times of its last write.
+  template <class Stat>
+  void overlay(Stat& st) const {
+    if (!pending()) return;
+    st.st_size = std::max<off64_t>(st.st_size, size_);
+    if (later(last_write_, st.st_mtim)) st.st_mtim = last_write_;
+    if (later(last_write_, st.st_ctim)) st.st_ctim = last_write_;
+  }
+  void overlay(struct statx& st) const;
 
   std::recursive_mutex mutex;
   BBIO_Callback on_flush = nullptr;
@@ -80,6 +96,11 @@ class StagedFile {
   /// After every entry reached the file: forget them, empty the log, restore the offset.
   void flushed();
   void append_to_memory(const struct iovec* iov, int count, off64_t offset);
+  /// Bytes written that the file itself does not have yet.
+  bool pending() const { return !entries_.empty() || !buffer_nodes_.empty(); }
+  static bool later(const timespec& a, const timespec& b) {
+    return a.tv_sec != b.tv_sec ? a.tv_sec > b.tv_sec : a.tv_nsec > b.tv_nsec;
+  }
 
   struct Entry {
     off64_t offset;
@@ -101,6 +122,9 @@ class StagedFile {
   std::map<std::string, std::string> flush_options_;
   off64_t position_ = 0;
   off64_t size_ = 0;
+  dev_t device_ = 0;
+  ino_t inode_ = 0;
+  timespec last_write_{};  ///< when the program last wrote a byte not yet in the file
   std::vector<Entry> entries_;
   size_t staged_bytes_ = 0;
   // RAM staging: blocks reused from one flush to the next.

@@ -6,18 +6,20 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <climits>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <string>
 
 #include "runtime/bbio/real.hpp"
 #include "runtime/bbio/registry.hpp"
+#include "runtime/bbio/wrappers.hpp"
 
 using namespace harmonia::bbio;
 
-#define HARMONIA_EXPORT extern "C" __attribute__((visibility("default")))
-
 extern "C" {
+int dup3(int, int, int);
 ssize_t read(int, void*, size_t);
 ssize_t write(int, const void*, size_t);
 off64_t lseek64(int, off64_t, int);
@@ -92,10 +94,21 @@ FILE* cookie_stream(int fd, const char* mode) {
   return stream;
 }
 
+/// open(2) flags for a mode, counting modes left to libc as writing (the careful guess).
+int flags_or_writing(const char* mode) {
+  const int flags = flags_for(mode);
+  return flags < 0 ? O_RDWR : flags;
+}
+
 FILE* open_stream(const char* path, const char* mode,
                   FILE* (*real_fopen)(const char*, const char*)) {
   const int flags = flags_for(mode);
-  if (flags < 0 || (flags & O_ACCMODE) == O_RDONLY) return real_fopen(path, mode);
+  if (flags < 0 || (flags & O_ACCMODE) == O_RDONLY) {
+    // libc opens it with its internal open: a file staged here must be in the file first.
+    if (guarded([&] { return before_open(AT_FDCWD, path, flags_or_writing(mode)); }) != 0)
+      return nullptr;
+    return real_fopen(path, mode);
+  }
   const int fd = open(path, flags, 0666);
   if (fd < 0) return nullptr;
   FILE* stream = staged(fd) ? cookie_stream(fd, mode) : real().fdopen(fd, mode);
@@ -115,6 +128,94 @@ HARMONIA_EXPORT FILE* fopen(const char* path, const char* mode) {
 
 HARMONIA_EXPORT FILE* fopen64(const char* path, const char* mode) {
   return open_stream(path, mode, real().fopen64);
+}
+
+namespace {
+
+/// Whether `stream` is a cookie stream (ours): glibc keeps a stream's function table right after
+/// its FILE, and every cookie stream shares one.
+bool is_cookie_stream(FILE* stream) {
+  const auto table_of = [](FILE* s) {
+    return *reinterpret_cast<void* const*>(reinterpret_cast<const char*>(s) + sizeof(FILE));
+  };
+  static void* const cookie_table = [&] {
+    FILE* probe =
+        fopencookie(nullptr, "r", cookie_io_functions_t{nullptr, nullptr, nullptr, nullptr});
+    void* table = probe ? table_of(probe) : nullptr;
+    if (probe) fclose(probe);
+    return table;
+  }();
+  return cookie_table && table_of(stream) == cookie_table;
+}
+
+// libio's stream state bits (glibc's libio.h; part of the FILE layout since glibc 2.1).
+constexpr int kNoReads = 0x0004, kNoWrites = 0x0008, kEofSeen = 0x0010, kErrSeen = 0x0020,
+              kAppending = 0x1000;
+
+/// freopen of a cookie stream (glibc's own freopen writes through the stream's wide-character
+/// state, which cookie streams do not have, and crashes): the new file is opened through the
+/// interposed open and put under the stream's descriptor, so the FILE stays the same object.
+FILE* reopen_cookie_stream(const char* path, const char* mode, FILE* stream) {
+  (void)fflush(stream);  // as freopen: a failure is ignored
+  const int fd = fileno(stream);
+  const int flags = flags_for(mode);
+  std::string target = path ? path : "";
+  if (!path) {
+    char link[64], resolved[PATH_MAX];
+    snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
+    const ssize_t n = readlink(link, resolved, sizeof(resolved) - 1);
+    if (n > 0) target.assign(resolved, static_cast<size_t>(n));
+  }
+  const int opened = flags < 0 || target.empty() ? -1 : open(target.c_str(), flags, 0666);
+  if (opened < 0 || dup3(opened, fd, flags & O_CLOEXEC) < 0) {
+    const int saved = flags < 0 ? EINVAL : errno;
+    if (opened >= 0) close(opened);
+    fclose(stream);  // freopen closes the stream when it fails
+    errno = saved;
+    return nullptr;
+  }
+  close(opened);
+  stream->_flags &= ~(kNoReads | kNoWrites | kEofSeen | kErrSeen | kAppending);
+  if ((flags & O_ACCMODE) == O_RDONLY) stream->_flags |= kNoWrites;
+  if ((flags & O_ACCMODE) == O_WRONLY) stream->_flags |= kNoReads;
+  if (flags & O_APPEND) stream->_flags |= kAppending;
+  stream->_offset = -1;  // unknown: asked of the cookie's seek
+  stream->_mode = 0;     // orientation unbound, as after freopen
+  return stream;
+}
+
+/// freopen closes the stream's descriptor and opens the new file with libc's internal calls,
+/// out of our sight: the staged file behind the stream is written and forgotten first, the file
+/// about to be opened leaves staging, and the reopened file is plain I/O for good.
+FILE* reopen_stream(const char* path, const char* mode, FILE* stream,
+                    FILE* (*real_freopen)(const char*, const char*, FILE*)) {
+  if (stream && is_cookie_stream(stream)) return reopen_cookie_stream(path, mode, stream);
+  if (stream) {
+    (void)fflush(stream);
+    const int fd = fileno(stream);
+    if (staged(fd) && guarded([&] { return forget(fd); }) != 0)
+      report(std::string("freopen: staged writes of descriptor ") + std::to_string(fd) +
+             " could not be written (" + std::strerror(errno) + ")");
+  }
+  if (path && guarded([&] { return before_open(AT_FDCWD, path, flags_or_writing(mode)); }) != 0)
+    return nullptr;
+  FILE* reopened = real_freopen(path, mode, stream);
+  if (reopened) {
+    const int saved = errno;
+    (void)guarded([&] { return plain_io_fd(fileno(reopened)); });
+    errno = saved;
+  }
+  return reopened;
+}
+
+}  // namespace
+
+HARMONIA_EXPORT FILE* freopen(const char* path, const char* mode, FILE* stream) {
+  return reopen_stream(path, mode, stream, real().freopen);
+}
+
+HARMONIA_EXPORT FILE* freopen64(const char* path, const char* mode, FILE* stream) {
+  return reopen_stream(path, mode, stream, real().freopen64);
 }
 
 HARMONIA_EXPORT FILE* fdopen(int fd, const char* mode) {

@@ -1,0 +1,46 @@
+#pragma once
+// What every interposed function shares: the export macro, the exception boundary, and the
+// "settle, run the real call, take back the position" shape of calls that must see the file.
+
+#include <cerrno>
+#include <mutex>
+
+#include "runtime/bbio/staged_file.hpp"
+
+#define HARMONIA_EXPORT extern "C" __attribute__((visibility("default")))
+
+namespace harmonia::bbio {
+
+/// Runs `body` (which returns -1/errno on failure) and turns exceptions into EIO.
+template <class Body>
+auto guarded(Body body) -> decltype(body()) {
+  try {
+    return body();
+  } catch (...) {
+    errno = EIO;
+    return static_cast<decltype(body())>(-1);
+  }
+}
+
+/// Settle, let the real call run on the file, then take back the position and size it may have
+/// changed (the file's mutex held).
+template <class Call>
+auto settled_then(StagedFile* file, Call call) -> decltype(call()) {
+  if (file->settle() != 0) return -1;
+  const auto result = call();
+  const int saved = errno;
+  file->adopt_file_offset();
+  errno = saved;
+  return result;
+}
+
+/// settled_then under the file's lock, with exceptions turned into EIO.
+template <class Call>
+auto flushed_then(StagedFile* file, Call call) -> decltype(call()) {
+  return guarded([&]() -> decltype(call()) {
+    std::lock_guard lock(file->mutex);
+    return settled_then(file, call);
+  });
+}
+
+}  // namespace harmonia::bbio

@@ -1,0 +1,247 @@
+"""Everyday POSIX sequences that a staging library must not change: run with and without
+libharmonia, each prints one JSON object that must come out the same (tests/runtime/
+test_posix_semantics.py). Python's os functions call libc's, so under LD_PRELOAD every call here
+goes through the library.
+
+    python posix_programs.py SCENARIO DIRECTORY
+"""
+
+import ctypes
+import fcntl
+import hashlib
+import json
+import mmap
+import os
+import resource
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+MIB = 1 << 20
+
+
+def data(size: int, seed: int) -> bytes:
+    block = bytes((seed * 131 + i) % 251 for i in range(251 * 16))
+    return (block * (size // len(block) + 1))[:size]
+
+
+def digest(blob: bytes) -> str:
+    return hashlib.sha256(blob).hexdigest()[:16]
+
+
+def file_digest(path: Path) -> str:
+    return digest(path.read_bytes())
+
+
+def create(path: Path) -> int:
+    return os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+
+
+def mmap_same_descriptor(d: Path) -> dict[str, object]:
+    path = d / "mapped"
+    fd = create(path)
+    os.write(fd, data(MIB, 1))
+    view = mmap.mmap(fd, MIB)
+    seen = digest(view[:])
+    os.pwrite(fd, b"Z" * 10, 0)  # a write after the mapping must show in it
+    coherent = view[:10] == b"Z" * 10
+    view.close()
+    os.close(fd)
+    return {"seen": seen, "coherent": coherent, "file": file_digest(path)}
+
+
+def mmap_other_descriptor(d: Path) -> dict[str, object]:
+    path = d / "mapped"
+    fd = create(path)
+    os.write(fd, data(MIB, 2))
+    reader = os.open(path, os.O_RDONLY)
+    view = mmap.mmap(reader, MIB, prot=mmap.PROT_READ)
+    seen = digest(view[:])
+    view.close()
+    os.close(reader)
+    os.close(fd)
+    return {"seen": seen, "file": file_digest(path)}
+
+
+class StatxTimestamp(ctypes.Structure):
+    _fields_ = [
+        ("tv_sec", ctypes.c_int64),
+        ("tv_nsec", ctypes.c_uint32),
+        ("pad", ctypes.c_int32),
+    ]
+
+
+class Statx(ctypes.Structure):
+    _fields_ = [
+        ("stx_mask", ctypes.c_uint32), ("stx_blksize", ctypes.c_uint32),
+        ("stx_attributes", ctypes.c_uint64), ("stx_nlink", ctypes.c_uint32),
+        ("stx_uid", ctypes.c_uint32), ("stx_gid", ctypes.c_uint32),
+        ("stx_mode", ctypes.c_uint16), ("pad1", ctypes.c_uint16),
+        ("stx_ino", ctypes.c_uint64), ("stx_size", ctypes.c_uint64),
+        ("stx_blocks", ctypes.c_uint64), ("stx_attributes_mask", ctypes.c_uint64),
+        ("stx_atime", StatxTimestamp), ("stx_btime", StatxTimestamp),
+        ("stx_ctime", StatxTimestamp), ("stx_mtime", StatxTimestamp),
+        ("rest", ctypes.c_uint64 * 16),
+    ]  # fmt: skip
+
+
+def statx_size(path: Path) -> int:
+    libc = ctypes.CDLL(
+        None, use_errno=True
+    )  # the process's statx: the library's when loaded
+    buf = Statx()
+    at_fdcwd, statx_basic_stats = -100, 0x7FF
+    if (
+        libc.statx(
+            at_fdcwd, str(path).encode(), 0, statx_basic_stats, ctypes.byref(buf)
+        )
+        != 0
+    ):
+        raise OSError(ctypes.get_errno(), "statx")
+    return int(buf.stx_size)
+
+
+def stat_sizes(d: Path) -> dict[str, object]:
+    path = d / "sized"
+    fd = create(path)
+    os.write(fd, data(MIB + 123, 3))
+    dir_fd = os.open(d, os.O_RDONLY | os.O_DIRECTORY)
+    sizes = {
+        "stat": os.stat(path).st_size,
+        "lstat": os.lstat(path).st_size,
+        "fstat": os.fstat(fd).st_size,
+        "fstatat": os.stat("sized", dir_fd=dir_fd).st_size,
+        "statx": statx_size(path),
+        "getsize": os.path.getsize(path),
+    }
+    os.close(dir_fd)
+    # The caller looks at the file from outside now (a fork here would flush it), then says go.
+    print(json.dumps({"sizes": sizes}), flush=True)
+    sys.stdin.readline()
+    os.close(fd)
+    return {"sizes": sizes, "file": file_digest(path)}
+
+
+def second_descriptor(d: Path) -> dict[str, object]:
+    path = d / "twice"
+    writer = create(path)
+    os.write(writer, data(300_000, 4))
+    reader = os.open(path, os.O_RDONLY)
+    first = os.read(reader, 1 << 22)
+    os.write(writer, data(5000, 5))  # after the second open: still seen by the reader
+    second = os.read(reader, 1 << 22)
+    with open(path, "rb") as stream:
+        whole = stream.read()
+    os.close(reader)
+    os.close(writer)
+    return {"first": digest(first), "second": digest(second), "whole": digest(whole),
+            "file": file_digest(path)}  # fmt: skip
+
+
+def reopen_with_truncate(d: Path) -> dict[str, object]:
+    path = d / "truncated"
+    first = create(path)
+    os.write(first, data(MIB, 6))
+    second = os.open(path, os.O_WRONLY | os.O_TRUNC)
+    os.write(second, b"newer")
+    os.close(second)
+    os.close(first)
+    return {"file": file_digest(path), "size": path.stat().st_size}
+
+
+TIMES = (1_600_000_000_123_456_789, 1_500_000_000_987_654_321)
+METADATA_STEPS: dict[str, Callable[[int, Path], None]] = {
+    "futimens": lambda fd, p: os.utime(fd, ns=TIMES),
+    "utimensat": lambda fd, p: os.utime(p, ns=TIMES),
+    "fchmod": lambda fd, p: os.chmod(fd, 0o4750),
+    "chmod": lambda fd, p: os.chmod(p, 0o600),
+    "fchown": lambda fd, p: os.chown(fd, 65534, 65534),
+    "truncate": lambda fd, p: os.truncate(p, 1000),
+    "ftruncate": lambda fd, p: os.ftruncate(fd, 2000),
+    "posix_fallocate": lambda fd, p: os.posix_fallocate(fd, 0, 3 * MIB),
+}
+
+
+def metadata(d: Path) -> dict[str, object]:
+    out: dict[str, object] = {}
+    for name, step in METADATA_STEPS.items():
+        path = d / name
+        fd = create(path)
+        os.write(fd, data(MIB, 7))
+        step(fd, path)
+        os.close(fd)
+        st = path.stat()
+        out[name] = {"size": st.st_size, "mode": oct(st.st_mode), "uid": st.st_uid,
+                     "file": file_digest(path)}  # fmt: skip
+        if name in ("futimens", "utimensat"):
+            out[name + "-mtime"] = st.st_mtime_ns
+    return out
+
+
+def copies(d: Path) -> dict[str, object]:
+    source = d / "source"
+    src = create(source)
+    os.write(src, data(MIB, 8))
+    copied = create(d / "copied")
+    os.write(copied, b"head" * 25)  # staged: the copy must land after it
+    n1 = os.copy_file_range(src, copied, MIB, 0)
+    sent = create(d / "sent")
+    n2 = os.sendfile(sent, src, 0, MIB)
+    for fd in (src, copied, sent):
+        os.close(fd)
+    return {"copy_file_range": n1, "sendfile": n2, "copied": file_digest(d / "copied"),
+            "sent": file_digest(d / "sent")}  # fmt: skip
+
+
+def close_range(d: Path) -> dict[str, object]:
+    first = create(d / "first")
+    os.write(first, b"A" * 1000)
+    os.closerange(first, first + 1)  # close_range(2) in this libc
+    second = create(d / "second")  # most likely the same number again
+    os.write(second, b"B" * 1000)
+    os.close(second)
+    return {"same_number": first == second, "first": file_digest(d / "first"),
+            "second": file_digest(d / "second")}  # fmt: skip
+
+
+def high_descriptor(d: Path) -> dict[str, object]:
+    _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    try:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (70_000, max(hard, 70_000)))
+    except (ValueError, OSError):
+        return {
+            "skipped": f"RLIMIT_NOFILE hard limit {hard} < 70000 and cannot be raised"
+        }
+    path = d / "high"
+    fd = create(path)
+    os.write(fd, b"x" * 100)
+    high = fcntl.fcntl(fd, fcntl.F_DUPFD, 66_000)
+    os.write(high, b"y" * 100)
+    os.write(fd, b"z" * 100)
+    direct = create(d / "direct")
+    os.dup2(direct, 67_000)
+    os.write(67_000, b"w" * 100)
+    os.write(direct, b"v" * 100)
+    for each in (fd, high, direct, 67_000):
+        os.close(each)
+    return {
+        "high": high,
+        "file": file_digest(path),
+        "direct": file_digest(d / "direct"),
+    }
+
+
+SCENARIOS: dict[str, Callable[[Path], dict[str, object]]] = {
+    "mmap-same-descriptor": mmap_same_descriptor,
+    "mmap-other-descriptor": mmap_other_descriptor,
+    "stat-sizes": stat_sizes,
+    "second-descriptor": second_descriptor,
+    "reopen-with-truncate": reopen_with_truncate,
+    "metadata": metadata,
+    "copies": copies,
+    "close-range": close_range,
+    "high-descriptor": high_descriptor,
+}
+
+if __name__ == "__main__":
+    print(json.dumps(SCENARIOS[sys.argv[1]](Path(sys.argv[2])), sort_keys=True))
