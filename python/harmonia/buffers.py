@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harmonia.simulator import find_tool
+from harmonia.simulator import SimulatorNotFound, find_tool
 
 POLICIES = ("datawarp", "max-buffer-efficiency", "priority", "max-bandwidth", "fairness",
             "min-stall")  # fmt: skip
@@ -59,6 +59,12 @@ class ClusterSettings:
     def device(self, k: int) -> Path:
         """Node k's device directory."""
         return (self.device_root or self.directory) / f"bb{k}"
+
+
+def _exit_text(code: int | None) -> str:
+    if code is None:
+        return "not started"
+    return f"killed by signal {-code}" if code < 0 else f"exit {code}"
 
 
 @dataclass
@@ -106,6 +112,19 @@ class BufferCluster:
         if s.buffers < 1:
             raise ClusterError("buffers: at least 1")
         self.pfs.mkdir(parents=True, exist_ok=True)
+        self.start_schedd()
+        self.nodes = [None] * s.buffers
+        for k in range(s.buffers):
+            self.start_node(k)
+        self._wait(
+            lambda: all(b.get("connected", False) for b in self.status().get("buffers", [{}])),
+            "the buffer nodes did not register with harmonia-schedd",
+            self.schedd,
+        )
+
+    def start_schedd(self) -> None:
+        """Starts the scheduler (again, after a crash: jobs and nodes register with it anew)."""
+        s = self.settings
         schedd = find_tool("harmonia-schedd", "HARMONIA_SCHEDD_BIN", "src/schedd/harmonia-schedd")
         self.socket.unlink(missing_ok=True)
         self.schedd = subprocess.Popen(
@@ -120,14 +139,34 @@ class BufferCluster:
             stdout=subprocess.DEVNULL, stderr=self._log("schedd"), text=True,
         )  # fmt: skip
         self._wait(lambda: self.socket.exists(), "harmonia-schedd did not start", self.schedd)
-        self.nodes = [None] * s.buffers
-        for k in range(s.buffers):
-            self.start_node(k)
-        self._wait(
-            lambda: all(b.get("connected", False) for b in self.status().get("buffers", [{}])),
-            "the buffer nodes did not register with harmonia-schedd",
-            self.schedd,
-        )
+        (self.settings.directory / "schedd.pid").write_text(f"{self.schedd.pid}\n")
+
+    def revive(self) -> list[str]:
+        """Starts again every daemon that exited (a node recovers its log and keeps its slot;
+        nodes and jobs register anew with a new scheduler). Returns one line per daemon that
+        had exited, saying how, and whether it runs again."""
+        said = []
+        if self.schedd is None or self.schedd.poll() is not None:
+            code = self.schedd.returncode if self.schedd is not None else None
+            try:
+                self.start_schedd()
+                said.append(f"harmonia-schedd had exited ({_exit_text(code)}); restarted")
+            except (ClusterError, SimulatorNotFound) as error:
+                said.append(f"harmonia-schedd had exited ({_exit_text(code)}); {error}")
+        for k, node in enumerate(self.nodes):
+            if node is not None and node.poll() is None:
+                continue
+            code = node.returncode if node is not None else None
+            try:
+                self.start_node(k)
+                said.append(f"harmonia-bbd {k} had exited ({_exit_text(code)}); restarted")
+            except (ClusterError, SimulatorNotFound) as error:
+                said.append(f"harmonia-bbd {k} had exited ({_exit_text(code)}); {error}")
+        return said
+
+    def running(self) -> list[bool]:
+        """Whether each node's process is alive (the scheduler's view may lag behind)."""
+        return [node is not None and node.poll() is None for node in self.nodes]
 
     def start_node(self, k: int) -> None:
         """Starts node k (again, after a crash: it recovers its log and keeps its slot)."""
@@ -151,6 +190,7 @@ class BufferCluster:
                 f"harmonia-bbd {k} did not start; see {self.settings.directory / f'bb{k}.log'}"
             )
         port_file.write_text(line.split("=", 1)[1].strip())
+        (self.settings.directory / f"bb{k}.pid").write_text(f"{node.pid}\n")
         self.nodes[k] = node
 
     def kill_node(self, k: int) -> None:

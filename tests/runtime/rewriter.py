@@ -1,5 +1,6 @@
 """A job for the fence test: writes 1 MiB of 'A' to PATH, prints "written", waits for a line on
-stdin, rewrites the middle half with 'B', closes the file and prints "rewritten"."""
+stdin, rewrites the middle half with 'B' and prints "rewritten", then closes the file and prints
+"closed"."""
 
 import os
 import sys
@@ -10,5 +11,6 @@ os.pwrite(fd, b"A" * MIB, 0)
 print("written", flush=True)
 sys.stdin.readline()
 os.pwrite(fd, b"B" * (MIB // 2), MIB // 4)
-os.close(fd)
 print("rewritten", flush=True)
+os.close(fd)
+print("closed", flush=True)

@@ -159,6 +159,9 @@ def test_bad_configuration_is_reported_once_and_passes_through(tmp_path: Path) -
         ({"HARMONIA_STAGE_DIR": str(tmp_path / "missing")}, "HARMONIA_STAGE_DIR="),
         ({"HARMONIA_STAGE": "yes"}, "HARMONIA_STAGE=yes"),
         ({"HARMONIA_STAGE_INCLUDE": "relative/path"}, "HARMONIA_STAGE_INCLUDE"),
+        ({"HARMONIA_NODE_WAIT": "-1"}, "HARMONIA_NODE_WAIT=-1: expected seconds"),
+        ({"HARMONIA_NODE_WAIT": "soon"}, "HARMONIA_NODE_WAIT=soon: expected seconds"),
+        ({"HARMONIA_DEBUG": "yes"}, "HARMONIA_DEBUG=yes: must be 0 or 1"),
     ]:
         path = tmp_path / "f.bin"
         run = run_driver(

@@ -95,8 +95,8 @@ def test_a_range_rewritten_while_its_node_is_down_keeps_the_newer_bytes(
     tmp_path: Path,
 ) -> None:
     # One node that drains only when told; the job's first write goes to it, then the node dies,
-    # the job rewrites part of that range (through to the PFS, fenced), and the node comes back
-    # and drains its recovered log around the fenced range.
+    # the job rewrites part of that range (through to the PFS, fenced), and its close waits for
+    # the node, which comes back and drains its recovered log around the fenced range.
     settings = ClusterSettings(tmp_path, buffers=1, capacity=64 << 20, policy="max-bandwidth",
                                flush_threshold=1.0)  # fmt: skip
     target = tmp_path / "pfs" / "rewritten.dat"
@@ -112,13 +112,14 @@ def test_a_range_rewritten_while_its_node_is_down_keeps_the_newer_bytes(
         cluster.kill_node(0)
         job.stdin.write("go\n")
         job.stdin.flush()
-        _, err = job.communicate(timeout=60)
-        assert job.returncode == 0, err
+        assert job.stdout.readline().strip() == "rewritten"
         fences = tmp_path / "pfs" / ".harmonia" / "fences"
         assert any(p.is_file() for p in fences.rglob("*") if p.suffix != ".lock"), (
             "fenced"
         )
         cluster.start_node(0)
+        out, err = job.communicate(timeout=60)
+        assert job.returncode == 0 and out.strip() == "closed", err
         cluster.wait_drained()
     mib = 1 << 20
     data = target.read_bytes()
@@ -158,3 +159,45 @@ def test_reads_come_from_the_nodes_while_they_hold_the_data(
             )
         cluster.wait_drained()
     assert target.read_bytes() == bytes(k % 251 for k in range(3 << 20))
+
+
+@pytest.mark.parametrize("restart", [False, True])
+def test_a_dead_node_never_shows_wrong_bytes(tmp_path: Path, restart: bool) -> None:
+    # Two nodes, 1 MiB stripes: half of the file is on node 0 when it dies. Reading it back and
+    # closing it either wait for the node (it comes back within HARMONIA_NODE_WAIT: the right
+    # bytes, close 0) or fail with EIO; never zeros or a short read, never a close of 0 while
+    # the node holding the bytes is down. Either way the PFS file ends right once it is back.
+    settings = ClusterSettings(tmp_path, buffers=2, capacity=64 << 20, policy="max-bandwidth",
+                               flush_threshold=1.0)  # fmt: skip
+    target = tmp_path / "pfs" / "failover.dat"
+    wait = "30" if restart else "2"
+    with BufferCluster(settings) as cluster:
+        job = subprocess.Popen(
+            [sys.executable, str(Path(__file__).with_name("failover_job.py")), str(target)],
+            env={**os.environ, **cluster.env(), "HARMONIA_JOB": "failover",
+                 "HARMONIA_NODE_WAIT": wait},
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        assert job.stdout is not None and job.stdin is not None
+        assert job.stdout.readline().strip() == "written"
+        assert any((tmp_path / "bb0").glob("*.bblog")), "part of the file is on node 0"
+        cluster.kill_node(0)
+        started = time.monotonic()
+        job.stdin.write("go\n")
+        job.stdin.flush()
+        if restart:
+            time.sleep(1.0)
+            cluster.start_node(0)
+        out, err = job.communicate(timeout=90)
+        elapsed = time.monotonic() - started
+        assert job.returncode == 0, err
+        result = json.loads(out)
+        if restart:
+            assert result == {"read": "ok", "close": "ok"}, err
+        else:
+            assert result == {"read": "EIO", "close": "EIO"}, err
+            assert "is down" in err and "HARMONIA_NODE_WAIT" in err
+            assert elapsed < 2 * 2 + 10, "each waited about HARMONIA_NODE_WAIT"
+            cluster.start_node(0)
+        cluster.wait_drained()
+    assert target.read_bytes() == bytes(k % 251 for k in range(4 << 20))

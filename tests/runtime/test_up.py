@@ -1,6 +1,7 @@
 """`harmonia up`: the scheduler and buffer nodes on one machine, jobs writing through them, and a
 Ctrl-C that leaves every file complete on the PFS."""
 
+import os
 import signal
 import subprocess
 import sys
@@ -53,6 +54,39 @@ def test_up_runs_jobs_and_ctrl_c_drains_what_the_nodes_hold(tmp_path: Path) -> N
     assert "bb0" in out and "held" in out, "status lines"
     assert not any(any((tmp_path / f"bb{k}").glob("*.bblog")) for k in range(2))
     assert verify(tmp_path / "pfs", 1, spec) == []
+
+
+def test_up_restarts_daemons_that_die_and_shows_them(tmp_path: Path) -> None:
+    up = subprocess.Popen(
+        [str(HARMONIA), "up", "--buffers", "2", "--dir", str(tmp_path), "--capacity", "64 MiB",
+         "--every", "0.2"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 30
+        while not (tmp_path / "env.sh").exists():
+            assert up.poll() is None, up.communicate()
+            assert time.monotonic() < deadline, "harmonia up did not start"
+            time.sleep(0.1)
+        for pid_file in ("bb1.pid", "schedd.pid"):
+            old = int((tmp_path / pid_file).read_text())
+            os.kill(old, signal.SIGKILL)
+            deadline = time.monotonic() + 20
+            while int((tmp_path / pid_file).read_text()) == old:
+                assert up.poll() is None, up.communicate()
+                assert time.monotonic() < deadline, f"{pid_file}: not restarted"
+                time.sleep(0.1)
+            os.kill(int((tmp_path / pid_file).read_text()), 0)  # the new one runs
+        time.sleep(1.0)  # status lines of the revived cluster
+    finally:
+        up.send_signal(signal.SIGINT)
+        out, err = up.communicate(timeout=60)
+    assert up.returncode == 0, err
+    assert "harmonia-bbd 1 had exited (killed by signal 9); restarted" in out
+    assert "harmonia-schedd had exited (killed by signal 9); restarted" in out
+    last_status = [line for line in out.splitlines() if "| bb0" in line][-1]
+    assert "DEAD" not in last_status and "DOWN" not in last_status, out
+    assert "harmonia up: stopped" in out
 
 
 @pytest.mark.parametrize(

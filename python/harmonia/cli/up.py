@@ -24,10 +24,18 @@ def _raise_stop(_signal: int, _frame: FrameType | None) -> None:
     raise _Stop
 
 
-def _summary(status: dict[str, Any]) -> str:
+def _summary(status: dict[str, Any], running: list[bool]) -> str:
+    if not status:
+        return "harmonia-schedd does not answer"
     nodes = []
     for b in status.get("buffers", []):
-        state = "draining" if b.get("draining") else ("up" if b.get("connected") else "DOWN")
+        k = int(b.get("index", 0))
+        if k < len(running) and not running[k]:
+            state = "DEAD"
+        elif not b.get("connected"):
+            state = "DOWN"
+        else:
+            state = "draining" if b.get("draining") else "up"
         nodes.append(
             f"bb{b.get('index', 0)} {format_size(int(b.get('used', 0)))} held, "
             f"{format_size(int(b.get('drained_bytes', 0)))} drained, {state}"
@@ -102,7 +110,10 @@ def up(
         )
         last = ""
         while True:
-            line = _summary(cluster.status())
+            # A daemon that died is started again: a node recovers what it held.
+            for said in cluster.revive():
+                typer.echo(f"{time.strftime('%H:%M:%S')} harmonia up: {said}")
+            line = _summary(cluster.status(), cluster.running())
             if line != last:
                 typer.echo(f"{time.strftime('%H:%M:%S')} {line}")
                 last = line

@@ -103,11 +103,13 @@ void lose(Node& node, const std::string& address, const char* what) {
 
 /// Sends `request`, and `length` bytes of `payload` raw after it (Write.payload), on `address`
 /// (the node's mutex held by the caller); false when the node is unreachable or gone. `ticket`
-/// receives what the reply must match.
+/// receives what the reply must match. `retry_now`: try a node lost lately at once (a caller
+/// waiting for it to come back), not after kRetryDead.
 bool send_request(Node& node, const std::string& address, Harmonia__Bb__Request& request,
-                  Ticket& ticket, const char* payload = nullptr, std::size_t length = 0) {
+                  Ticket& ticket, const char* payload = nullptr, std::size_t length = 0,
+                  bool retry_now = false) {
   if (!node.channel) {
-    if (now() < node.dead_until) return false;
+    if (now() < node.dead_until && !retry_now) return false;
     node.channel = connect_tcp(address);
     if (!node.channel) {
       lose(node, address, "unreachable");
@@ -208,7 +210,7 @@ bool is_lost(const std::string& file, const std::string& address) {
   return found != lost().end() && found->second.count(address) > 0;
 }
 
-Outcome drain_one(const std::string& file, const std::string& address) {
+Outcome drain_one(const std::string& file, const std::string& address, bool retry_now = false) {
   Outcome outcome = Outcome::Failed;
   bool requested = false;
   {
@@ -220,7 +222,7 @@ Outcome drain_one(const std::string& file, const std::string& address) {
     request.body_case = HARMONIA__BB__REQUEST__BODY_DRAIN;
     request.drain = &drain;
     Ticket ticket;
-    requested = send_request(node, address, request, ticket);
+    requested = send_request(node, address, request, ticket, nullptr, 0, retry_now);
     if (requested) outcome = receive_reply(node, address, ticket);
   }
   // A drained file's fence is gone too (the node consumed it): nothing of it is older any more.
@@ -415,30 +417,78 @@ bool read(const std::string& file, off64_t offset, std::size_t length,
   return ok;
 }
 
-bool drain(const std::string& file, const std::vector<std::string>& nodes) {
-  bool ok = true;
-  for (const auto& address : nodes) ok = drain_one(file, address) == Outcome::Ok && ok;
-  return ok;
+std::vector<std::string> drain(const std::string& file, std::vector<std::string> nodes,
+                               double wait) {
+  const double deadline = now() + wait;
+  for (bool again = false;; again = true) {
+    for (auto& node : lost_nodes(file))
+      if (std::find(nodes.begin(), nodes.end(), node) == nodes.end()) nodes.push_back(node);
+    std::vector<std::string> failed;
+    for (const auto& address : nodes)
+      if (drain_one(file, address, again) != Outcome::Ok) failed.push_back(address);
+    const double left = deadline - now();
+    if (failed.empty() || left <= 0) return failed;
+    nodes = std::move(failed);
+    const timespec pause{0, static_cast<long>(std::min(left, 0.2) * 1e9)};
+    nanosleep(&pause, nullptr);
+  }
 }
 
-void settle_path(const char* path) {
+std::vector<std::string> lost_nodes(const std::string& file) {
+  std::lock_guard lock(ledger_mutex);
+  const auto found = lost().find(file);
+  if (found == lost().end()) return {};
+  return {found->second.begin(), found->second.end()};
+}
+
+void check_alive(const std::string& file) {
+  std::vector<std::string> holding;
+  {
+    std::lock_guard lock(ledger_mutex);
+    const auto found = sent().find(file);
+    if (found == sent().end()) return;
+    holding.assign(found->second.begin(), found->second.end());
+  }
+  for (const auto& address : holding) {
+    Outcome outcome = Outcome::Failed;
+    bool requested = false;
+    {
+      Node& node = node_for(address);
+      std::lock_guard lock(node.mutex);
+      Harmonia__Bb__StatusRequest status = HARMONIA__BB__STATUS_REQUEST__INIT;
+      Harmonia__Bb__Request request = HARMONIA__BB__REQUEST__INIT;
+      request.body_case = HARMONIA__BB__REQUEST__BODY_STATUS;
+      request.status = &status;
+      Ticket ticket;
+      requested = send_request(node, address, request, ticket);
+      if (requested) outcome = receive_reply(node, address, ticket);
+    }
+    if (outcome != Outcome::Ok) note_outcome(file, address, Outcome::Failed, requested);
+  }
+}
+
+bool settle_path(const char* path, double wait) {
   {
     // Every open passes here: a process that left nothing on the nodes is done at once.
     std::lock_guard lock(ledger_mutex);
-    if (sent().empty() && lost().empty()) return;
+    if (sent().empty() && lost().empty()) return true;
   }
   char resolved[PATH_MAX];
-  if (!realpath(path, resolved)) return;
+  if (!realpath(path, resolved)) return true;
   const std::string name = relative_name(resolved);
-  if (name.empty()) return;
-  std::set<std::string> nodes;
+  if (name.empty()) return true;
+  std::vector<std::string> nodes;
   {
     std::lock_guard lock(ledger_mutex);
-    for (Ledger* ledger : {&sent(), &lost()})
-      if (const auto found = ledger->find(name); found != ledger->end())
-        nodes.insert(found->second.begin(), found->second.end());
+    if (const auto found = sent().find(name); found != sent().end())
+      nodes.assign(found->second.begin(), found->second.end());
   }
-  if (!nodes.empty()) (void)drain(name, std::vector<std::string>(nodes.begin(), nodes.end()));
+  const auto failed = drain(name, nodes, wait);
+  if (failed.empty()) return true;
+  report(std::string(resolved) + ": buffer node " + failed.front() +
+         " holds bytes of it and is down (HARMONIA_NODE_WAIT): EIO");
+  errno = EIO;
+  return false;
 }
 
 }  // namespace harmonia::bbio::buffers

@@ -54,10 +54,20 @@ bool write(const std::string& file, const std::string& job, const struct iovec* 
 /// process lost since (the caller then reads the PFS, after draining).
 bool read(const std::string& file, off64_t offset, std::size_t length,
           const std::vector<std::string>& nodes, std::uint64_t stripe, std::string& out);
-/// Drains `file` from `nodes` to the PFS and waits; false when a node could not (it is gone).
-bool drain(const std::string& file, const std::vector<std::string>& nodes);
+/// Drains `file` to the PFS from `nodes` and from every node lost since this process wrote the
+/// file there, and waits for the drains; a node that is down is tried again (at once, then every
+/// 0.2 s) for up to `wait` seconds. Returns the nodes that did not drain it.
+std::vector<std::string> drain(const std::string& file, std::vector<std::string> nodes,
+                               double wait);
+/// The nodes that may hold this process's writes of `file` and whose connection failed since:
+/// until they drain it, the PFS may lack (or hold older) bytes of it.
+std::vector<std::string> lost_nodes(const std::string& file);
+/// Asks every node holding acknowledged writes of `file` whether it still answers; the ones that
+/// do not join lost_nodes(file).
+void check_alive(const std::string& file);
 /// Before the file at `path` is opened again in this process: drains it from the nodes that may
-/// hold this process's writes of it, so that what the open sees (or truncates) is complete.
-void settle_path(const char* path);
+/// hold this process's writes of it, so that what the open sees (or truncates) is complete;
+/// false with EIO when a node holding some of it stayed down for `wait` seconds.
+bool settle_path(const char* path, double wait);
 
 }  // namespace harmonia::bbio::buffers

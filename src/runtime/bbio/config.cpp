@@ -110,6 +110,13 @@ Config config_from_environment(std::string& error) {
     if (end == gap || *end != '\0' || !(config.phase_gap > 0))
       return fail(std::string("HARMONIA_PHASE_GAP=") + gap + ": expected seconds > 0, e.g. 0.5");
   }
+  if (const char* wait = std::getenv("HARMONIA_NODE_WAIT")) {
+    char* end = nullptr;
+    config.node_wait = std::strtod(wait, &end);
+    if (end == wait || *end != '\0' || !(config.node_wait >= 0 && config.node_wait <= 86400))
+      return fail(std::string("HARMONIA_NODE_WAIT=") + wait +
+                  ": expected seconds from 0 to 86400, e.g. 30");
+  }
   if (const char* spec = std::getenv("HARMONIA_FLUSH_SCHEDULER"); spec && *spec) {
     std::string text = spec;
     size_t at = text.find(',');

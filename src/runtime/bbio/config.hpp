@@ -23,6 +23,9 @@ struct Config {
   /// (HARMONIA_FLUSH_SCHEDULER="name[,option=value...]"); empty: the order they were written.
   std::string flush_scheduler;
   std::map<std::string, std::string> flush_options;
+  /// Seconds a read, fsync or close waits for a buffer node that holds bytes of its file and is
+  /// down (HARMONIA_NODE_WAIT) before it fails with EIO.
+  double node_wait = 30.0;
   bool debug = false;  ///< HARMONIA_DEBUG=1: report at start-up what the library does not handle
 
   /// Whether a file at absolute `path` may be staged.
@@ -30,8 +33,8 @@ struct Config {
 };
 
 /// Reads HARMONIA_STAGE, HARMONIA_STAGE_DIR, HARMONIA_STAGE_SIZE, HARMONIA_STAGE_INCLUDE,
-/// HARMONIA_STAGE_EXCLUDE, HARMONIA_PHASE_TRACE, HARMONIA_PHASE_GAP, HARMONIA_FLUSH_SCHEDULER and
-/// HARMONIA_DEBUG.
+/// HARMONIA_STAGE_EXCLUDE, HARMONIA_PHASE_TRACE, HARMONIA_PHASE_GAP, HARMONIA_FLUSH_SCHEDULER,
+/// HARMONIA_NODE_WAIT and HARMONIA_DEBUG.
 /// On a bad value, `error` names the variable and the problem, and the returned config has staging
 /// disabled.
 Config config_from_environment(std::string& error);

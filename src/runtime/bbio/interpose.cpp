@@ -85,8 +85,6 @@ int flushed_dup(int fd, int new_fd) {
 std::string placement(int dirfd, const char* path, int flags) noexcept {
   try {
     const int saved = errno;
-    // What this process left on buffer nodes comes back before the file is opened again.
-    if (path && (path[0] == '/' || dirfd == AT_FDCWD)) buffers::settle_path(path);
     std::string placed = placed_path(dirfd, path, flags);
     errno = saved;
     return placed;

@@ -15,6 +15,7 @@
 #include <utility>
 #include <vector>
 
+#include "runtime/bbio/buffer_client.hpp"
 #include "runtime/bbio/phases.hpp"
 #include "runtime/bbio/real.hpp"
 
@@ -29,7 +30,8 @@ struct State {
   Config config;
   bool final = false;
   std::vector<std::unique_ptr<StagedFile>> files;
-  std::atomic<size_t> live{0};  ///< files.size(), readable without the lock
+  std::atomic<size_t> live{0};       ///< files.size(), readable without the lock
+  std::atomic<double> node_wait{0};  ///< config.node_wait, readable without the lock
   /// Files sent to plain I/O (mapped, opened twice, asynchronous I/O): never staged again.
   std::set<std::pair<dev_t, ino_t>> plain;
   // Released files stay allocated: a thread racing a close may still hold the pointer.
@@ -45,6 +47,7 @@ void make_state() {
   auto* s = new State();
   std::string error;
   s->config = config_from_environment(error);
+  s->node_wait = s->config.node_wait;
   state_ptr.store(s, std::memory_order_release);
   if (!error.empty()) report(error + "; staging disabled, writes go straight to their files");
   if (s->config.debug)
@@ -207,6 +210,10 @@ int plain_io_fd(int fd) {
 }
 
 int before_open(int dirfd, const char* path, int flags) {
+  // What this process left on buffer nodes comes back before the file is opened again.
+  if (path && (path[0] == '/' || dirfd == AT_FDCWD) &&
+      !buffers::settle_path(path, state().node_wait.load(std::memory_order_relaxed)))
+    return -1;
   StagedFile* file = staged_path(dirfd, path, (flags & O_NOFOLLOW) ? AT_SYMLINK_NOFOLLOW : 0);
   if (!file) return 0;
   const auto [device, inode] = file->identity();
@@ -254,7 +261,7 @@ int forget(int fd) {
   int result;
   {
     std::lock_guard file_lock(file->mutex);
-    result = file->flush();
+    result = file->close_flush();
   }
   release(s, file);
   return result;
@@ -295,8 +302,10 @@ int unstage_all(bool final) {
     StagedFile* file = s.files[i].get();
     int flushed;
     {
+      // Before fork or exec the files are read on as plain I/O: the buffer nodes' bytes too
+      // must be in them. At exit, the nodes keep what they hold and drain it as ordered.
       std::lock_guard file_lock(file->mutex);
-      flushed = file->flush();
+      flushed = final ? file->flush() : file->settle();
     }
     if (flushed != 0) {
       if (result == 0) first_errno = errno;
@@ -319,6 +328,7 @@ void set_config(const Config& config) {
   State& s = state();
   std::lock_guard lock(s.mutex);
   s.config = config;
+  s.node_wait = config.node_wait;
   s.final = false;
 }
 

@@ -65,6 +65,7 @@ std::unique_ptr<StagedFile> StagedFile::create(int fd, const std::string& path, 
   file->buffer_name_ = buffers::relative_name(path);
   file->append_ = (flags & O_APPEND) != 0;
   file->capacity_ = config.file_capacity;
+  file->node_wait_ = config.node_wait;
   file->flush_scheduler_ = config.flush_scheduler;
   file->flush_options_ = config.flush_options;
   file->block_size_ = std::min(kMaxBlock, config.file_capacity);
@@ -136,7 +137,8 @@ ssize_t StagedFile::write_at(const struct iovec* iov, int count, off64_t offset)
 }
 
 ssize_t StagedFile::write_direct(const struct iovec* iov, int count, off64_t offset) {
-  if (settle() != 0) return -1;
+  if (flush() != 0) return -1;
+  drain_for_write();
   buffers::fence(buffer_name_, offset, total_length(iov, count));
   const ssize_t n = pwritev_all(fd_, iov, count, offset);
   if (n > 0) {
@@ -153,8 +155,9 @@ ssize_t StagedFile::stage(const struct iovec* iov, int count, off64_t offset) {
   if (!buffer_name_.empty() && !write_through_ && write_to_buffers(iov, count, offset, total))
     return static_cast<ssize_t>(total);
   // Not on the nodes: what they hold of the file lands first, or their older bytes would land
-  // over these when they drain (and reads would find them there).
-  if (!buffer_nodes_.empty()) drain_buffers();
+  // over these when they drain (and reads would find them there). A lost node is not waited
+  // for: this write is fenced against its older bytes.
+  drain_for_write();
   if (write_through_) return write_direct(iov, count, offset);
   // The scheduler daemon says write through: do, once what is staged may go first.
   if (!agent::stage_writes() && (entries_.empty() || agent::flush_permitted()))
@@ -190,7 +193,7 @@ bool StagedFile::write_to_buffers(const struct iovec* iov, int count, off64_t of
   // written last whatever the order of drains.
   if (flush() != 0) return false;
   if (!buffer_nodes_.empty() && (buffer_nodes_ != grant.nodes || buffer_stripe_ != grant.stripe))
-    drain_buffers();
+    drain_for_write();
   if (buffer_nodes_.empty()) {
     buffer_nodes_ = grant.nodes;
     buffer_stripe_ = grant.stripe;
@@ -203,11 +206,23 @@ bool StagedFile::write_to_buffers(const struct iovec* iov, int count, off64_t of
   return true;
 }
 
-void StagedFile::drain_buffers() {
-  // A node that is gone keeps its part until it recovers and drains it (docs/buffer-nodes.md).
-  (void)buffers::drain(buffer_name_, buffer_nodes_);
+void StagedFile::drain_for_write() {
+  if (!buffer_name_.empty() && !buffer_nodes_.empty())
+    (void)buffers::drain(buffer_name_, std::move(buffer_nodes_), 0);
   buffer_nodes_.clear();
   buffer_stripe_ = 0;
+}
+
+bool StagedFile::drain_needed(std::vector<std::string> nodes) {
+  buffer_nodes_.clear();
+  buffer_stripe_ = 0;
+  if (buffer_name_.empty()) return true;
+  const auto failed = buffers::drain(buffer_name_, std::move(nodes), node_wait_);
+  if (failed.empty()) return true;
+  report(path_ + ": buffer node " + failed.front() + " holds bytes of it and is down (waited " +
+         std::to_string(static_cast<int>(node_wait_)) + " s, HARMONIA_NODE_WAIT): EIO");
+  errno = EIO;
+  return false;
 }
 
 ssize_t StagedFile::read_held(const struct iovec* iov, int count, off64_t offset) {
@@ -243,8 +258,19 @@ ssize_t StagedFile::read_held(const struct iovec* iov, int count, off64_t offset
 
 int StagedFile::settle() {
   if (flush() != 0) return -1;
-  if (!buffer_nodes_.empty()) drain_buffers();
-  return 0;
+  return drain_needed(std::move(buffer_nodes_)) ? 0 : -1;
+}
+
+int StagedFile::close_flush() {
+  if (flush() != 0) return -1;
+  if (buffer_name_.empty()) return 0;
+  buffers::check_alive(buffer_name_);
+  // The nodes that answer keep their data (they drain as the scheduler orders); lost ones must
+  // come back and drain it, or the close reports that the file lacks bytes.
+  std::vector<std::string> keep = std::move(buffer_nodes_);
+  const bool ok = drain_needed({});
+  buffer_nodes_ = std::move(keep);
+  return ok ? 0 : -1;
 }
 
 bool StagedFile::append_to_log(const struct iovec* iov, int count, size_t total, off64_t offset) {

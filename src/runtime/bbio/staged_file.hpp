@@ -45,8 +45,13 @@ class StagedFile {
   /// Returns 0, or -1 with errno (the data not yet written stays staged).
   int flush();
   /// flush(), and the file's data on buffer nodes drained to it: before reads, truncation and
-  /// anything else that must see the whole file. Returns 0, or -1 with errno.
+  /// anything else that must see the whole file. A node holding some of it that is down is
+  /// waited for up to HARMONIA_NODE_WAIT seconds; then -1 with EIO (the file lacks those
+  /// bytes: nothing may read it as if whole). Returns 0, or -1 with errno.
   int settle();
+  /// flush() at close: 0 means every byte is in the file or on a buffer node that answers now
+  /// (one that does not is waited for as by settle()). Returns 0, or -1 with errno.
+  int close_flush();
   /// A read served by the buffer nodes holding the file, when they hold all of the range (read
   /// after write, and a "cached" job's reads: docs/buffer-nodes.md): the bytes read, or
   /// kNotHeld (nothing done: the caller settles and reads the file). `offset` < 0: at the
@@ -85,8 +90,14 @@ class StagedFile {
   ssize_t write_direct(const struct iovec* iov, int count, off64_t offset);
   /// A write of a granted phase to its buffer nodes; false when it must go through instead.
   bool write_to_buffers(const struct iovec* iov, int count, off64_t offset, size_t total);
-  /// Drains this file's data from the buffer nodes holding it.
-  void drain_buffers();
+  /// Before a write that does not go to the nodes the file is striped over: their bytes of it
+  /// land first where they answer; a lost node is not waited for (the write is fenced against
+  /// its older bytes). Forgets the stripe map.
+  void drain_for_write();
+  /// Drains this file's data from `nodes`, and from every node lost since it wrote there,
+  /// waiting up to node_wait_ seconds for lost ones to come back; false with EIO (reported)
+  /// when some did not. Forgets the stripe map.
+  bool drain_needed(std::vector<std::string> nodes);
   bool append_to_log(const struct iovec* iov, int count, size_t total, off64_t offset);
   /// Writes entries [first, last) with one pwritev (their data from RAM or the log).
   bool write_entries(const std::vector<size_t>& which);
@@ -118,6 +129,7 @@ class StagedFile {
   bool write_through_ = false;
   bool in_callback_ = false;
   size_t capacity_ = 0;
+  double node_wait_ = 0;  ///< seconds a read, fsync or close waits for a lost buffer node
   std::string flush_scheduler_;
   std::map<std::string, std::string> flush_options_;
   off64_t position_ = 0;
