@@ -201,3 +201,26 @@ def test_a_dead_node_never_shows_wrong_bytes(tmp_path: Path, restart: bool) -> N
             cluster.start_node(0)
         cluster.wait_drained()
     assert target.read_bytes() == bytes(k % 251 for k in range(4 << 20))
+
+
+def test_small_writes_reach_the_nodes_gathered_into_stripes(tmp_path: Path) -> None:
+    # 1,024 writes of 4 KiB: the nodes must receive them as a few stripe-sized writes (one log
+    # record each), not one request per write; and the close pushes what is still gathered.
+    settings = ClusterSettings(tmp_path, buffers=2, capacity=64 << 20, policy="max-bandwidth",
+                               flush_threshold=1.0)  # fmt: skip
+    target = tmp_path / "pfs" / "small.dat"
+    with BufferCluster(settings) as cluster:
+        job = subprocess.Popen(
+            [sys.executable, str(Path(__file__).with_name("small_writer.py")), str(target)],
+            env={**os.environ, **cluster.env(), "HARMONIA_JOB": "small"},
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        assert job.stdout is not None and job.stdin is not None
+        assert job.stdout.readline().strip() == "written"
+        logs = [p for k in range(2) for p in (tmp_path / f"bb{k}").glob("*.bblog")]
+        records = sum(p.read_bytes().count(b"HREC") for p in logs)
+        assert 3 <= records <= 8, f"{records} records for 1,024 writes of 4 KiB"
+        out, err = job.communicate("go\n", timeout=60)
+        assert job.returncode == 0 and out.strip() == "closed", err
+        cluster.wait_drained()
+    assert target.read_bytes() == bytes(4 << 20)

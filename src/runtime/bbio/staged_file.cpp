@@ -152,8 +152,49 @@ ssize_t StagedFile::stage(const struct iovec* iov, int count, off64_t offset) {
   const size_t total = total_length(iov, count);
   if (total == 0) return 0;
   agent::before_write(total);
-  if (!buffer_name_.empty() && !write_through_ && write_to_buffers(iov, count, offset, total))
-    return static_cast<ssize_t>(total);
+  if (!buffer_name_.empty() && !write_through_) {
+    if (total < kGather && gather(iov, count, offset, total)) return static_cast<ssize_t>(total);
+    if (push_gathered() != 0) return -1;  // what was gathered lands before this write
+    if (write_to_buffers(iov, count, offset, total)) return static_cast<ssize_t>(total);
+  }
+  return stage_here(iov, count, offset, total);
+}
+
+bool StagedFile::gather(const struct iovec* iov, int count, off64_t offset, size_t total) {
+  if (!gathered_.empty() && offset != gathered_at_ + static_cast<off64_t>(gathered_.size()) &&
+      push_gathered() != 0)
+    return false;
+  if (gathered_.empty()) {
+    // A new run only while the file goes to the nodes (it went there, or a phase is granted).
+    if (buffer_nodes_.empty() && agent::buffer_grant().nodes.empty()) return false;
+    gathered_at_ = offset;
+    gathered_.reserve(kGather);
+  }
+  for (int i = 0; i < count; ++i)
+    gathered_.append(static_cast<const char*>(iov[i].iov_base), iov[i].iov_len);
+  size_ = std::max(size_, offset + static_cast<off64_t>(total));
+  clock_gettime(CLOCK_REALTIME_COARSE, &last_write_);
+  note_io(path_, total, true);
+  // A full stripe goes at once; an error there is the next call's (its bytes stay gathered).
+  if (gathered_.size() >= kGather) (void)push_gathered();
+  return true;
+}
+
+int StagedFile::push_gathered() {
+  if (gathered_.empty()) return 0;
+  std::string run;
+  run.swap(gathered_);  // calls below that flush find nothing gathered
+  const iovec one{run.data(), run.size()};
+  if (write_to_buffers(&one, 1, gathered_at_, run.size()) ||
+      stage_here(&one, 1, gathered_at_, run.size()) >= 0)
+    return 0;
+  const int saved = errno;
+  gathered_.swap(run);  // kept for the next try, or for the close to report
+  errno = saved;
+  return -1;
+}
+
+ssize_t StagedFile::stage_here(const struct iovec* iov, int count, off64_t offset, size_t total) {
   // Not on the nodes: what they hold of the file lands first, or their older bytes would land
   // over these when they drain (and reads would find them there). A lost node is not waited
   // for: this write is fenced against its older bytes.
@@ -227,7 +268,7 @@ bool StagedFile::drain_needed(std::vector<std::string> nodes) {
 
 ssize_t StagedFile::read_held(const struct iovec* iov, int count, off64_t offset) {
   // Bytes staged here would have to be merged in: then the file is settled instead.
-  if (buffer_nodes_.empty() || !entries_.empty()) return kNotHeld;
+  if (push_gathered() != 0 || buffer_nodes_.empty() || !entries_.empty()) return kNotHeld;
   const off64_t at = offset < 0 ? position_ : offset;
   const size_t asked = total_length(iov, count);
   // Larger reads go to the PFS: the bytes pass through one buffer here.
@@ -329,6 +370,7 @@ void StagedFile::append_to_memory(const struct iovec* iov, int count, off64_t of
 }
 
 int StagedFile::flush() {
+  if (push_gathered() != 0) return -1;
   if (entries_.empty()) {
     (void)real().lseek64(fd_, position_, SEEK_SET);
     return 0;

@@ -87,6 +87,16 @@ class StagedFile {
  private:
   StagedFile() = default;
   ssize_t stage(const struct iovec* iov, int count, off64_t offset);
+  /// stage() here: in RAM, in the log, or through to the file (not on the buffer nodes).
+  ssize_t stage_here(const struct iovec* iov, int count, off64_t offset, size_t total);
+  /// A small write of a file that goes to buffer nodes, gathered with the ones it continues
+  /// into runs of up to kGather bytes, sent when full, when a write does not continue it, and
+  /// at every flush; false: not gathered (the caller sends it as it is).
+  bool gather(const struct iovec* iov, int count, off64_t offset, size_t total);
+  /// Sends the gathered run to the nodes (or stages it here when they do not take it).
+  /// Returns 0, or -1 with errno (the run stays gathered).
+  int push_gathered();
+  static constexpr size_t kGather = 1 << 20;
   ssize_t write_direct(const struct iovec* iov, int count, off64_t offset);
   /// A write of a granted phase to its buffer nodes; false when it must go through instead.
   bool write_to_buffers(const struct iovec* iov, int count, off64_t offset, size_t total);
@@ -108,7 +118,7 @@ class StagedFile {
   void flushed();
   void append_to_memory(const struct iovec* iov, int count, off64_t offset);
   /// Bytes written that the file itself does not have yet.
-  bool pending() const { return !entries_.empty() || !buffer_nodes_.empty(); }
+  bool pending() const { return !entries_.empty() || !buffer_nodes_.empty() || !gathered_.empty(); }
   static bool later(const timespec& a, const timespec& b) {
     return a.tv_sec != b.tv_sec ? a.tv_sec > b.tv_sec : a.tv_nsec > b.tv_nsec;
   }
@@ -138,6 +148,9 @@ class StagedFile {
   ino_t inode_ = 0;
   timespec last_write_{};  ///< when the program last wrote a byte not yet in the file
   std::vector<Entry> entries_;
+  // Small writes on their way to the buffer nodes: one run, contiguous from gathered_at_.
+  std::string gathered_;
+  off64_t gathered_at_ = 0;
   size_t staged_bytes_ = 0;
   // RAM staging: blocks reused from one flush to the next.
   std::vector<std::unique_ptr<char[]>> blocks_;
