@@ -17,7 +17,7 @@
 #include <optional>
 #include <stdexcept>
 
-#include "common/paths.hpp"
+#include "common/beneath.hpp"
 #include "core/requests/registry.hpp"
 #include "runtime/bbio/fences.hpp"
 #include "runtime/bbio/log_format.hpp"
@@ -87,13 +87,13 @@ std::optional<std::uint64_t> log_number(const std::string& name, const char* suf
   return std::stoull(number);
 }
 
-/// Where the job of the log at `log_path` is kept: NUMBER.bbjob beside NUMBER.bblog.
-std::string job_path(const std::string& log_path) {
-  return log_path.substr(0, log_path.size() - std::strlen(kSuffix)) + ".bbjob";
+/// Where the job of the log `log_name` is kept: NUMBER.bbjob beside NUMBER.bblog.
+std::string job_name(const std::string& log_name) {
+  return log_name.substr(0, log_name.size() - std::strlen(kSuffix)) + ".bbjob";
 }
 
-bool write_job(const std::string& path, const std::string& job) {
-  const int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+bool write_job(int dir, const std::string& name, const std::string& job) {
+  const int fd = common::open_beneath(dir, name, O_WRONLY | O_CREAT | O_TRUNC, 0600);
   if (fd < 0) return false;
   const iovec whole{const_cast<char*>(job.data()), job.size()};
   const bool ok = bbio::pwritev_all(fd, &whole, 1, 0) >= 0;
@@ -103,9 +103,9 @@ bool write_job(const std::string& path, const std::string& job) {
   return ok;
 }
 
-/// The job kept at `path` ("" when there is none: its writer named none).
-std::string read_job(const std::string& path) {
-  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+/// The job kept in `name` ("" when there is none: its writer named none).
+std::string read_job(int dir, const std::string& name) {
+  const int fd = common::open_beneath(dir, name, O_RDONLY | O_NONBLOCK);
   if (fd < 0) return "";
   char buffer[4096];
   const ssize_t n = pread(fd, buffer, sizeof(buffer), 0);
@@ -116,7 +116,8 @@ std::string read_job(const std::string& path) {
 }  // namespace
 
 struct Store::Log {
-  std::string path;
+  std::string name;  // NUMBER.bblog, in the device directory
+  std::string path;  // the same for messages: DEVICE/NUMBER.bblog
   int fd = -1;
   std::uint64_t end = 0;      // where the next record goes
   std::uint64_t start = 0;    // the first record
@@ -155,23 +156,35 @@ Store::Store(std::string device, std::string pfs_root, std::uint64_t capacity,
   for (const auto* dir : {&device_, &pfs_root_})
     if (stat(dir->c_str(), &st) != 0 || !S_ISDIR(st.st_mode) || access(dir->c_str(), W_OK) != 0)
       throw std::runtime_error(*dir + ": not a writable directory");
+  // Everything below the two directories is opened from these, beneath them, with no link
+  // followed (common/beneath.hpp).
+  device_fd_ = open(device_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  pfs_fd_ = open(pfs_root_.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
+  if (device_fd_ < 0 || pfs_fd_ < 0) {
+    const std::string dir = device_fd_ < 0 ? device_ : pfs_root_;
+    const int error = errno;
+    common::close_fd(device_fd_);
+    common::close_fd(pfs_fd_);
+    throw std::runtime_error(dir + ": " + std::strerror(error));
+  }
   // Recovery: index the logs a previous run left, oldest first (complete records only; a torn
   // tail was never acknowledged).
   std::vector<std::pair<std::uint64_t, std::string>> names;  // NUMBER.bblog: creation order
-  DIR* listing = opendir(device_.c_str());
-  while (const dirent* entry = readdir(listing)) {
+  DIR* listing = fdopendir(fcntl(device_fd_, F_DUPFD_CLOEXEC, 0));
+  while (const dirent* entry = listing ? readdir(listing) : nullptr) {
     const std::string name = entry->d_name;
     const auto number = log_number(name, kSuffix);
     if (number) names.emplace_back(*number, name);
   }
-  closedir(listing);
+  if (listing) closedir(listing);
   std::sort(names.begin(), names.end());
   for (const auto& [number, name] : names) {
     auto log = std::make_unique<Log>();
+    log->name = name;
     log->path = device_ + "/" + name;
     log->created = number;
     next_log_ = std::max(next_log_, number + 1);
-    log->fd = open(log->path.c_str(), O_RDWR | O_CLOEXEC);
+    log->fd = common::open_beneath(device_fd_, name, O_RDWR | O_NONBLOCK);
     if (log->fd < 0) continue;
     bbio::LogScan scan;
     std::uint64_t at = 0;
@@ -191,7 +204,7 @@ Store::Store(std::string device, std::string pfs_root, std::uint64_t capacity,
     if (first) log->start = at = bbio::log_header_size(scan.target);
     log->end = at;
     if (ftruncate(log->fd, static_cast<off_t>(at)) != 0) continue;  // drop a torn tail
-    log->job = read_job(job_path(log->path));
+    log->job = read_job(device_fd_, job_name(name));
     log->recovered = true;
     const auto older = logs_.find(scan.target);
     if (older != logs_.end()) {
@@ -211,7 +224,11 @@ Store::Store(std::string device, std::string pfs_root, std::uint64_t capacity,
   }
 }
 
-Store::~Store() = default;
+Store::~Store() {
+  logs_.clear();
+  common::close_fd(device_fd_);
+  common::close_fd(pfs_fd_);
+}
 
 Store::Log* Store::log_for(const std::string& file, const std::string& job, std::string& why) {
   auto found = logs_.find(file);
@@ -219,17 +236,18 @@ Store::Log* Store::log_for(const std::string& file, const std::string& job, std:
   auto log = std::make_unique<Log>();
   log->created = next_log_;
   log->job = job;
-  log->path = device_ + "/" + std::to_string(next_log_++) + kSuffix;
+  log->name = std::to_string(next_log_++) + kSuffix;
+  log->path = device_ + "/" + log->name;
   // The writer's job beside the log, for the scheduler after a restart.
-  if (!job.empty() && !write_job(job_path(log->path), job)) {
-    why = job_path(log->path) + ": " + std::strerror(errno);
+  if (!job.empty() && !write_job(device_fd_, job_name(log->name), job)) {
+    why = device_ + "/" + job_name(log->name) + ": " + std::strerror(errno);
     return nullptr;
   }
-  log->fd = open(log->path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  log->fd = common::open_beneath(device_fd_, log->name, O_RDWR | O_CREAT | O_EXCL, 0600);
   if (log->fd < 0 || !bbio::write_log_header(log->fd, file)) {
     why = log->path + ": " + std::strerror(errno);
-    if (log->fd >= 0) unlink(log->path.c_str());
-    unlink(job_path(log->path).c_str());
+    if (log->fd >= 0) unlinkat(device_fd_, log->name.c_str(), 0);
+    unlinkat(device_fd_, job_name(log->name).c_str(), 0);
     return nullptr;
   }
   log->start = log->end = bbio::log_header_size(file);
@@ -248,6 +266,7 @@ Status Store::write(const std::string& file, std::uint64_t offset, std::string_v
   }
   if (data.empty()) return Status::Ok;
   std::lock_guard lock(mutex_);
+  if (!logs_.count(file) && !drainable(file, why)) return Status::Invalid;
   if (used_ + data.size() > capacity_) {
     why = "capacity: " + std::to_string(capacity_ - used_) + " bytes left";
     return Status::Full;
@@ -305,20 +324,53 @@ Status Store::read(const std::string& file, std::uint64_t offset, std::uint64_t 
   return Status::Ok;
 }
 
+bool Store::drainable(const std::string& file, std::string& why) const {
+  // Nothing there yet (ENOENT) is fine: the drain makes it. A link on the way, or something
+  // that is no regular file, is refused now rather than at the drain.
+  const int fd = common::open_beneath(pfs_fd_, file, O_PATH);
+  struct stat st {};
+  const int error = fd < 0 ? errno : fstatat(fd, "", &st, AT_EMPTY_PATH) != 0 ? errno : 0;
+  common::close_fd(fd);
+  if (error == ELOOP || error == EXDEV) {
+    why = common::beneath_error(pfs_root_ + "/" + file, error);
+    return false;
+  }
+  if (fd >= 0 && error == 0 && !S_ISREG(st.st_mode)) {
+    why = pfs_root_ + "/" + file + ": refused: not a regular file";
+    return false;
+  }
+  return true;
+}
+
 Status Store::drain_one(const std::string& file, Log& log, std::string& why) {
   const std::string target = pfs_root_ + "/" + file;
-  if (!common::make_parents(target, 0755)) {
-    why = target + ": " + std::strerror(errno);
+  // Opened once, beneath the root with no link followed (the directories too, each made
+  // relative to its parent's descriptor); then only the descriptor is used, so a link swapped
+  // in meanwhile changes nothing. O_NONBLOCK: a FIFO there cannot hold the drain.
+  const auto [parent, name] = common::split_last(file);
+  const int dir = common::make_dirs_beneath(pfs_fd_, parent, 0755, O_PATH);
+  const int fd =
+      dir < 0 ? -1 : common::open_beneath(dir, name, O_WRONLY | O_CREAT | O_NONBLOCK, 0644);
+  common::close_fd(dir);
+  struct stat st {};
+  if (fd >= 0 && (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode))) {
+    common::close_fd(fd);
+    why = target + ": refused: not a regular file";
     return Status::Error;
   }
-  const int fd = open(target.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
   if (fd < 0) {
-    why = target + ": " + std::strerror(errno);
+    why = common::beneath_error(target, errno);
     return Status::Error;
   }
-  // Ranges clients wrote elsewhere after losing this node hold newer bytes than this log.
-  const auto fenced = fence_node_.empty() ? std::vector<fences::Range>{}
-                                          : fences::read(pfs_root_, fence_node_, file);
+  // Ranges clients wrote elsewhere after losing this node hold newer bytes than this log: a
+  // fence is honoured only from who could have written them (root, this node's user, or the
+  // owner of the file: fences::read).
+  std::string ignored;
+  const auto fenced = fence_node_.empty()
+                          ? std::vector<fences::Range>{}
+                          : fences::read(pfs_fd_, fence_node_, file, st.st_uid, &ignored);
+  if (!ignored.empty())
+    std::fprintf(stderr, "harmonia-bbd: %s/%s\n", pfs_root_.c_str(), ignored.c_str());
   std::size_t k = 0;
   bool ok = true;
   while (ok && k < log.records.size()) {
@@ -386,20 +438,20 @@ Status Store::drain_one(const std::string& file, Log& log, std::string& why) {
     return Status::Error;  // everything stays held: drained again later, in order
   }
   // The node holds nothing of the file now: its fence has done its work.
-  if (!fence_node_.empty()) fences::remove(pfs_root_, fence_node_, file);
+  if (!fence_node_.empty()) fences::remove(pfs_fd_, fence_node_, file);
   drained_ += log.bytes;
   Drained& drained = drained_by_job_[log.job];
   drained.bytes += log.bytes;
   drained.at = std::chrono::steady_clock::now();
   used_ -= log.bytes;
-  unlink(log.path.c_str());
-  unlink(job_path(log.path).c_str());
+  unlinkat(device_fd_, log.name.c_str(), 0);
+  unlinkat(device_fd_, job_name(log.name).c_str(), 0);
   return Status::Ok;
 }
 
 int Store::lock_fences() {
   if (fence_node_.empty()) return -1;
-  const int fd = fences::lock(pfs_root_, fence_node_);
+  const int fd = fences::lock(pfs_fd_, fence_node_);
   if (fd < 0 && !fence_warned_.exchange(true))
     std::fprintf(stderr,
                  "harmonia-bbd: %s: cannot take the fence lock (%s); drains go on without it\n",
@@ -409,6 +461,10 @@ int Store::lock_fences() {
 
 void Store::set_fence_node(const std::string& node) {
   fence_node_ = node;
+  // Its directories sticky, so that users cannot delete or replace each other's fences.
+  if (const int error = fences::prepare(pfs_fd_, node))
+    std::fprintf(stderr, "harmonia-bbd: %s/%s/fences/%s: %s\n", pfs_root_.c_str(),
+                 fences::kReservedDir, node.c_str(), std::strerror(error));
   drop_stale_fences();
 }
 
@@ -418,8 +474,8 @@ void Store::drop_stale_fences() {
   // none (a drain consumed them, or they never arrived), and it must not skip later writes.
   const FenceLock fence_lock{lock_fences()};
   std::lock_guard lock(mutex_);
-  for (const auto& file : fences::fenced_files(pfs_root_, fence_node_))
-    if (!logs_.count(file)) fences::remove(pfs_root_, fence_node_, file);
+  fences::remove_unless(pfs_fd_, fence_node_,
+                        [this](const std::string& file) { return logs_.count(file) > 0; });
 }
 
 Status Store::drain(const std::string& file, std::string& why) {

@@ -39,15 +39,17 @@ class Store {
   ~Store();
 
   /// Appends a write; Full when it does not fit (in capacity or on the device), Invalid for a
-  /// bad name or an end past the largest file offset. The data is in the log (the page cache) when
-  /// Ok returns (on the device with sync_writes).
+  /// bad name, a name whose PFS path has a symbolic link on the way (checked at the first write
+  /// of the file; drains check again) or an end past the largest file offset. The data is in the
+  /// log (the page cache) when Ok returns (on the device with sync_writes).
   Status write(const std::string& file, std::uint64_t offset, std::string_view data,
                const std::string& job, std::string& why);
   /// The range when the node holds all of it (later writes win), else NotHeld.
   Status read(const std::string& file, std::uint64_t offset, std::uint64_t length, std::string& out,
               std::string& why);
   /// Writes every record of `file` (all files when empty) to the PFS in order, syncs it, and
-  /// frees the log. Error when the PFS fails (what is not drained stays held).
+  /// frees the log. Error when the PFS fails, or the file's path there is refused (a symbolic
+  /// link on the way, not a regular file): what is not drained stays held.
   Status drain(const std::string& file, std::string& why);
   /// Drains one file of `jobs` (or one recovered after a crash), chosen by the drain scheduler;
   /// NotHeld when there is none. `file` names the one drained.
@@ -75,10 +77,14 @@ class Store {
   struct Log;
   Log* log_for(const std::string& file, const std::string& job, std::string& why);
   Status drain_one(const std::string& file, Log& log, std::string& why);
+  /// Whether `file` can be drained to: beneath the PFS root with no symbolic link on the way,
+  /// and a regular file if it exists; else false and `why` names the path.
+  bool drainable(const std::string& file, std::string& why) const;
   /// The fence lock of this node, or -1 (no fence node set, or the lock failed: reported once).
   int lock_fences();
 
   std::string device_, pfs_root_, drain_scheduler_;
+  int device_fd_ = -1, pfs_fd_ = -1;  ///< the two directories, everything opened beneath them
   std::uint64_t capacity_;
   std::mutex mutex_;  ///< guards everything; drains hold it (writes to a draining node wait)
   std::map<std::string, std::unique_ptr<Log>> logs_;

@@ -157,10 +157,22 @@ namespace {
 
 namespace fences = harmonia::bbio::fences;
 
+/// A descriptor of a directory, closed when it goes.
+struct Dir {
+  explicit Dir(const fs::path& path) : fd(::open(path.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC)) {}
+  ~Dir() { close(fd); }
+  int fd;
+};
+
 /// The fence clients leave for node "n:1" on `file` (docs/buffer-nodes.md, "Fences").
 void fence(const fs::path& pfs, const std::string& file, std::uint64_t offset,
            std::uint64_t length) {
-  ASSERT_TRUE(fences::append(pfs.string(), "n:1", file, {offset, length}));
+  ASSERT_TRUE(fences::append(Dir(pfs).fd, "n:1", file, {offset, length}));
+}
+
+/// The ranges node "n:1" would skip in `file` (owned by this process's user).
+std::vector<fences::Range> fenced(const fs::path& pfs, const std::string& file) {
+  return fences::read(Dir(pfs).fd, "n:1", file, geteuid());
 }
 
 }  // namespace
@@ -178,7 +190,7 @@ TEST_F(StoreTest, ADrainSkipsTheFencedRanges) {
   store->set_fence_node("n:1");
   ASSERT_EQ(store->drain("", why_), Status::Ok) << why_;
   EXPECT_EQ(pfs_file("f"), std::string(20, 'A') + std::string(20, 'B') + std::string(60, 'A'));
-  EXPECT_TRUE(fences::read(pfs().string(), "n:1", "f").empty()) << "the drain consumed it";
+  EXPECT_TRUE(fenced(pfs(), "f").empty()) << "the drain consumed it";
   EXPECT_EQ(store->stats().drained_by_job.at("job"), 100u);
 }
 
@@ -192,9 +204,9 @@ TEST_F(StoreTest, FencesOfFilesTheNodeHoldsNothingOfAreDropped) {
   std::ofstream(root_ / "victim") << std::string(64, 'v');
   fs::create_symlink(root_ / "victim", pfs() / ".harmonia/fences/n:1/sub/link");
   store->set_fence_node("n:1");
-  EXPECT_EQ(fences::read(pfs().string(), "n:1", "held").size(), 1u);
-  EXPECT_TRUE(fences::read(pfs().string(), "n:1", "sub/gone").empty());
-  EXPECT_TRUE(fences::read(pfs().string(), "n:1", "sub/link").empty());
+  EXPECT_EQ(fenced(pfs(), "held").size(), 1u);
+  EXPECT_TRUE(fenced(pfs(), "sub/gone").empty());
+  EXPECT_TRUE(fenced(pfs(), "sub/link").empty());
   EXPECT_TRUE(fs::exists(root_ / "victim"));
   EXPECT_EQ(store->write(".harmonia/fences/n:1/held", 0, "x", "", why_), Status::Invalid)
       << "clients cannot write the fences";

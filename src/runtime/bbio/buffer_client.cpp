@@ -1,5 +1,6 @@
 #include "runtime/bbio/buffer_client.hpp"
 
+#include <fcntl.h>
 #include <limits.h>
 #include <netdb.h>
 #include <netinet/in.h>
@@ -289,17 +290,19 @@ void fence(const std::string& file, off64_t offset, std::size_t length) {
     if (file.empty() || length == 0 || found == lost().end()) return;
     nodes.assign(found->second.begin(), found->second.end());
   }
+  // Fences are opened beneath the root, with no link followed (common/beneath.hpp).
+  const int root = real().open(buffer_root().c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
   for (const auto& node : nodes) {
     // Held only while appending: the node holds it for a whole drain, so the write that follows
     // lands after that drain, or the drain skips it.
-    const int fd = fences::lock(buffer_root(), node);
-    if (fd < 0 ||
-        !fences::append(buffer_root(), node, file, {static_cast<std::uint64_t>(offset), length}))
+    const int fd = root < 0 ? -1 : fences::lock(root, node);
+    if (fd < 0 || !fences::append(root, node, file, {static_cast<std::uint64_t>(offset), length}))
       // The write goes on: losing the order of one range beats failing the application.
       report("buffer node " + node + ": cannot fence " + file + " (" + std::strerror(errno) +
              "); if the node comes back, its drain may overwrite newer bytes");
     fences::unlock(fd);
   }
+  if (root >= 0) real().close(root);
 }
 
 std::unique_ptr<Channel> connect_tcp(const std::string& address) {
