@@ -1,18 +1,33 @@
 // harmonia-recover DIR: after an application staging to DIR was killed, replay every complete
 // record of its logs to the target files, ignore torn tails, and remove the logs. Running it
 // again does nothing more (idempotent). Prints one JSON object per log on stdout.
+//
+// Who may write what (docs/security.md, "Paths and fences"): a log is opened beneath DIR with no
+// symbolic link followed, and must be a regular file with one link. A log replays only what its
+// owner could write: run by that user, the target is opened as usual; run by root, the target
+// of a log another user owns is opened with that user's file-system identity (setfsuid,
+// setfsgid and the user's groups), so the kernel refuses what the user may not create or write;
+// run by anyone else, a log of another user is refused. The target's last part is never followed
+// when it is a symbolic link, and it must be a regular file. A refused log is left in place,
+// reported on stdout and stderr, and the exit status is 1.
 #include <dirent.h>
 #include <fcntl.h>
+#include <grp.h>
+#include <pwd.h>
 #include <signal.h>
+#include <sys/fsuid.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "common/beneath.hpp"
 #include "runtime/bbio/log_format.hpp"
 #include "runtime/bbio/real.hpp"
 
@@ -74,6 +89,107 @@ std::string quoted(const std::string& s) {
   return out + "\"";
 }
 
+/// While it lives, this process (root) opens files with the file-system identity of `uid`: its
+/// uid, its primary group and its groups (from the passwd and group databases). ok() false (and
+/// why() says why) when that identity could not be taken; the destructor returns to root's.
+class Identity {
+ public:
+  explicit Identity(uid_t uid) {
+    const passwd* user = getpwuid(uid);
+    if (!user) {
+      why_ = "uid " + std::to_string(uid) + " has no passwd entry (its groups are unknown)";
+      return;
+    }
+    int count = 64;
+    std::vector<gid_t> groups(static_cast<std::size_t>(count));
+    while (getgrouplist(user->pw_name, user->pw_gid, groups.data(), &count) < 0)
+      groups.resize(static_cast<std::size_t>(count));
+    groups.resize(static_cast<std::size_t>(count));
+    saved_.resize(static_cast<std::size_t>(std::max(getgroups(0, nullptr), 0)));
+    if (getgroups(static_cast<int>(saved_.size()), saved_.data()) < 0 ||
+        setgroups(groups.size(), groups.data()) != 0) {
+      why_ = std::string("setgroups: ") + std::strerror(errno);
+      return;
+    }
+    changed_ = true;
+    setfsgid(user->pw_gid);
+    setfsuid(uid);
+    // Both calls return the previous value; asking with -1 (never valid) tells the current one.
+    if (static_cast<gid_t>(setfsgid(static_cast<gid_t>(-1))) != user->pw_gid ||
+        static_cast<uid_t>(setfsuid(static_cast<uid_t>(-1))) != uid) {
+      why_ = "setfsuid/setfsgid to uid " + std::to_string(uid) + " failed";
+      return;
+    }
+    ok_ = true;
+  }
+  ~Identity() {
+    if (!changed_) return;
+    setfsuid(0);
+    setfsgid(getegid());
+    (void)setgroups(saved_.size(), saved_.data());
+  }
+  Identity(const Identity&) = delete;
+  Identity& operator=(const Identity&) = delete;
+  bool ok() const { return ok_; }
+  const std::string& why() const { return why_; }
+
+ private:
+  std::vector<gid_t> saved_;
+  bool changed_ = false, ok_ = false;
+  std::string why_;
+};
+
+/// Opens the target of a log owned by `owner` for writing (created if missing): never through a
+/// symbolic link at its last part, only a regular file, and, run by root for another user's log,
+/// as that user. The descriptor, or -1 and `why`.
+int open_target(const std::string& path, uid_t owner, std::string& why) {
+  std::optional<Identity> as_owner;
+  if (geteuid() == 0 && owner != 0) {
+    as_owner.emplace(owner);
+    if (!as_owner->ok()) {
+      why = "refused: cannot act as the log's owner: " + as_owner->why();
+      return -1;
+    }
+  }
+  // O_NONBLOCK: a FIFO there cannot hold the recovery (and is refused below).
+  const int fd =
+      real().open(path.c_str(), O_WRONLY | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0644);
+  const int error = errno;
+  as_owner.reset();
+  if (fd < 0) {
+    if (error == ELOOP)
+      why = "refused: " + path + " is a symbolic link (never followed)";
+    else if (owner != geteuid() && (error == EACCES || error == EPERM))
+      why = "refused: uid " + std::to_string(owner) + ", the log's owner, may not write " + path +
+            " (" + std::strerror(error) + ")";
+    else
+      why = "error: cannot write " + path + ": " + std::strerror(error);
+    return -1;
+  }
+  struct stat st {};
+  if (fstatat(fd, "", &st, AT_EMPTY_PATH) != 0 || !S_ISREG(st.st_mode)) {
+    real().close(fd);
+    why = "refused: " + path + " is not a regular file";
+    return -1;
+  }
+  return fd;
+}
+
+/// Why the log `fd` (named `path`) may not be replayed by this process, or "" when it may.
+std::string refusal(int fd, const std::string& path, uid_t& owner) {
+  struct stat st {};
+  if (fstatat(fd, "", &st, AT_EMPTY_PATH) != 0)
+    return "refused: " + path + ": " + std::strerror(errno);
+  if (!S_ISREG(st.st_mode) || st.st_nlink != 1)
+    return "refused: " + path + " is not a regular file with one link";
+  owner = st.st_uid;
+  if (geteuid() != 0 && owner != geteuid())
+    return "refused: " + path + " is owned by uid " + std::to_string(owner) +
+           ", not by this user (uid " + std::to_string(geteuid()) +
+           "): run harmonia-recover as its owner, or as root";
+  return "";
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -82,7 +198,9 @@ int main(int argc, char** argv) {
     return 2;
   }
   const std::string dir = argv[1];
-  DIR* listing = opendir(dir.c_str());
+  // Every log is opened beneath this descriptor, with no symbolic link followed.
+  const int dir_fd = real().open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  DIR* listing = dir_fd < 0 ? nullptr : fdopendir(real().dup(dir_fd));
   if (!listing) {
     std::fprintf(stderr, "harmonia-recover: %s: %s\n", dir.c_str(), std::strerror(errno));
     return 2;
@@ -106,13 +224,23 @@ int main(int argc, char** argv) {
     LogScan scan;
     if (process_alive(log)) {
       status = "skipped: its process is still running";
+    } else if (const int fd =
+                   harmonia::common::open_beneath(dir_fd, log.file, O_RDONLY | O_NONBLOCK);
+               fd < 0) {
+      status = errno == ELOOP ? "refused: " + path + " is a symbolic link (never followed)"
+                              : "error: " + harmonia::common::beneath_error(path, errno);
+      ++failures;
+    } else if (uid_t owner = 0; !(status = refusal(fd, path, owner)).empty()) {
+      real().close(fd);
+      ++failures;
     } else {
-      const int fd = real().open(path.c_str(), O_RDONLY | O_CLOEXEC);
+      status = "replayed";
       int target = -1;
       bool write_failed = false;
+      std::string open_failed;
       scan_log(fd, scan, [&](const RecordHeader& record, const char* data) {
-        if (target < 0)
-          target = real().open(scan.target.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+        if (target < 0 && open_failed.empty())
+          target = open_target(scan.target, owner, open_failed);
         size_t done = 0;
         while (target >= 0 && done < record.length) {
           const ssize_t n = real().pwrite64(target, data + done, record.length - done,
@@ -124,17 +252,20 @@ int main(int argc, char** argv) {
         write_failed = done < record.length;
         return !write_failed;
       });
-      if (fd >= 0) real().close(fd);
+      real().close(fd);
       if (!scan.error.empty()) {
         status = "error: " + scan.error;
         scan.target.clear();  // whatever the damaged header said is not a path to trust
+        ++failures;
+      } else if (!open_failed.empty()) {
+        status = open_failed;  // the log stays for its owner, or for a fixed target
         ++failures;
       } else if (write_failed || (target < 0 && scan.records > 0) ||
                  (target >= 0 && real().fsync(target) != 0)) {
         status = std::string("error: cannot write ") + scan.target + ": " + std::strerror(errno);
         ++failures;
       } else {
-        unlink(path.c_str());  // everything complete is in the file now
+        unlinkat(dir_fd, log.file.c_str(), 0);  // everything complete is in the file now
       }
       if (target >= 0) real().close(target);
     }
@@ -144,6 +275,8 @@ int main(int argc, char** argv) {
         quoted(path).c_str(), quoted(scan.target).c_str(),
         static_cast<unsigned long long>(scan.records), static_cast<unsigned long long>(scan.bytes),
         scan.torn_tail ? "true" : "false", quoted(status).c_str());
+    if (status.compare(0, 8, "refused:") == 0)
+      std::fprintf(stderr, "harmonia-recover: %s: %s\n", path.c_str(), status.c_str());
   }
   if (logs.empty()) std::fprintf(stderr, "harmonia-recover: %s: no staging logs\n", dir.c_str());
   return failures > 0 ? 1 : 0;
