@@ -463,8 +463,10 @@ void Store::set_fence_node(const std::string& node) {
   fence_node_ = node;
   // Its directories sticky, so that users cannot delete or replace each other's fences.
   if (const int error = fences::prepare(pfs_fd_, node))
-    std::fprintf(stderr, "harmonia-bbd: %s/%s/fences/%s: %s\n", pfs_root_.c_str(),
-                 fences::kReservedDir, node.c_str(), std::strerror(error));
+    std::fprintf(
+        stderr, "harmonia-bbd: %s\n",
+        common::beneath_error(pfs_root_ + "/" + fences::kReservedDir + "/fences/" + node, error)
+            .c_str());
   drop_stale_fences();
 }
 
