@@ -125,7 +125,8 @@ def test_a_user_does_not_replay_another_users_log(shared: Path) -> None:
         pytest.skip("harmonia-recover is not reachable")
     target = shared / "pub" / "out.bin"
     log = killed_writer(target, shared / "stage")
-    os.chown(log, 0, 0)  # root's log in a shared directory, readable, recovered by nobody
+    # Root's log in a shared directory, readable by all, recovered by nobody.
+    os.chown(log, 0, 0)
     log.chmod(0o644)
     result = recover(shared / "stage", user=NOBODY)
     assert result.returncode == 1, result.stdout + result.stderr
