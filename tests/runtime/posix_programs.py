@@ -231,6 +231,32 @@ def high_descriptor(d: Path) -> dict[str, object]:
     }
 
 
+def hdf5(d: Path) -> dict[str, object]:
+    """HDF5 through h5py (its own libhdf5, writing with pwrite): datasets contiguous, chunked and
+    compressed, grown, overwritten and with attributes; read back in the same process."""
+    import h5py  # only this scenario needs it
+    import numpy as np
+
+    path = d / "data.h5"
+    rng = np.random.default_rng(7)
+    grid = rng.random((256, 256))
+    with h5py.File(path, "w") as f:
+        f.create_dataset("grid", data=grid)
+        chunked = f.create_dataset("chunked", shape=(0, 1024), maxshape=(None, 1024),
+                                   chunks=(16, 1024), dtype="i8", compression="gzip")  # fmt: skip
+        for step in range(20):
+            chunked.resize((step + 1) * 16, axis=0)
+            chunked[step * 16 :] = np.arange(16 * 1024).reshape(16, 1024) * (step + 1)
+        f["grid"][10:20, :] = -1.0
+        f.attrs["steps"] = 20
+        f.create_group("meta").attrs["name"] = "harmonia"
+    with h5py.File(path, "r") as f:
+        seen = digest(f["grid"][()].tobytes() + f["chunked"][()].tobytes())
+        shape = list(f["chunked"].shape)
+        steps = int(f.attrs["steps"])
+    return {"seen": seen, "shape": shape, "steps": steps, "size": path.stat().st_size}
+
+
 SCENARIOS: dict[str, Callable[[Path], dict[str, object]]] = {
     "mmap-same-descriptor": mmap_same_descriptor,
     "mmap-other-descriptor": mmap_other_descriptor,
@@ -241,6 +267,7 @@ SCENARIOS: dict[str, Callable[[Path], dict[str, object]]] = {
     "copies": copies,
     "close-range": close_range,
     "high-descriptor": high_descriptor,
+    "hdf5": hdf5,
 }
 
 if __name__ == "__main__":

@@ -123,7 +123,7 @@ def test_a_range_rewritten_while_its_node_is_down_keeps_the_newer_bytes(
         cluster.wait_drained()
     mib = 1 << 20
     data = target.read_bytes()
-    assert data == b"A" * (mib // 4) + b"B" * (mib // 2) + b"A" * (mib // 4), (
+    assert data == b"A" * (mib // 2) + b"B" * mib + b"A" * (mib // 2), (
         "the node's older bytes must not land over the rewrite"
     )
     assert not any(p.is_file() for p in fences.rglob("*") if p.suffix != ".lock")
@@ -162,26 +162,41 @@ def test_reads_come_from_the_nodes_while_they_hold_the_data(
 
 
 @pytest.mark.parametrize("restart", [False, True])
-def test_a_dead_node_never_shows_wrong_bytes(tmp_path: Path, restart: bool) -> None:
-    # Two nodes, 1 MiB stripes: half of the file is on node 0 when it dies. Reading it back and
-    # closing it either wait for the node (it comes back within HARMONIA_NODE_WAIT: the right
-    # bytes, close 0) or fail with EIO; never zeros or a short read, never a close of 0 while
-    # the node holding the bytes is down. Either way the PFS file ends right once it is back.
-    settings = ClusterSettings(tmp_path, buffers=2, capacity=64 << 20, policy="max-bandwidth",
+@pytest.mark.parametrize("when", ["after-writing", "mid-write"])
+def test_a_dead_node_never_shows_wrong_bytes(
+    tmp_path: Path, when: str, restart: bool
+) -> None:
+    # Two nodes, 1 MiB stripes: part of the file is on node 0 when it dies (after the job wrote
+    # it all, or while it writes: later writes go through, fenced). Reading it back and closing
+    # it either wait for the node (it comes back within HARMONIA_NODE_WAIT: the right bytes,
+    # close 0) or fail with EIO; never wrong bytes or a short read, never a close of 0 while the
+    # node holding bytes is down. Either way the PFS file is right once the node is back.
+    settings = ClusterSettings(tmp_path, buffers=2, capacity=256 << 20, policy="max-bandwidth",
                                flush_threshold=1.0)  # fmt: skip
     target = tmp_path / "pfs" / "failover.dat"
-    wait = "30" if restart else "2"
+    mib = 8 if when == "after-writing" else 24
     with BufferCluster(settings) as cluster:
         job = subprocess.Popen(
-            [sys.executable, str(Path(__file__).with_name("failover_job.py")), str(target)],
+            [sys.executable, str(Path(__file__).with_name("failover_job.py")), str(target),
+             str(mib)],
             env={**os.environ, **cluster.env(), "HARMONIA_JOB": "failover",
-                 "HARMONIA_NODE_WAIT": wait},
+                 "HARMONIA_NODE_WAIT": "30" if restart else "2"},
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         )  # fmt: skip
         assert job.stdout is not None and job.stdin is not None
+        assert job.stdout.readline().strip() == "started"
+        if when == "mid-write":
+            time.sleep(0.15)
+            assert any((tmp_path / "bb0").glob("*.bblog")), (
+                "part of the file is on node 0"
+            )
+            cluster.kill_node(0)
         assert job.stdout.readline().strip() == "written"
-        assert any((tmp_path / "bb0").glob("*.bblog")), "part of the file is on node 0"
-        cluster.kill_node(0)
+        if when == "after-writing":
+            assert any((tmp_path / "bb0").glob("*.bblog")), (
+                "part of the file is on node 0"
+            )
+            cluster.kill_node(0)
         started = time.monotonic()
         job.stdin.write("go\n")
         job.stdin.flush()
@@ -200,7 +215,8 @@ def test_a_dead_node_never_shows_wrong_bytes(tmp_path: Path, restart: bool) -> N
             assert elapsed < 2 * 2 + 10, "each waited about HARMONIA_NODE_WAIT"
             cluster.start_node(0)
         cluster.wait_drained()
-    assert target.read_bytes() == bytes(k % 251 for k in range(4 << 20))
+    expected = bytes(k % 251 for k in range(251 * 1024)) * (mib * 5)
+    assert target.read_bytes() == expected[: mib << 20]
 
 
 def test_small_writes_reach_the_nodes_gathered_into_stripes(tmp_path: Path) -> None:
@@ -223,4 +239,25 @@ def test_small_writes_reach_the_nodes_gathered_into_stripes(tmp_path: Path) -> N
         out, err = job.communicate("go\n", timeout=60)
         assert job.returncode == 0 and out.strip() == "closed", err
         cluster.wait_drained()
+    assert target.read_bytes() == bytes(4 << 20)
+
+
+def test_a_buffer_root_the_nodes_do_not_drain_to_is_reported(tmp_path: Path) -> None:
+    # HARMONIA_BUFFER_ROOT names another directory than the nodes' --pfs: the data must not
+    # vanish onto the nodes' PFS; the writes go through to the job's files, and it is said.
+    settings = ClusterSettings(tmp_path / "cluster", buffers=1, capacity=64 << 20)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    target = elsewhere / "out.bin"
+    with BufferCluster(settings) as cluster:
+        env = {**cluster.env(), "HARMONIA_BUFFER_ROOT": str(elsewhere),
+               "HARMONIA_STAGE_INCLUDE": str(elsewhere), "HARMONIA_JOB": "misplaced"}  # fmt: skip
+        done = subprocess.run(
+            [sys.executable, str(Path(__file__).with_name("small_writer.py")), str(target)],
+            env={**os.environ, **env}, input="go\n", capture_output=True, text=True,
+            timeout=60, check=False,
+        )  # fmt: skip
+        assert not list(cluster.pfs.rglob("out.bin")), "nothing lands in the nodes' PFS"
+    assert done.returncode == 0, done.stderr
+    assert f"HARMONIA_BUFFER_ROOT={elsewhere} is not where buffer node" in done.stderr
     assert target.read_bytes() == bytes(4 << 20)

@@ -12,11 +12,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from bbio_support import preload, run_driver
+from bbio_support import BUILD, preload, run_driver
 from buffers_support import BBD, needs
 from harmonia.buffers import BufferCluster, ClusterSettings
 
 PROGRAMS = Path(__file__).with_name("posix_programs.py")
+MPIIO = BUILD / "tests" / "runtime" / "mpiio_writer"
 MODES = ["ram", "disk", "buffers"]
 
 
@@ -89,9 +90,13 @@ def scenario(name: str, directory: Path, env: dict[str, str]) -> dict[str, objec
 @pytest.mark.parametrize(
     "name",
     ["mmap-same-descriptor", "mmap-other-descriptor", "second-descriptor",
-     "reopen-with-truncate", "metadata", "copies", "close-range", "high-descriptor"],
+     "reopen-with-truncate", "metadata", "copies", "close-range", "high-descriptor", "hdf5"],
 )  # fmt: skip
 def test_sequence_gives_what_plain_io_gives(modes: Modes, mode: str, name: str) -> None:
+    if name == "hdf5":
+        pytest.importorskip(
+            "h5py", reason="h5py is not installed (python[dev] installs it)"
+        )
     plain = scenario(name, modes.directory("plain"), {})
     staged = scenario(name, modes.directory(mode), modes.env(mode))
     assert staged == plain
@@ -261,6 +266,24 @@ def test_sqlite3_gives_the_same_database(modes: Modes, mode: str, journal: str) 
         results[label] = (out, dump)
     assert results[mode] == results["plain"]
     assert results["plain"][0].strip().endswith("ok")
+
+
+@pytest.mark.parametrize("mode", ALL_MODES)
+def test_mpiio_shared_file_gives_the_same_bytes(modes: Modes, mode: str) -> None:
+    # Four ranks write interleaved blocks of one file collectively, sync, and read it all back.
+    mpirun = shutil.which("mpirun")
+    if not mpirun or not MPIIO.is_file():
+        pytest.skip("MPI is not installed or mpiio_writer is not built")
+    results = {}
+    for label in ("plain", mode):
+        target = modes.directory(label, "mpiio") / "shared.dat"
+        command = [mpirun, "--allow-run-as-root", "--oversubscribe", "-np", "4"]
+        for key, value in (modes.env(label) if label != "plain" else {}).items():
+            command += ["-x", f"{key}={value}"]
+        out = run([*command, str(MPIIO), str(target), "16", "65536"], {})
+        results[label] = (out.strip(), target.read_bytes(), oct(target.stat().st_mode))
+    assert results["plain"][0] == "ok"
+    assert results[mode] == results["plain"]
 
 
 @pytest.mark.parametrize("mode", ["ram", "disk"])

@@ -334,3 +334,28 @@ def test_the_example_site_file_validates_and_bad_ones_are_refused(
     assert refused.returncode == 2
     for key in ("schedd.strategy", "schedd.lease", "schedd.sockets"):
         assert f"{bad}: {key}:" in refused.stderr
+
+
+def test_bad_agent_settings_are_reported_and_fall_back(tmp_path: Path) -> None:
+    address = tmp_path / "schedd.sock"
+    target = tmp_path / "out.bin"
+    with running_daemon(address):
+        # A job that lives long enough for its agent to register (where the settings are read).
+        job = (
+            f"import os, time; fd = os.open({str(target)!r}, os.O_WRONLY | os.O_CREAT, 0o644)\n"
+            "os.write(fd, bytes(1 << 20))\ntime.sleep(0.5)\nos.close(fd)"
+        )
+        done = subprocess.run(
+            [sys.executable, "-c", job],
+            env=job_env(address, "bad", HARMONIA_PRIORITY="abc", HARMONIA_BYTES_PER_PROCESS="-1",
+                        HARMONIA_PHASE_TRACE=str(tmp_path / "missing" / "trace.jsonl")),
+            capture_output=True, text=True, timeout=60, check=False,
+        )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "HARMONIA_PRIORITY=abc: expected an integer" in done.stderr
+    assert "HARMONIA_BYTES_PER_PROCESS=-1: expected bytes" in done.stderr
+    assert (
+        "HARMONIA_PHASE_TRACE=" in done.stderr
+        and "phases are not traced" in done.stderr
+    )
+    assert target.read_bytes() == bytes(1 << 20)

@@ -105,10 +105,27 @@ Identity identity() {
       env_number({"SLURM_PROCID", "OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK"}, 0));
   id.ranks =
       static_cast<uint32_t>(env_number({"SLURM_NTASKS", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE"}, 1));
-  if (const char* priority = first_env({"HARMONIA_PRIORITY"}))
-    id.priority = static_cast<int32_t>(std::strtol(priority, nullptr, 10));
-  if (const char* bytes = first_env({"HARMONIA_BYTES_PER_PROCESS"}))
-    id.bytes_per_process = std::max(0.0, std::strtod(bytes, nullptr));
+  if (const char* priority = first_env({"HARMONIA_PRIORITY"})) {
+    char* end = nullptr;
+    errno = 0;
+    const long value = std::strtol(priority, &end, 10);
+    if (end == priority || *end != '\0' || errno == ERANGE || value < -1000000 || value > 1000000)
+      report(std::string("HARMONIA_PRIORITY=") + printable(priority) +
+             ": expected an integer from -1000000 to 1000000; using 0");
+    else
+      id.priority = static_cast<int32_t>(value);
+  }
+  if (const char* bytes = first_env({"HARMONIA_BYTES_PER_PROCESS"})) {
+    char* end = nullptr;
+    const double number = std::strtod(bytes, &end);
+    if (end != bytes && *end == '\0' && std::isfinite(number) && number >= 0)
+      id.bytes_per_process = number;
+    else if (const auto parsed = parse_size(bytes))
+      id.bytes_per_process = static_cast<double>(*parsed);
+    else
+      report(std::string("HARMONIA_BYTES_PER_PROCESS=") + printable(bytes) +
+             ": expected bytes (48e6, 4096) or a size (64M, 1G); the phases declare no size");
+  }
   if (const char* hint = first_env({"HARMONIA_HINT"})) {
     id.cached = std::strcmp(hint, "cached") == 0;
     if (!id.cached && std::strcmp(hint, "flushable") != 0)

@@ -280,6 +280,25 @@ std::vector<std::unique_lock<std::mutex>> lock_nodes(const std::vector<Piece>& p
   return locks;
 }
 
+/// Whether the node at `address` drains to HARMONIA_BUFFER_ROOT: every node makes
+/// ROOT/.harmonia/fences/ADDRESS when it starts, so a root that lacks it is another directory
+/// (a misconfiguration that would leave the application's files empty). Asked once per node.
+bool drains_here(const std::string& address) {
+  static std::mutex mutex;
+  static auto* known = new std::map<std::string, bool>;  // used until exit
+  std::lock_guard lock(mutex);
+  if (const auto found = known->find(address); found != known->end()) return found->second;
+  const std::string mark = buffer_root() + "/" + fences::kReservedDir + "/fences/" + address;
+  struct stat64 st {};
+  const bool here = real().fstatat64(AT_FDCWD, mark.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+                    S_ISDIR(st.st_mode);
+  if (!here)
+    report("HARMONIA_BUFFER_ROOT=" + buffer_root() + " is not where buffer node " + address +
+           " drains (" + mark + " is missing): writes go through to the PFS instead");
+  (*known)[address] = here;
+  return here;
+}
+
 }  // namespace
 
 void fence(const std::string& file, off64_t offset, std::size_t length) {
@@ -339,6 +358,8 @@ std::string relative_name(const std::string& path) {
 bool write(const std::string& file, const std::string& job, const struct iovec* iov, int count,
            off64_t offset, const std::vector<std::string>& nodes, std::uint64_t stripe) {
   if (nodes.empty() || stripe == 0) return false;
+  for (const auto& address : nodes)
+    if (!drains_here(address)) return false;
   // The data as one run: pieces cut at stripe boundaries point into it.
   std::string gathered;
   const char* data = static_cast<const char*>(iov[0].iov_base);

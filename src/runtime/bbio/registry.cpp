@@ -50,6 +50,16 @@ void make_state() {
   s->node_wait = s->config.node_wait;
   state_ptr.store(s, std::memory_order_release);
   if (!error.empty()) report(error + "; staging disabled, writes go straight to their files");
+  if (const std::string& trace = s->config.phase_trace; !trace.empty()) {
+    const int fd = real().open(trace.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    if (fd < 0) {
+      report("HARMONIA_PHASE_TRACE=" + trace + ": cannot open it for appending (" +
+             std::strerror(errno) + "); phases are not traced");
+      s->config.phase_trace.clear();
+    } else {
+      real().close(fd);
+    }
+  }
   if (s->config.debug)
     report(
         "debug: calls that bypass staging unseen: io_uring, raw syscall(2), openat2, "
