@@ -1,6 +1,7 @@
 #include "schedd/service.hpp"
 
 #include <algorithm>
+#include <iterator>
 #include <stdexcept>
 
 namespace harmonia::schedd {
@@ -12,6 +13,11 @@ using control::Error;
 namespace {
 
 constexpr size_t kMaxKeyLength = 256;
+constexpr size_t kMaxPathLength = 4096;
+/// Files being settled at once, over all processes (each process settles one at a time).
+constexpr size_t kMaxSettles = 4096;
+/// How long a settle waits for the processes asked before it completes without them.
+constexpr double kSettleWait = 2.0;
 
 void set_error(Envelope& reply, Error::Code code, const std::string& message) {
   auto* error = reply.mutable_error();
@@ -51,14 +57,16 @@ void Service::on_message(ConnectionId connection, const Envelope& request, doubl
   it->second.last_seen = now;
   Envelope reply;
   reply.set_seq(request.seq());
-  handle(connection, it->second, request, now, reply);
+  std::vector<Outgoing> pushes;  // to other connections, after the reply
+  handle(connection, it->second, request, now, reply, pushes);
   if (broker_) decide_buffers(it->second, now, reply);
   out.push_back({connection, std::move(reply)});
+  std::move(pushes.begin(), pushes.end(), std::back_inserter(out));
   push_changes(connection, out);
 }
 
 void Service::handle(ConnectionId id, Connection& connection, const Envelope& request, double now,
-                     Envelope& reply) {
+                     Envelope& reply, std::vector<Outgoing>& out) {
   using Body = Envelope::BodyCase;
   const Body body = request.body_case();
   switch (body) {
@@ -85,6 +93,8 @@ void Service::handle(ConnectionId id, Connection& connection, const Envelope& re
     case Body::kFlushRequest:
     case Body::kFlushDone:
     case Body::kUnregister:
+    case Body::kSettleFile:
+    case Body::kSettleDone:
       break;
     case Body::kRegistered:
     case Body::kDirective:
@@ -92,6 +102,9 @@ void Service::handle(ConnectionId id, Connection& connection, const Envelope& re
     case Body::kError:
     case Body::kBufferRegistered:
     case Body::kDrainOrder:
+    case Body::kSettleStarted:
+    case Body::kSettleOrder:
+    case Body::kSettleComplete:
       set_error(reply, Error::CODE_NOT_A_REQUEST, "replies and pushes go from the daemon only");
       return;
     case Body::BODY_NOT_SET:
@@ -129,10 +142,90 @@ void Service::handle(ConnectionId id, Connection& connection, const Envelope& re
       reply.mutable_directive();  // nothing holds it any more: write through
       return;
     }
+    case Body::kSettleFile:
+      start_settle(id, request.settle_file(), now, reply, out);
+      if (reply.has_settle_started())
+        fill_directive(job, *reply.mutable_settle_started()->mutable_directive());
+      return;
+    case Body::kSettleDone:
+      settle_done(id, request.settle_done().id(), out);
+      break;
     default:
       break;
   }
   fill_directive(job, *reply.mutable_directive());
+}
+
+void Service::start_settle(ConnectionId id, const control::SettleFile& file, double now,
+                           Envelope& reply, std::vector<Outgoing>& out) {
+  if (file.path().empty() || file.path().size() > kMaxPathLength ||
+      file.host().size() > kMaxKeyLength) {
+    set_error(reply, Error::CODE_INVALID,
+              "SettleFile.path must be 1 to 4096 bytes, host at most 256");
+    return;
+  }
+  if (settles_.size() >= kMaxSettles) {
+    set_error(reply, Error::CODE_INVALID,
+              "too many files being settled at once (" + std::to_string(kMaxSettles) + ")");
+    return;
+  }
+  // The ranks of a job open a shared file together: one settle of the file serves them all.
+  for (auto& [settle, pending] : settles_)
+    if (pending.file.path() == file.path() && pending.file.host() == file.host() &&
+        pending.file.inode() == file.inode()) {
+      pending.requesters.push_back(id);
+      reply.mutable_settle_started()->set_id(settle);
+      reply.mutable_settle_started()->set_waiting(
+          static_cast<std::uint32_t>(pending.waiting.size()));
+      return;
+    }
+  const std::uint64_t settle = ++last_settle_;
+  Settle pending{{id}, file, now + kSettleWait, {}};
+  for (const auto& [other, c] : connections_) {
+    if (other == id || c.job.empty()) continue;
+    pending.waiting.insert(other);
+    Envelope push;
+    push.mutable_settle_order()->set_id(settle);
+    *push.mutable_settle_order()->mutable_file() = file;
+    out.push_back({other, std::move(push)});
+  }
+  reply.mutable_settle_started()->set_id(settle);
+  reply.mutable_settle_started()->set_waiting(static_cast<std::uint32_t>(pending.waiting.size()));
+  if (!pending.waiting.empty()) settles_.emplace(settle, std::move(pending));
+}
+
+void Service::settle_done(ConnectionId id, std::uint64_t settle, std::vector<Outgoing>& out) {
+  const auto found = settles_.find(settle);
+  if (found == settles_.end()) return;
+  found->second.waiting.erase(id);
+  finish_settles(out);
+}
+
+void Service::finish_settles(std::vector<Outgoing>& out, std::optional<double> now) {
+  for (auto it = settles_.begin(); it != settles_.end();) {
+    const bool answered = it->second.waiting.empty();
+    if (!answered && (!now || *now < it->second.deadline)) {
+      ++it;
+      continue;
+    }
+    for (ConnectionId requester : it->second.requesters) {
+      if (!connections_.count(requester)) continue;
+      Envelope push;
+      push.mutable_settle_complete()->set_id(it->first);
+      push.mutable_settle_complete()->set_complete(answered);
+      out.push_back({requester, std::move(push)});
+    }
+    it = settles_.erase(it);
+  }
+}
+
+void Service::drop_from_settles(ConnectionId id) {
+  for (auto it = settles_.begin(); it != settles_.end();) {
+    auto& requesters = it->second.requesters;
+    it->second.waiting.erase(id);
+    requesters.erase(std::remove(requesters.begin(), requesters.end(), id), requesters.end());
+    it = requesters.empty() ? settles_.erase(it) : std::next(it);
+  }
 }
 
 void Service::register_process(ConnectionId id, Connection& connection,
@@ -299,6 +392,8 @@ void Service::on_disconnect(ConnectionId connection, double now, std::vector<Out
   leave(connection, it->second, now);
   forget_node(it->second);
   connections_.erase(it);
+  drop_from_settles(connection);
+  finish_settles(out);
   if (broker_) broker_->tick(now);
   push_changes(connection, out);
 }
@@ -317,7 +412,9 @@ std::vector<ConnectionId> Service::on_tick(double now, std::vector<Outgoing>& ou
     leave(id, connections_.at(id), now);
     forget_node(connections_.at(id));
     connections_.erase(id);
+    drop_from_settles(id);
   }
+  finish_settles(out, now);
   coordinator_->on_tick(now);
   if (broker_) broker_->tick(now);
   push_changes(0, out);

@@ -7,6 +7,7 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -86,7 +87,16 @@ class Service {
   };
 
   void handle(ConnectionId id, Connection& connection, const control::Envelope& request, double now,
-              control::Envelope& reply);
+              control::Envelope& reply, std::vector<Outgoing>& out);
+  /// SettleFile: orders every other process to write out what it stages of the file.
+  void start_settle(ConnectionId id, const control::SettleFile& file, double now,
+                    control::Envelope& reply, std::vector<Outgoing>& out);
+  void settle_done(ConnectionId id, std::uint64_t settle, std::vector<Outgoing>& out);
+  /// Pushes SettleComplete for the settles every process answered, and, given the time, for
+  /// those whose wait has passed.
+  void finish_settles(std::vector<Outgoing>& out, std::optional<double> now = std::nullopt);
+  /// A connection is gone: nothing to wait for from it, and nothing to tell it.
+  void drop_from_settles(ConnectionId id);
   void register_process(ConnectionId id, Connection& connection,
                         const control::RegisterProcess& request, double now,
                         control::Envelope& reply);
@@ -116,6 +126,15 @@ class Service {
   std::unique_ptr<BufferBroker> broker_;
   std::vector<std::string> job_of_broker_;     ///< broker job -> job key ("" once it ended)
   std::vector<ConnectionId> node_connection_;  ///< buffer slot -> its monitor (0: none)
+  /// A file being settled for a process about to open it (SettleFile).
+  struct Settle {
+    std::vector<ConnectionId> requesters;  ///< the first, and those that joined it
+    control::SettleFile file;
+    double deadline;
+    std::unordered_set<ConnectionId> waiting;  ///< processes asked that have not answered
+  };
+  std::map<std::uint64_t, Settle> settles_;
+  std::uint64_t last_settle_ = 0;
 };
 
 }  // namespace harmonia::schedd

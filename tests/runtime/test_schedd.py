@@ -1,6 +1,7 @@
 """harmonia-schedd with real jobs under libharmonia: directives followed, daemon failures
 survived, malformed input refused (docs/control.md)."""
 
+import hashlib
 import os
 import shutil
 import signal
@@ -359,3 +360,41 @@ def test_bad_agent_settings_are_reported_and_fall_back(tmp_path: Path) -> None:
         and "phases are not traced" in done.stderr
     )
     assert target.read_bytes() == bytes(1 << 20)
+
+
+def test_another_process_opening_a_staged_file_sees_its_bytes(tmp_path: Path) -> None:
+    """Open-to-open coherence: B's data waits staged in line behind A (2a); C, another job,
+    opens B's file for reading and gets every byte written before its open, without waiting for
+    A; B's data stays B's (it keeps staging)."""
+    address = tmp_path / "schedd.sock"
+    reader = (
+        "import hashlib, sys; data = open(sys.argv[1], 'rb').read(); "
+        "print(len(data), hashlib.sha256(data).hexdigest())"
+    )
+    with running_daemon(address, "--strategy", "2a"):
+        first = start_writer(address, "A", tmp_path / "a", chunks=60, pause=0.1)
+        assert wait_until(
+            lambda: jobs_by_key(address).get("A", {}).get("in_phase") == 1
+        )
+        second = start_writer(address, "B", tmp_path / "b", chunks=5, pause=0, hold=8.0)
+        assert wait_until(
+            lambda: jobs_by_key(address).get("B", {}).get("wants_flush") == 1
+        )
+        assert (tmp_path / "b").stat().st_size == 0, "still staged, in line behind A"
+        started = time.monotonic()
+        done = subprocess.run(
+            [sys.executable, "-c", reader, str(tmp_path / "b")],
+            env=job_env(address, "C"), capture_output=True, text=True, timeout=30, check=False,
+        )  # fmt: skip
+        waited = time.monotonic() - started
+        assert done.returncode == 0, done.stderr
+        expected = expected_bytes(5)
+        assert done.stdout.split() == [
+            str(len(expected)),
+            hashlib.sha256(expected).hexdigest(),
+        ]
+        assert waited < 2.0, "C did not wait for A's phase to end"
+        assert first.poll() is None, "A still writes"
+        finish(first)
+        finish(second)
+    assert (tmp_path / "b").read_bytes() == expected_bytes(5)

@@ -1,6 +1,10 @@
 // The scheduler daemon's state machine, driven with requests as the server would decode them.
 #include <gtest/gtest.h>
 
+#include <map>
+#include <string>
+#include <vector>
+
 #include "schedd/service.hpp"
 
 using namespace harmonia::schedd;
@@ -207,4 +211,119 @@ TEST(Service, StatusListsJobsInOrder) {
   EXPECT_EQ(status.jobs(0).directive().servers_size() + status.jobs(1).directive().servers_size(),
             8)
       << "3a splits the 8 servers";
+}
+
+namespace {
+
+Envelope settle_file(const std::string& path) {
+  Envelope e;
+  e.mutable_settle_file()->set_path(path);
+  e.mutable_settle_file()->set_device(7);
+  e.mutable_settle_file()->set_inode(42);
+  e.mutable_settle_file()->set_host("h");
+  return e;
+}
+
+Envelope settle_done(std::uint64_t id) {
+  Envelope e;
+  e.mutable_settle_done()->set_id(id);
+  return e;
+}
+
+/// The SettleOrder pushes among `pushes`, by destination.
+std::map<ConnectionId, std::uint64_t> orders(const std::vector<Outgoing>& pushes) {
+  std::map<ConnectionId, std::uint64_t> out;
+  for (const auto& p : pushes)
+    if (p.message.has_settle_order()) {
+      EXPECT_EQ(p.message.settle_order().file().path(), "/pfs/out");
+      EXPECT_EQ(p.message.settle_order().file().inode(), 42u);
+      out[p.to] = p.message.settle_order().id();
+    }
+  return out;
+}
+
+std::vector<Envelope> completions(const std::vector<Outgoing>& pushes, ConnectionId to) {
+  std::vector<Envelope> out;
+  for (const auto& p : pushes)
+    if (p.to == to && p.message.has_settle_complete()) out.push_back(p.message);
+  return out;
+}
+
+}  // namespace
+
+TEST(Service, ASettleAsksEveryOtherProcessAndCompletesWhenAllAnswered) {
+  Harness h(config("none"));
+  for (ConnectionId id : {1, 2, 3}) {
+    h.connect(id);
+    h.call(id, registration(id == 3 ? "B" : "A"));
+  }
+  h.connect(4);  // a tool, not registered: not asked
+  const Envelope started = h.call(1, settle_file("/pfs/out"));
+  ASSERT_TRUE(started.has_settle_started());
+  EXPECT_EQ(started.settle_started().waiting(), 2u);
+  const auto asked = orders(h.pushes);
+  ASSERT_EQ(asked.size(), 2u);
+  EXPECT_TRUE(asked.count(2) && asked.count(3)) << "every other process, of any job";
+  const std::uint64_t id = started.settle_started().id();
+  h.pushes.clear();
+  h.call(2, settle_done(id));
+  EXPECT_TRUE(completions(h.pushes, 1).empty()) << "process 3 has not answered yet";
+  h.call(3, settle_done(id));
+  const auto done = completions(h.pushes, 1);
+  ASSERT_EQ(done.size(), 1u);
+  EXPECT_EQ(done[0].settle_complete().id(), id);
+  EXPECT_TRUE(done[0].settle_complete().complete());
+}
+
+TEST(Service, ASettleCompletesWithoutASilentProcessOnceItsWaitHasPassed) {
+  Harness h(config("none"));
+  for (ConnectionId id : {1, 2, 3}) {
+    h.connect(id);
+    h.call(id, registration("J" + std::to_string(id)));
+  }
+  const std::uint64_t id = h.call(1, settle_file("/pfs/out")).settle_started().id();
+  std::vector<Outgoing> out;
+  h.service.on_disconnect(2, h.now, out);  // gone: nothing to wait for from it
+  EXPECT_TRUE(completions(out, 1).empty());
+  h.now = 1.0;
+  out.clear();
+  (void)h.service.on_tick(h.now, out);
+  EXPECT_TRUE(completions(out, 1).empty()) << "process 3 still has time";
+  h.now = 2.5;
+  out.clear();
+  (void)h.service.on_tick(h.now, out);
+  const auto done = completions(out, 1);
+  ASSERT_EQ(done.size(), 1u);
+  EXPECT_EQ(done[0].settle_complete().id(), id);
+  EXPECT_FALSE(done[0].settle_complete().complete());
+}
+
+TEST(Service, ASettleWithNobodyElseCompletesAtOnceAndBadOnesAreRefused) {
+  Harness h(config("none"));
+  h.connect(1);
+  h.call(1, registration("A"));
+  const Envelope alone = h.call(1, settle_file("/pfs/out"));
+  EXPECT_EQ(alone.settle_started().waiting(), 0u);
+  EXPECT_TRUE(h.pushes.empty());
+  EXPECT_EQ(h.call(1, settle_file("")).error().code(), Error::CODE_INVALID);
+  h.connect(2);
+  EXPECT_EQ(h.call(2, settle_file("/pfs/out")).error().code(), Error::CODE_NOT_REGISTERED);
+}
+
+TEST(Service, OpenersOfAFileBeingSettledJoinTheSettleInsteadOfAskingAgain) {
+  Harness h(config("none"));
+  for (ConnectionId id : {1, 2, 3}) {
+    h.connect(id);
+    h.call(id, registration("A"));
+  }
+  const std::uint64_t id = h.call(1, settle_file("/pfs/out")).settle_started().id();
+  EXPECT_EQ(orders(h.pushes).size(), 2u);
+  h.pushes.clear();
+  const Envelope joined = h.call(2, settle_file("/pfs/out"));
+  EXPECT_EQ(joined.settle_started().id(), id);
+  EXPECT_TRUE(orders(h.pushes).empty()) << "no second round of orders";
+  h.call(2, settle_done(id));
+  h.call(3, settle_done(id));
+  EXPECT_EQ(completions(h.pushes, 1).size(), 1u);
+  EXPECT_EQ(completions(h.pushes, 2).size(), 1u) << "the one that joined hears it too";
 }

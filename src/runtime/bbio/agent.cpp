@@ -18,7 +18,9 @@
 #include <cstdlib>
 #include <cstring>
 #include <deque>
+#include <map>
 #include <mutex>
+#include <set>
 #include <thread>
 #include <vector>
 
@@ -40,6 +42,9 @@ namespace wire = harmonia::control;
 constexpr double kUnresponsive = 1.0;
 /// How long a process waits for the reply that starts a phase or registers it.
 constexpr double kReplyWait = 1.0;
+/// How long an open waits for the other processes to write out a file (the daemon's own wait
+/// is 2 s; this one covers the way back).
+constexpr double kSettleWait = 2.5;
 /// Heartbeats and phase-end checks run at least this often.
 constexpr double kPoll = 0.25;
 /// Reconnection attempts to a daemon that is gone.
@@ -183,6 +188,9 @@ int connect_to(const std::string& address) {
 class Agent {
  public:
   explicit Agent(std::string address) : address_(std::move(address)), pid_(getpid()) {
+    char host[256] = {0};
+    gethostname(host, sizeof(host) - 1);
+    host_ = printable(host);
     std::string ignored;
     phase_gap_ = config_from_environment(ignored).phase_gap;
     if (pipe2(wake_, O_CLOEXEC | O_NONBLOCK) != 0) wake_[0] = wake_[1] = -1;
@@ -205,12 +213,14 @@ class Agent {
   bool stage() const { return stage_.load(std::memory_order_relaxed); }
   bool flush_allowed() const { return flush_allowed_.load(std::memory_order_relaxed); }
 
-  void before_flush() {
+  void before_flush(const FileId& file) {
     std::unique_lock lock(mutex_);
     if (!connected_) return;
     if (!wants_flush_) await_reply(lock, ask_to_flush(lock));
-    // Stage and block: wait for the turn, or for the daemon to go away.
-    changed_.wait(lock, [this] { return !connected_ || flush_allowed_.load(); });
+    // Stage and block: wait for the turn, for the daemon to go away, or for another process
+    // waiting to open this very file (its settle order must not wait for the turn).
+    changed_.wait(lock,
+                  [&] { return !connected_ || flush_allowed_.load() || reader_waits_for(file); });
   }
 
   void after_flush(size_t still_staged) {
@@ -276,6 +286,31 @@ class Agent {
   void end_phase() {
     std::unique_lock lock(mutex_);
     end_phase(lock);
+  }
+
+  /// Before this process opens `path`: asks the daemon to have every other process write out
+  /// what it stages of the file, and waits until they did (or the daemon's wait passed).
+  void settle_elsewhere(const std::string& path, dev_t device, ino_t inode) {
+    std::unique_lock lock(mutex_);
+    if (!connected_) return;
+    Harmonia__Control__SettleFile body = HARMONIA__CONTROL__SETTLE_FILE__INIT;
+    const std::string safe_path = printable(path.substr(0, 4096));
+    body.path = const_cast<char*>(safe_path.c_str());
+    body.device = device;
+    body.inode = inode;
+    body.host = const_cast<char*>(host_.c_str());
+    const uint64_t seq = post(lock, HARMONIA__CONTROL__ENVELOPE__BODY_SETTLE_FILE,
+                              &Harmonia__Control__Envelope::settle_file, body);
+    changed_.wait_for(lock, std::chrono::duration<double>(kReplyWait),
+                      [&] { return !connected_ || settle_started_.count(seq); });
+    const auto started = settle_started_.find(seq);
+    if (started == settle_started_.end()) return;
+    const auto [id, waiting] = started->second;
+    settle_started_.erase(started);
+    if (waiting == 0) return;
+    changed_.wait_for(lock, std::chrono::duration<double>(kSettleWait),
+                      [&, id = id] { return !connected_ || settle_completed_.count(id); });
+    settle_completed_.erase(id);
   }
 
   void shutdown() {
@@ -368,6 +403,34 @@ class Agent {
     }
   }
 
+  /// Whether a settle order not carried out yet names `file` (mutex held).
+  bool reader_waits_for(const FileId& file) const {
+    for (const SettleOrder& order : settle_orders_)
+      if (order.same_host ? order.device == file.device && order.inode == file.inode
+                          : order.path == file.path)
+        return true;
+    return false;
+  }
+
+  /// Carries out the daemon's settle orders, one after the other, off the connection's thread
+  /// (a flush may wait for the daemon's permission, which that thread must be free to receive).
+  void settle_for_others() {
+    std::unique_lock lock(mutex_);
+    for (;;) {
+      settle_signal_.wait(lock, [this] { return !settle_orders_.empty(); });
+      const SettleOrder order = settle_orders_.front();  // stays queued while carried out
+      lock.unlock();
+      settle_for_reader(order.path, order.same_host, order.device, order.inode);
+      lock.lock();
+      settle_orders_.pop_front();
+      if (!connected_) continue;
+      Harmonia__Control__SettleDone body = HARMONIA__CONTROL__SETTLE_DONE__INIT;
+      body.id = order.id;
+      (void)post(lock, HARMONIA__CONTROL__ENVELOPE__BODY_SETTLE_DONE,
+                 &Harmonia__Control__Envelope::settle_done, body);
+    }
+  }
+
   void flush_behind() {
     std::unique_lock lock(mutex_);
     for (;;) {
@@ -393,6 +456,26 @@ class Agent {
       case HARMONIA__CONTROL__ENVELOPE__BODY_REGISTERED:
         apply(e->registered->directive);
         if (e->registered->lease_seconds > 0) lease_ = e->registered->lease_seconds;
+        break;
+      case HARMONIA__CONTROL__ENVELOPE__BODY_SETTLE_STARTED:
+        settle_started_[e->seq] = {e->settle_started->id, e->settle_started->waiting};
+        apply(e->settle_started->directive);
+        break;
+      case HARMONIA__CONTROL__ENVELOPE__BODY_SETTLE_COMPLETE:
+        settle_completed_.insert(e->settle_complete->id);
+        break;
+      case HARMONIA__CONTROL__ENVELOPE__BODY_SETTLE_ORDER:
+        if (const auto* file = e->settle_order->file) {
+          settle_orders_.push_back(
+              {e->settle_order->id, file->path ? file->path : "", file->host && host_ == file->host,
+               static_cast<dev_t>(file->device), static_cast<ino_t>(file->inode)});
+          if (!settler_started_) {
+            settler_started_ = true;
+            std::thread([this] { settle_for_others(); }).detach();
+          }
+          settle_signal_.notify_one();
+          changed_.notify_all();  // a flush of that file waiting for its turn goes now
+        }
         break;
       case HARMONIA__CONTROL__ENVELOPE__BODY_ERROR:
         report("HARMONIA_SCHEDD=" + address_ + ": " +
@@ -597,6 +680,20 @@ class Agent {
   Grant grant_;
   std::atomic<bool> await_grant_{false};
   bool flusher_started_ = false;
+  // Open-to-open coherence (settle_elsewhere, settle_for_others).
+  struct SettleOrder {
+    uint64_t id;
+    std::string path;
+    bool same_host;  ///< device and inode mean something here
+    dev_t device;
+    ino_t inode;
+  };
+  std::string host_;
+  std::map<uint64_t, std::pair<uint64_t, uint32_t>> settle_started_;  ///< seq -> id, waiting
+  std::set<uint64_t> settle_completed_;
+  std::deque<SettleOrder> settle_orders_;
+  bool settler_started_ = false;
+  std::condition_variable settle_signal_;
   bool flush_wanted_ = false;
   std::condition_variable flush_signal_;
 
@@ -644,8 +741,16 @@ bool flush_permitted() {
   return !a || a->flush_allowed();
 }
 
-void before_flush(size_t) {
-  if (Agent* a = get()) a->before_flush();
+namespace {
+thread_local bool reader_waiting = false;
+}  // namespace
+
+ReaderWaiting::ReaderWaiting() { reader_waiting = true; }
+ReaderWaiting::~ReaderWaiting() { reader_waiting = false; }
+
+void before_flush(const FileId& file) {
+  if (reader_waiting) return;  // another process waits to open the file: no turn to wait for
+  if (Agent* a = get()) a->before_flush(file);
 }
 
 void after_flush(size_t still_staged) {
@@ -672,6 +777,10 @@ Grant buffer_grant() {
 std::vector<uint32_t> servers() {
   Agent* a = get();
   return a ? a->servers() : std::vector<uint32_t>{};
+}
+
+void settle_elsewhere(const std::string& path, dev_t device, ino_t inode) {
+  if (Agent* a = get()) a->settle_elsewhere(path, device, inode);
 }
 
 void shutdown() {

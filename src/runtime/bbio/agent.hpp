@@ -6,6 +6,8 @@
 // gone, everything behaves as plain libharmonia with writes going straight through.
 // docs/control.md describes the protocol and the rules.
 
+#include <sys/types.h>
+
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -20,9 +22,24 @@ bool configured();
 bool stage_writes();
 /// Whether staged data may be flushed now without waiting (no agent, no daemon, or allowed).
 bool flush_permitted();
-/// Before flushing `staged` bytes: asks the daemon and blocks until it allows the flush, or
-/// until it cannot be reached (then the flush goes ahead).
-void before_flush(size_t staged);
+/// A staged file, as settle orders name it.
+struct FileId {
+  const std::string& path;
+  dev_t device;
+  ino_t inode;
+};
+/// Before flushing `file`: asks the daemon and blocks until it allows the flush, until another
+/// process waits to open that file, or until the daemon cannot be reached (then the flush goes
+/// ahead).
+void before_flush(const FileId& file);
+/// While one lives, this thread's flushes do not ask the daemon: another process is waiting to
+/// open the file (a settle order), which the coordination strategy must not hold up.
+struct ReaderWaiting {
+  ReaderWaiting();
+  ~ReaderWaiting();
+  ReaderWaiting(const ReaderWaiting&) = delete;
+  ReaderWaiting& operator=(const ReaderWaiting&) = delete;
+};
 /// After a flush: when nothing is staged in the process any more, tells the daemon.
 void after_flush(size_t still_staged);
 /// A write of `bytes` is about to start: honours the throttle, detects phases, and in
@@ -40,6 +57,10 @@ struct Grant {
 Grant buffer_grant();
 /// The PFS servers the daemon wants new files on (indices; empty: all of them).
 std::vector<uint32_t> servers();
+/// Before this process opens the file `path` (device, inode on this host): every other process
+/// of any job writes out what it stages of it first (open-to-open coherence across processes;
+/// docs/staging-library.md). Waits at most about 2.5 s.
+void settle_elsewhere(const std::string& path, dev_t device, ino_t inode);
 /// At exit: ends a detected phase and unregisters (best effort).
 void shutdown();
 

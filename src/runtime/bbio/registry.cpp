@@ -5,8 +5,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <climits>
 #include <cstring>
 #include <memory>
 #include <mutex>
@@ -15,6 +17,7 @@
 #include <utility>
 #include <vector>
 
+#include "runtime/bbio/agent.hpp"
 #include "runtime/bbio/buffer_client.hpp"
 #include "runtime/bbio/phases.hpp"
 #include "runtime/bbio/real.hpp"
@@ -32,6 +35,10 @@ struct State {
   std::vector<std::unique_ptr<StagedFile>> files;
   std::atomic<size_t> live{0};       ///< files.size(), readable without the lock
   std::atomic<double> node_wait{0};  ///< config.node_wait, readable without the lock
+  /// `files` again, under a lock of its own that is never held across a flush: what a settle
+  /// order looks up while a flush waiting for its turn holds `mutex`.
+  std::mutex index_mutex;
+  std::vector<StagedFile*> index;
   /// Files sent to plain I/O (mapped, opened twice, asynchronous I/O): never staged again.
   std::set<std::pair<dev_t, ino_t>> plain;
   // Released files stay allocated: a thread racing a close may still hold the pointer.
@@ -84,6 +91,10 @@ void release(State& s, StagedFile* file) {
       s.retired.push_back(std::move(*it));
       s.files.erase(it);
       s.live.store(s.files.size(), std::memory_order_release);
+      {
+        std::lock_guard index_lock(s.index_mutex);
+        s.index.erase(std::find(s.index.begin(), s.index.end(), file));
+      }
       return;
     }
 }
@@ -100,6 +111,10 @@ int adopt(State& s, int fd, const std::string& path, int flags) {
   }
   file->app_fds = 1;
   s.slots[fd].store(file.get(), std::memory_order_release);
+  {
+    std::lock_guard index_lock(s.index_mutex);
+    s.index.push_back(file.get());
+  }
   s.files.push_back(std::move(file));
   s.live.store(s.files.size(), std::memory_order_release);
   return 0;
@@ -136,6 +151,23 @@ std::string path_of(int fd) {
   char target[4096];
   const ssize_t n = readlink(link, target, sizeof(target) - 1);
   return n > 0 ? std::string(target, static_cast<size_t>(n)) : std::string();
+}
+
+/// Open-to-open coherence: before this process opens an existing regular file the configuration
+/// stages, the other processes write out what they stage of it (through the scheduler daemon).
+void settle_in_other_processes(int dirfd, const char* path, int flags) {
+  struct stat64 st {};
+  const int at = (flags & O_NOFOLLOW) ? AT_SYMLINK_NOFOLLOW : 0;
+  if (real().fstatat64(dirfd, path, &st, at) != 0 || !S_ISREG(st.st_mode)) return;
+  char resolved[PATH_MAX];
+  if (path[0] != '/' && dirfd != AT_FDCWD) return;  // no absolute path to give
+  if (!realpath(path, resolved)) return;
+  {
+    State& s = state();
+    std::lock_guard lock(s.mutex);
+    if (!s.config.wants(resolved)) return;
+  }
+  agent::settle_elsewhere(resolved, st.st_dev, st.st_ino);
 }
 
 }  // namespace
@@ -220,14 +252,35 @@ int plain_io_fd(int fd) {
 }
 
 int before_open(int dirfd, const char* path, int flags) {
+  if (!path) return 0;
   // What this process left on buffer nodes comes back before the file is opened again.
-  if (path && (path[0] == '/' || dirfd == AT_FDCWD) &&
+  if ((path[0] == '/' || dirfd == AT_FDCWD) &&
       !buffers::settle_path(path, state().node_wait.load(std::memory_order_relaxed)))
     return -1;
+  if (agent::configured()) settle_in_other_processes(dirfd, path, flags);
   StagedFile* file = staged_path(dirfd, path, (flags & O_NOFOLLOW) ? AT_SYMLINK_NOFOLLOW : 0);
   if (!file) return 0;
   const auto [device, inode] = file->identity();
   return plain_io(device, inode);
+}
+
+void settle_for_reader(const std::string& path, bool same_host, dev_t device, ino_t inode) {
+  if (!any_staged()) return;
+  const agent::ReaderWaiting now;  // flush at once, whatever the strategy's turn
+  State& s = state();
+  std::vector<StagedFile*> matching;
+  {
+    std::lock_guard index_lock(s.index_mutex);
+    for (StagedFile* file : s.index)
+      if (same_host ? file->identity() == std::pair{device, inode} : file->path() == path)
+        matching.push_back(file);
+  }
+  // Released files stay allocated, so the pointers stay good; one released meanwhile has
+  // nothing left to settle.
+  for (StagedFile* file : matching) {
+    std::lock_guard file_lock(file->mutex);
+    (void)file->settle();  // a failure stays staged, reported at its close
+  }
 }
 
 int forget_range(unsigned first, unsigned last) {

@@ -35,6 +35,10 @@ int plain_io_fd(int fd);
 /// stages goes to plain I/O first, so that the new descriptor (and O_TRUNC) sees its bytes in
 /// program order. Returns 0, or -1 with errno when those bytes could not be written.
 int before_open(int dirfd, const char* path, int flags);
+/// Another process is about to open a file (the daemon's SettleOrder): every staged file of it
+/// here is settled, so that the opener sees its bytes; it stays staged. The file is known by its
+/// identity when `same_host`, else by its absolute path.
+void settle_for_reader(const std::string& path, bool same_host, dev_t device, ino_t inode);
 /// forget() for every staged descriptor in [first, last] (close_range, closefrom); 0 or -1.
 int forget_range(unsigned first, unsigned last);
 /// Stage `fd` whatever its path (BBIO_Enable). Returns 0 or -1 with errno.

@@ -375,7 +375,7 @@ int StagedFile::flush() {
     (void)real().lseek64(fd_, position_, SEEK_SET);
     return 0;
   }
-  agent::before_flush(staged_bytes_);
+  agent::before_flush({path_, device_, inode_});
   if (on_flush && !in_callback_) {
     in_callback_ = true;
     on_flush(fd_);
