@@ -286,21 +286,21 @@ def test_mpiio_shared_file_gives_the_same_bytes(modes: Modes, mode: str) -> None
     assert results[mode] == results["plain"]
 
 
-@pytest.mark.parametrize("mode", ["ram", "disk"])
-@pytest.mark.parametrize("engine", ["mmap", "posixaio"])
-def test_fio_engines_that_bypass_the_write_calls(
-    tmp_path: Path, mode: str, engine: str
+@pytest.mark.parametrize("mode", ALL_MODES)
+@pytest.mark.parametrize("engine", ["psync", "mmap", "posixaio"])
+def test_fio_verifies_its_data_in_every_mode(
+    modes: Modes, mode: str, engine: str
 ) -> None:
+    # psync goes through the write calls; mmap and posixaio go around them (plain I/O first).
     if not shutil.which("fio"):
         pytest.skip("fio is not installed")
-    stage = tmp_path / "stage"
-    stage.mkdir()
-    env = preload(**({"HARMONIA_STAGE_DIR": str(stage)} if mode == "disk" else {}))
+    directory = modes.directory(mode)
     done = subprocess.run(
-        ["fio", "--name=staged", f"--directory={tmp_path}", "--rw=randwrite", "--bs=16k",
+        ["fio", "--name=staged", f"--directory={directory}", "--rw=randwrite", "--bs=16k",
          "--size=8m", f"--ioengine={engine}", "--verify=crc32c", "--do_verify=1",
          "--output-format=terse", "--terse-version=3", "--verify_state_save=0"],
-        capture_output=True, text=True, env={**os.environ, **env}, timeout=120, check=False,
+        capture_output=True, text=True, env={**os.environ, **modes.env(mode)}, timeout=120,
+        check=False,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     fields = done.stdout.strip().split(";")
