@@ -51,6 +51,15 @@ class ScenarioError(Exception):
 
 _Quantity = TypeVar("_Quantity", int, float)
 
+# Counts the simulator and the daemons store in 32-bit ints (src/sim/scenario.cpp): larger values
+# are refused here, naming the key, rather than wrapped or refused half-way through a run.
+INT32_MAX = 2**31 - 1
+# Priorities the simulator accepts (src/sim/scenario.cpp).
+MIN_PRIORITY = -1_000_000
+# Application instances times their phases: beyond this the expanded scenario would not fit in
+# memory (docs/formats.md section 2 lists every phase of every instance).
+MAX_EXPANDED_PHASES = 10_000_000
+
 
 def _bounded(
     parse: Callable[[object], _Quantity], *, allow_zero: bool
@@ -73,7 +82,10 @@ Duration = Annotated[float, BeforeValidator(_bounded(parse_duration, allow_zero=
 Name = Annotated[str, Field(pattern=r"^[A-Za-z0-9._-]+$")]
 # TOML has no tuples: accept an array for the pair, but keep its members strictly typed.
 CurvePoint = Annotated[
-    tuple[Annotated[int, Strict(), Field(ge=1)], Annotated[float, Strict(), Field(gt=0, le=1)]],
+    tuple[
+        Annotated[int, Strict(), Field(ge=1, le=INT32_MAX)],
+        Annotated[float, Strict(), Field(gt=0, le=1)],
+    ],
     Strict(False),
 ]
 
@@ -86,13 +98,13 @@ class _Table(BaseModel):
 class ScenarioInfo(_Table):
     name: Name
     description: str = ""
-    seed: int = Field(default=1, ge=0)
+    seed: int = Field(default=1, ge=0, le=INT32_MAX)
 
 
 class Device(_Table):
     write_bw: PositiveBandwidth
     read_bw: PositiveBandwidth
-    concurrency: int = Field(ge=1)
+    concurrency: int = Field(ge=1, le=INT32_MAX)
     interference_slope: float | None = Field(default=None, ge=0)
     curve: list[CurvePoint] | None = None
 
@@ -118,10 +130,10 @@ class Device(_Table):
 
 
 class FatTree(_Table):
-    levels: int = Field(ge=1)
-    down: list[Annotated[int, Field(ge=1)]]
-    up: list[Annotated[int, Field(ge=1)]]
-    link_count: list[Annotated[int, Field(ge=1)]]
+    levels: int = Field(ge=1, le=INT32_MAX)
+    down: list[Annotated[int, Field(ge=1, le=INT32_MAX)]]
+    up: list[Annotated[int, Field(ge=1, le=INT32_MAX)]]
+    link_count: list[Annotated[int, Field(ge=1, le=INT32_MAX)]]
 
     @field_validator("down", "up", "link_count")
     @classmethod
@@ -136,7 +148,7 @@ class Platform(_Table):
     network: Literal["switch", "fat-tree"]
     link_bw: PositiveBandwidth
     link_latency: Duration = 0.0
-    compute_nodes: int = Field(ge=1)
+    compute_nodes: int = Field(ge=1, le=INT32_MAX)
     fat_tree: FatTree | None = None
 
     @model_validator(mode="after")
@@ -147,11 +159,11 @@ class Platform(_Table):
 
 
 class Buffers(_Table):
-    count: int = Field(ge=1)
+    count: int = Field(ge=1, le=INT32_MAX)
     device: str
     capacity: PositiveSize
     flush_threshold: float = Field(default=0.0, ge=0, le=1)
-    backup_flushers: int = Field(default=0, ge=0)
+    backup_flushers: int = Field(default=0, ge=0, le=INT32_MAX)
 
     @field_validator("backup_flushers")
     @classmethod
@@ -163,7 +175,7 @@ class Buffers(_Table):
 
 
 class Pfs(_Table):
-    servers: int = Field(ge=1)
+    servers: int = Field(ge=1, le=INT32_MAX)
     device: str
 
 
@@ -172,9 +184,9 @@ class PriorityOptions(_Table):
 
 
 class Scheduler(_Table):
-    max_colocated: int | None = Field(default=None, ge=1)
+    max_colocated: int | None = Field(default=None, ge=1, le=INT32_MAX)
     if_limit: float = Field(default=5.0, gt=1)
-    min_buffers: int = Field(default=1, ge=1)
+    min_buffers: int = Field(default=1, ge=1, le=INT32_MAX)
     priority: PriorityOptions = PriorityOptions()
 
 
@@ -182,12 +194,12 @@ class Synthetic(_Table):
     workload_class: Literal["compute-intensive", "balanced", "data-intensive", "only-io"] = Field(
         alias="class"
     )
-    phases: int = Field(ge=1)
+    phases: int = Field(ge=1, le=INT32_MAX)
     phase_size: PositiveSize
 
 
 class Periodic(_Table):
-    steps: int = Field(ge=1)
+    steps: int = Field(ge=1, le=INT32_MAX)
     bytes_per_rank: PositiveSize
     compute: Duration
 
@@ -196,7 +208,7 @@ class ExplicitPhase(_Table):
     compute: Duration
     size: PositiveSize
     op: Literal["write", "read"] = "write"
-    priority: int | None = None
+    priority: int | None = Field(default=None, ge=MIN_PRIORITY, le=INT32_MAX)
 
 
 class ImportedPhase(_Table):
@@ -207,7 +219,7 @@ class ImportedPhase(_Table):
     duration: Duration
     op: Literal["write", "read"]
     size: PositiveSize
-    ranks: int = Field(ge=1)
+    ranks: int = Field(ge=1, le=INT32_MAX)
     requests: int = Field(ge=0)
     request_size: int = Field(ge=0)  # mean bytes per request
     request_histogram: dict[str, Annotated[int, Field(ge=0)]] = {}
@@ -218,7 +230,7 @@ class ImportedPhase(_Table):
 class ImportedApp(_Table):
     name: str = Field(min_length=1)
     exe: str = ""
-    ranks: int = Field(ge=1)
+    ranks: int = Field(ge=1, le=INT32_MAX)
     run_time: Duration
     jobid: int = 0
     start_time: str = ""
@@ -271,12 +283,12 @@ class Imported(_Table):
 
 class App(_Table):
     name: str = Field(min_length=1)
-    instances: int = Field(default=1, ge=1)
-    ranks: int = Field(default=1, ge=1)
-    nodes: int = Field(default=1, ge=1)
+    instances: int = Field(default=1, ge=1, le=INT32_MAX)
+    ranks: int = Field(default=1, ge=1, le=INT32_MAX)
+    nodes: int = Field(default=1, ge=1, le=INT32_MAX)
     arrival: Duration = 0.0
     arrival_interval: Duration = 0.0
-    priority: int = 0
+    priority: int = Field(default=0, ge=MIN_PRIORITY, le=INT32_MAX)
     hint: Literal["flushable", "cached"] = "flushable"
     workload: Literal["synthetic", "periodic", "explicit", "imported"]
     synthetic: Synthetic | None = None
@@ -446,6 +458,17 @@ def _phase_sizes(app: App) -> Iterator[tuple[str, int]]:
         yield "imported", app.imported.scaled(largest)
 
 
+def _phase_count(app: App) -> int:
+    """The phases one instance of `app` expands to."""
+    if app.synthetic is not None:
+        return app.synthetic.phases
+    if app.periodic is not None:
+        return app.periodic.steps
+    if app.imported is not None:
+        return len(app.imported.source().phases)
+    return len(app.phases or [])
+
+
 def _cross_table_errors(scenario: Scenario) -> Iterator[tuple[str, str]]:
     devices = scenario.resolved_devices()
     for key, name in (
@@ -481,9 +504,23 @@ def _cross_table_errors(scenario: Scenario) -> Iterator[tuple[str, str]]:
             f" only {scenario.platform.compute_nodes} available",
         )
 
+    hosts = scenario.platform.compute_nodes + buffers.count + scenario.pfs.servers
+    if hosts > INT32_MAX:
+        yield (
+            "platform.compute_nodes",
+            f"compute nodes + buffers + PFS servers must be at most {INT32_MAX}, got {hosts}",
+        )
+
+    expanded = sum(app.instances * _phase_count(app) for app in scenario.apps)
+    if expanded > MAX_EXPANDED_PHASES:
+        yield (
+            "apps",
+            f"the applications expand to {expanded} phases (instances x phases, summed), at most"
+            f" {MAX_EXPANDED_PHASES} are simulated",
+        )
+
     tree = scenario.platform.fat_tree
     if tree is not None:
-        hosts = scenario.platform.compute_nodes + buffers.count + scenario.pfs.servers
         leaves = math.prod(tree.down)
         if leaves < hosts:
             yield (

@@ -2,6 +2,7 @@
 
 #include <fstream>
 #include <functional>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <numeric>
 #include <sstream>
@@ -38,6 +39,8 @@ class Reader {
     if (!v.is_number_integer()) fail(key, "must be an integer");
     const long x = v.get<long>();
     if (x < min) fail(key, "must be >= " + std::to_string(min));
+    if (x > std::numeric_limits<int>::max())  // not wrapped: kept in an int
+      fail(key, "must be <= " + std::to_string(std::numeric_limits<int>::max()));
     return static_cast<int>(x);
   }
   std::string string(const std::string& key) const {
@@ -50,7 +53,10 @@ class Reader {
     if (!v.is_array()) fail(key, "must be a list");
     std::vector<unsigned> out;
     for (const auto& x : v) {
-      if (!x.is_number_integer() || x.get<long>() < 1) fail(key, "entries must be integers >= 1");
+      if (!x.is_number_integer() || x.get<long>() < 1 ||
+          x.get<long>() > std::numeric_limits<unsigned>::max())
+        fail(key, "entries must be integers from 1 to " +
+                      std::to_string(std::numeric_limits<unsigned>::max()));
       out.push_back(x.get<unsigned>());
     }
     return out;

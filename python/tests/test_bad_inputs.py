@@ -1,0 +1,64 @@
+"""Bad inputs of issue 20 item 10: each is refused naming the key or option, with a non-zero exit
+and no output left behind."""
+
+from pathlib import Path
+
+import pytest
+from support import BASE_SCENARIO, EXAMPLES, SYNTHETIC_APP
+from typer.testing import CliRunner
+
+from harmonia.cli.main import app
+
+runner = CliRunner()
+FIG5 = EXAMPLES / "fig5-example.toml"
+APP_WITH_RANKS = """
+[[apps]]
+name = "wide"
+ranks = 2147483648
+workload = "explicit"
+[[apps.phases]]
+compute = 0
+size = "1 GB"
+"""
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "key", "value"),
+    [
+        # Integers the simulator keeps in 32 bits (src/sim/scenario.cpp).
+        ("count = 2\n", "count = 99999999999999999999\n", "buffers.count", "99999999999999999999"),
+        ("servers = 2\n", "servers = 4294967297\n", "pfs.servers", "4294967297"),
+        ("compute_nodes = 16", "compute_nodes = 2147483648", "platform.compute_nodes", ""),
+        ("seed = 7", "seed = 2147483648", "scenario.seed", "2147483648"),
+        ("phases = 2\n", "phases = 2147483648\n", "apps[0].synthetic.phases", "2147483648"),
+    ],
+)
+def test_out_of_range_integers_name_the_key(
+    tmp_path: Path, old: str, new: str, key: str, value: str
+) -> None:
+    text = BASE_SCENARIO + SYNTHETIC_APP
+    assert old in text
+    scenario = tmp_path / "s.toml"
+    scenario.write_text(text.replace(old, new, 1))
+    result = runner.invoke(app, ["validate", str(scenario)])
+    assert result.exit_code == 2 and result.stdout == ""
+    assert f"{key}: Input should be less than or equal to 2147483647" in result.stderr
+    assert value in result.stderr
+
+
+def test_ranks_of_2_to_the_31_are_refused(tmp_path: Path) -> None:
+    scenario = tmp_path / "s.toml"
+    scenario.write_text(BASE_SCENARIO + APP_WITH_RANKS)
+    result = runner.invoke(app, ["validate", str(scenario)])
+    assert result.exit_code == 2
+    assert "apps[0].ranks: Input should be less than or equal to 2147483647" in result.stderr
+
+
+def test_a_scenario_too_large_to_expand_is_refused(tmp_path: Path) -> None:
+    scenario = tmp_path / "s.toml"
+    scenario.write_text(
+        (BASE_SCENARIO + SYNTHETIC_APP).replace("phases = 2\n", "phases = 2000000000\n")
+    )
+    result = runner.invoke(app, ["validate", str(scenario)])
+    assert result.exit_code == 2
+    assert "apps: the applications expand to 2000000000 phases" in result.stderr
