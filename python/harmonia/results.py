@@ -5,6 +5,11 @@ without breaking older front ends.
 """
 
 import json
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -141,3 +146,40 @@ def summary(results: dict[str, RunResult]) -> dict[str, Any]:
 def write_json(path: Path, content: dict[str, Any]) -> None:
     """Write a JSON document the way every front-end output file is written."""
     path.write_text(json.dumps(content, indent=2) + "\n", encoding="utf-8")
+
+
+@contextmanager
+def staged_directory(final: Path) -> Iterator[Path]:
+    """A new directory beside `final` for a run's files, published as `final` when the block ends
+    normally and removed, with any parent directory made for it, when it raises (a failed run
+    leaves no output behind).
+
+    Publishing renames the directory when `final` does not exist yet (all files appear at once);
+    otherwise each file replaces its namesake in `final` by a rename (each file whole).
+    """
+    missing = [path for path in (final.parent, *final.parent.parents) if not path.exists()]
+    final.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{final.name}.", suffix=".partial", dir=final.parent))
+    try:
+        yield staging
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        for path in missing:  # the deepest first
+            try:
+                path.rmdir()
+            except OSError:
+                break
+        raise
+    umask = os.umask(0)
+    os.umask(umask)
+    staging.chmod(0o777 & ~umask)  # mkdtemp makes it private
+    try:
+        os.rename(staging, final)
+        return
+    except OSError:
+        if not final.is_dir():
+            shutil.rmtree(staging, ignore_errors=True)
+            raise
+    for path in staging.iterdir():
+        os.replace(path, final / path.name)
+    staging.rmdir()

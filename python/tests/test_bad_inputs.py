@@ -62,3 +62,45 @@ def test_a_scenario_too_large_to_expand_is_refused(tmp_path: Path) -> None:
     result = runner.invoke(app, ["validate", str(scenario)])
     assert result.exit_code == 2
     assert "apps: the applications expand to 2000000000 phases" in result.stderr
+
+
+@pytest.mark.usefixtures("fake_simulator")
+def test_sim_of_a_huge_count_writes_nothing(tmp_path: Path) -> None:
+    scenario = tmp_path / "s.toml"
+    scenario.write_text(
+        (BASE_SCENARIO + SYNTHETIC_APP).replace("count = 2\n", "count = 99999999999999999999\n")
+    )
+    out = tmp_path / "out" / "run"
+    result = runner.invoke(app, ["sim", str(scenario), "--out", str(out)])
+    assert result.exit_code == 2 and "buffers.count" in result.stderr
+    assert not (tmp_path / "out").exists()
+
+
+def _left_behind(directory: Path) -> list[str]:
+    return sorted(p.name for p in directory.iterdir() if p.name != "fake-harmonia-sim")
+
+
+@pytest.mark.usefixtures("fake_simulator")
+def test_a_failed_sim_leaves_no_output(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("FAKE_SIM_FAIL", "priority")
+    out = tmp_path / "new" / "out"
+    result = runner.invoke(app, ["sim", str(FIG5), "--out", str(out), "--jobs", "1"])
+    assert result.exit_code == 1
+    assert "harmonia-sim failed for policy priority" in result.stderr
+    assert _left_behind(tmp_path) == [], "no scenario.json, no staging directory, no parents"
+
+
+@pytest.mark.usefixtures("fake_simulator")
+def test_a_failed_sim_keeps_the_previous_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    out = tmp_path / "out"
+    assert runner.invoke(app, ["sim", str(FIG5), "--out", str(out)]).exit_code == 0
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    assert "scenario.json" in before and "summary.json" in before
+    monkeypatch.setenv("FAKE_SIM_FAIL", "fairness")
+    changed = tmp_path / "changed.toml"
+    changed.write_text(FIG5.read_text().replace("seed = 5", "seed = 6"))
+    assert runner.invoke(app, ["sim", str(changed), "--out", str(out)]).exit_code == 1
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+    assert _left_behind(tmp_path) == ["changed.toml", "out"]

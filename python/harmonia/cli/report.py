@@ -53,8 +53,11 @@ def _buffer_count(directory: Path) -> int:
         raise ResultsError(f"{path}: cannot read the buffer count: {error}") from error
 
 
-def show_report(directory: Path, results: dict[str, RunResult]) -> None:
-    """Print the comparison table; write metrics.png and timeline-<policy>.png into `directory`."""
+def show_report(
+    directory: Path, results: dict[str, RunResult], shown_as: Path | None = None
+) -> None:
+    """Print the comparison table; write metrics.png and timeline-<policy>.png into `directory`
+    (named `shown_as` in the message when they are written in a staging directory)."""
     buffer_count = _buffer_count(directory)
     table = comparison_table(results)
     console = Console()
@@ -66,7 +69,7 @@ def show_report(directory: Path, results: dict[str, RunResult]) -> None:
     for policy, run in results.items():
         written.append(directory / f"timeline-{policy}.png")
         plot_timeline(run, buffer_count, written[-1])
-    typer.echo(f"plots in {directory}: " + ", ".join(path.name for path in written))
+    typer.echo(f"plots in {shown_as or directory}: " + ", ".join(path.name for path in written))
 
 
 def report(

@@ -1,7 +1,7 @@
 """`harmonia sim FILE.toml`: simulate a scenario under several policies and compare them."""
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
@@ -10,7 +10,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn
 from harmonia.cli import EXIT_FAILED, EXIT_INVALID, fail
 from harmonia.cli.report import show_report
 from harmonia.policies import parse_policies
-from harmonia.results import ResultsError, load_results, summary, write_json
+from harmonia.results import ResultsError, load_results, staged_directory, summary, write_json
 from harmonia.scenario import ScenarioError, load_scenario, normalize
 from harmonia.simulator import RunOutcome, SimulatorNotFound, find_simulator, run_policies
 
@@ -18,7 +18,8 @@ from harmonia.simulator import RunOutcome, SimulatorNotFound, find_simulator, ru
 def run_scenario(scenario: Path, policy_spec: str, out: Path | None, jobs: int) -> None:
     """Validate, simulate every policy, then write summary.json, the table and the plots.
 
-    Nothing is written unless the scenario and policies are valid and the simulator is found.
+    Nothing is written unless the scenario and policies are valid and the simulator is found, and
+    nothing is left behind when a run fails: the files appear in `out` once all are written.
     """
     try:
         normalized = normalize(load_scenario(scenario))
@@ -34,8 +35,26 @@ def run_scenario(scenario: Path, policy_spec: str, out: Path | None, jobs: int) 
         fail([str(error)], EXIT_FAILED)
 
     out_dir = out if out is not None else Path("results") / normalized["name"]
-    out_dir.mkdir(parents=True, exist_ok=True)
-    scenario_json = out_dir / "scenario.json"
+    if out_dir.exists() and not out_dir.is_dir():
+        fail([f"--out {out_dir}: not a directory"], EXIT_INVALID)
+    try:
+        # Everything is written in a staging directory first: a failed run leaves no output.
+        with staged_directory(out_dir) as staging:
+            _simulate(normalized, policies, simulator, staging, out_dir, jobs)
+    except OSError as error:
+        fail([f"--out {out_dir}: cannot write: {error.strerror or error}"], EXIT_FAILED)
+
+
+def _simulate(
+    normalized: dict[str, Any],
+    policies: list[str],
+    simulator: Path,
+    staging: Path,
+    out_dir: Path,
+    jobs: int,
+) -> None:
+    """Run every policy on `normalized` into `staging`, then summarize and plot there."""
+    scenario_json = staging / "scenario.json"
     write_json(scenario_json, normalized)
 
     progress = Progress(
@@ -54,7 +73,7 @@ def run_scenario(scenario: Path, policy_spec: str, out: Path | None, jobs: int) 
             progress.console.print(f"{outcome.policy}: {status} in {outcome.seconds:.1f} s")
             progress.advance(task)
 
-        outcomes = run_policies(simulator, scenario_json, policies, out_dir, jobs, finished)
+        outcomes = run_policies(simulator, scenario_json, policies, staging, jobs, finished)
 
     failures = [outcome for outcome in outcomes if not outcome.ok]
     if failures:
@@ -67,9 +86,9 @@ def run_scenario(scenario: Path, policy_spec: str, out: Path | None, jobs: int) 
             EXIT_FAILED,
         )
     try:
-        results = load_results(out_dir, policies)
-        write_json(out_dir / "summary.json", summary(results))
-        show_report(out_dir, results)
+        results = load_results(staging, policies)
+        write_json(staging / "summary.json", summary(results))
+        show_report(staging, results, shown_as=out_dir)
     except ResultsError as error:
         fail([str(error)], EXIT_FAILED)
 
