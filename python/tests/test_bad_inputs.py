@@ -104,3 +104,18 @@ def test_a_failed_sim_keeps_the_previous_run(
     assert runner.invoke(app, ["sim", str(changed), "--out", str(out)]).exit_code == 1
     assert {p.name: p.read_bytes() for p in out.iterdir()} == before
     assert _left_behind(tmp_path) == ["changed.toml", "out"]
+
+
+@pytest.mark.parametrize(("directory", "reason"), [("/proc/x", "No such file or directory")])
+def test_up_in_an_unusable_directory_says_so(directory: str, reason: str) -> None:
+    result = runner.invoke(app, ["up", "--dir", directory, "--buffers", "1"])
+    assert result.exit_code == 2, result.output
+    assert f"--dir {directory}: cannot write there: {reason}" in result.stderr
+    assert result.exception is None or isinstance(result.exception, SystemExit)
+
+
+def test_up_under_a_file_says_so(tmp_path: Path) -> None:
+    (tmp_path / "file").write_text("")
+    result = runner.invoke(app, ["up", "--dir", str(tmp_path / "file" / "x")])
+    assert result.exit_code == 2
+    assert "cannot write there: Not a directory" in result.stderr

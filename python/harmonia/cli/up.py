@@ -3,6 +3,7 @@ the burst-buffer scheduler out (docs/buffer-nodes.md)."""
 
 import shlex
 import signal
+import tempfile
 import time
 from pathlib import Path
 from types import FrameType
@@ -86,13 +87,18 @@ def up(
         fail([f"--sync {sync}: expected none or data"], EXIT_INVALID)
     if backup_flushers >= buffers:
         fail([f"--backup-flushers {backup_flushers}: at most --buffers - 1"], EXIT_INVALID)
+    try:  # the nodes' devices, the PFS, the logs and env.sh all go there
+        settings.directory.mkdir(parents=True, exist_ok=True)
+        tempfile.TemporaryFile(dir=settings.directory).close()
+    except OSError as error:
+        fail([f"--dir {directory}: cannot write there: {error.strerror or error}"], EXIT_INVALID)
     cluster = BufferCluster(settings)
     signal.signal(signal.SIGTERM, _raise_stop)
     signal.signal(signal.SIGINT, _raise_stop)
     try:
         try:
             cluster.start()
-        except (ClusterError, SimulatorNotFound) as error:
+        except (ClusterError, SimulatorNotFound, OSError) as error:
             cluster.stop()
             fail([f"harmonia up: {error} (logs in {settings.directory})"], EXIT_FAILED)
         env_file = settings.directory / "env.sh"
