@@ -6,6 +6,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <stdexcept>
@@ -19,13 +20,21 @@ addrinfo* resolve(const std::string& spec, const std::string& label, bool passiv
   const auto colon = spec.rfind(':');
   if (colon == std::string::npos)
     throw std::runtime_error(label + " " + spec + ": expected HOST:PORT");
+  // getaddrinfo takes a port modulo 65536 (99999 is 34463): range-check a numeric one first.
+  const std::string port = spec.substr(colon + 1);
+  if (port.empty()) throw std::runtime_error(label + " " + spec + ": expected HOST:PORT");
+  const bool numeric = port.find_first_not_of("0123456789") == std::string::npos;
+  unsigned long number = 0;  // saturates above the range
+  for (const char digit : numeric ? port : std::string())
+    number = std::min(number * 10 + static_cast<unsigned long>(digit - '0'), 65536UL);
+  if (number > 65535)
+    throw std::runtime_error(label + " " + spec + ": port " + port + " out of range (0 to 65535)");
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
   hints.ai_flags = passive ? AI_PASSIVE | AI_NUMERICSERV : 0;
   addrinfo* found = nullptr;
-  if (const int rc = getaddrinfo(spec.substr(0, colon).c_str(), spec.substr(colon + 1).c_str(),
-                                 &hints, &found);
+  if (const int rc = getaddrinfo(spec.substr(0, colon).c_str(), port.c_str(), &hints, &found);
       rc != 0)
     throw std::runtime_error(label + " " + spec + ": " + gai_strerror(rc));
   return found;

@@ -13,6 +13,15 @@
 using namespace harmonia::schedd;
 namespace coord = harmonia::core::coordination;
 
+namespace {
+
+/// Buffer nodes and PFS servers a daemon is sized for (state, replies and partitions grow with
+/// them): larger counts are refused by the option parser, not by a failed allocation.
+constexpr int kMaxBuffers = 4096;
+constexpr int kMaxPfsServers = 65535;
+
+}  // namespace
+
 int main(int argc, char** argv) {
   CLI::App cli{"Harmonia scheduler daemon: coordinates the I/O of jobs running libharmonia"};
   ServiceConfig service;
@@ -28,7 +37,8 @@ int main(int argc, char** argv) {
   cli.add_option("--window", service.coordinator.window_seconds, "Flush window, seconds")
       ->capture_default_str();
   cli.add_option("--pfs-servers", service.coordinator.pfs_servers, "PFS servers to partition")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(CLI::Range(1, kMaxPfsServers));
   cli.add_option("--throttle-gap", service.coordinator.throttle_gap,
                  "Seconds between writes of throttled jobs")
       ->capture_default_str();
@@ -41,7 +51,10 @@ int main(int argc, char** argv) {
   int buffer_count = 0;
   std::string capacity = "1G", stripe = "1M", phase = "64M", record;
   auto* group = cli.add_option_group("Buffer nodes", "docs/buffer-nodes.md");
-  group->add_option("--buffers", buffer_count, "Buffer nodes (harmonia-bbd --schedd) to place on");
+  group
+      ->add_option("--buffers", buffer_count,
+                   "Buffer nodes (harmonia-bbd --schedd) to place on (0: none)")
+      ->check(CLI::Range(0, kMaxBuffers));
   group
       ->add_option("--policy", buffers.policy,
                    "datawarp, max-buffer-efficiency, priority, max-bandwidth, fairness, "
@@ -52,7 +65,8 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   group->add_option("--buffer-read-bw", buffers.read_bw, "bytes/s")->capture_default_str();
   group->add_option("--buffer-concurrency", buffers.concurrency, "Device queue depth")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1 << 20));
   group
       ->add_option("--interference-slope", buffers.interference_slope,
                    "I_f(n) = 1 + slope (n - 1), from the device's profile")
@@ -66,11 +80,15 @@ int main(int argc, char** argv) {
   group
       ->add_option("--backup-flushers", buffers.backup_flushers,
                    "Nodes that may drain exclusively at once (section V-D)")
-      ->capture_default_str();
-  group->add_option("--max-colocated", buffers.max_colocated,
-                    "Phases per node at most (default: from the interference limit)");
+      ->capture_default_str()
+      ->check(CLI::Range(0, kMaxBuffers));
+  group
+      ->add_option("--max-colocated", buffers.max_colocated,
+                   "Phases per node at most (default: from the interference limit)")
+      ->check(CLI::Range(1, 1 << 20));
   group->add_option("--min-buffers", buffers.min_buffers, "Nodes per phase at least")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(CLI::Range(1, kMaxBuffers));
   group->add_option("--phase-bytes", phase, "Per process, for phases that declare no size")
       ->capture_default_str();
   group->add_option("--stripe", stripe, "Stripe unit over a phase's nodes")->capture_default_str();
@@ -121,6 +139,9 @@ int main(int argc, char** argv) {
     listener.run();
     if (!record.empty()) harmonia::common::write_atomically(record, state.buffer_results());
     std::fprintf(stderr, "harmonia-schedd: stopped\n");
+  } catch (const std::bad_alloc&) {
+    std::fprintf(stderr, "harmonia-schedd: out of memory\n");
+    return 2;
   } catch (const std::exception& error) {
     std::fprintf(stderr, "harmonia-schedd: %s\n", error.what());
     return 2;

@@ -102,7 +102,16 @@ Server::Server(Service& service, ServerConfig config)
     watch(epoll_, unix_, kUnixKey, EPOLLIN);
   }
   if (!config_.tcp.empty()) {
-    tcp_ = common::listen_tcp(config_.tcp, "tcp", SOCK_NONBLOCK, tcp_port_);
+    try {
+      tcp_ = common::listen_tcp(config_.tcp, "tcp", SOCK_NONBLOCK, tcp_port_);
+    } catch (const std::exception&) {  // no Unix socket file left behind either
+      if (unix_ >= 0) {
+        close(unix_);
+        unlink(config_.unix_path.c_str());
+      }
+      close(epoll_);
+      throw;
+    }
     watch(epoll_, tcp_, kTcpKey, EPOLLIN);
   }
   sigset_t mask;
