@@ -1,15 +1,20 @@
 // harmonia-bbd: a buffer node (docs/buffer-nodes.md). Clients write into its store over TCP; it
 // drains to the PFS when it is full enough or asked to, and recovers its logs after a crash.
+#include <fcntl.h>
 #include <google/protobuf/stubs/logging.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <poll.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <condition_variable>
 #include <cstdio>
 #include <cstring>
@@ -17,6 +22,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <system_error>
 #include <thread>
 
 #include "bbd/bb.pb.h"
@@ -48,57 +54,218 @@ std::string host_of(const std::string& spec) {
 
 /// Requests being served now (the monitor's queue depth).
 std::atomic<unsigned> in_flight{0};
+/// Client connections open now (each holds a descriptor and two threads).
+std::atomic<unsigned> open_connections{0};
+
+/// How a node protects itself from its clients (docs/limits.md).
+struct Limits {
+  unsigned max_connections = 512;
+  int idle_timeout_ms = 300'000;  ///< 0: never
+};
+
+/// Writes "harmonia-bbd: LINE" to stderr at most once a second per `kind` of line, saying how
+/// many were left out since (a client opening connections in a loop must not fill the log).
+void log_limited(int kind, const std::string& line) {
+  static std::mutex mutex;
+  static std::chrono::steady_clock::time_point last[4];
+  static unsigned skipped[4];
+  std::lock_guard lock(mutex);
+  const auto now = std::chrono::steady_clock::now();
+  if (last[kind].time_since_epoch().count() != 0 && now - last[kind] < std::chrono::seconds(1)) {
+    ++skipped[kind];
+    return;
+  }
+  last[kind] = now;
+  if (skipped[kind] > 0)
+    std::fprintf(stderr, "harmonia-bbd: %s (and %u more since the last such line)\n", line.c_str(),
+                 skipped[kind]);
+  else
+    std::fprintf(stderr, "harmonia-bbd: %s\n", line.c_str());
+  skipped[kind] = 0;
+}
+enum LogKind { kDescriptors = 0, kTooMany = 1, kThreads = 2, kMemory = 3 };
+
+/// An ERROR response a connection gets before it is closed for want of resources.
+bb::Response refusal(const std::string& why) {
+  bb::Response refused;
+  refused.set_code(bb::Response::ERROR);
+  refused.set_message(why);
+  return refused;
+}
+
+/// Sends `response` without waiting (a new connection's socket buffer is empty), then closes.
+void refuse_and_close(int fd, const bb::Response& response) {
+  std::string frame;
+  harmonia::common::append_frame(frame, response);
+  (void)::send(fd, frame.data(), frame.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
+  shutdown(fd, SHUT_WR);
+  close(fd);
+}
+
+/// Bytes received into memory that grows as they arrive, never to a size a peer only announced.
+struct Buffer {
+  std::unique_ptr<char[]> data;
+  std::size_t capacity = 0;
+
+  /// Room for `size` bytes, keeping the first `kept`; no zeroing: every byte is received.
+  void reserve(std::size_t size, std::size_t kept) {
+    if (size <= capacity) return;
+    const std::size_t grown = std::max(size, capacity * 2);
+    auto bigger = std::make_unique_for_overwrite<char[]>(grown);
+    if (kept > 0) std::memcpy(bigger.get(), data.get(), kept);
+    data = std::move(bigger);
+    capacity = grown;
+  }
+  /// Gives memory back after a large request, keeping what a typical one needs.
+  void trim(std::size_t keep) {
+    if (capacity > keep) {
+      data.reset();
+      capacity = 0;
+    }
+  }
+};
+
+/// The first piece of a frame or payload read into memory; then at most as much again as
+/// arrived (the buffer doubles only as its bytes come in).
+constexpr std::size_t kFirstPiece = 64 * 1024;
+
+/// One client connection's socket, with the idle timeout its reads and writes obey.
+struct Peer {
+  int fd;
+  int idle_timeout_ms;
+  /// The worker is answering a request: the client waits for it, so its silence is not idleness.
+  std::atomic<bool> busy{false};
+
+  /// Receives exactly `length` bytes; false at the end of the stream, on an error, or when no byte
+  /// came for the idle timeout while no request was being answered (an idle client, or a sender
+  /// stalled in the middle of a frame).
+  bool receive(char* data, std::size_t length) {
+    while (length > 0) {
+      if (idle_timeout_ms > 0) {
+        pollfd wait{fd, POLLIN, 0};
+        const int ready = poll(&wait, 1, idle_timeout_ms);
+        if (ready < 0 && errno == EINTR) continue;
+        if (ready == 0 && busy.load()) continue;
+        if (ready == 0) return false;
+      }
+      const ssize_t n = ::recv(fd, data, length, 0);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) return false;
+      data += n;
+      length -= static_cast<std::size_t>(n);
+    }
+    return true;
+  }
+
+  /// Receives `length` bytes into `buffer` (from its start), growing it as they arrive.
+  bool receive_growing(Buffer& buffer, std::size_t length) {
+    buffer.reserve(std::max<std::size_t>(1, std::min(length, kFirstPiece)), 0);
+    std::size_t got = 0;
+    while (got < length) {
+      const std::size_t next = std::min(length, std::max(kFirstPiece, 2 * got));
+      buffer.reserve(next, got);
+      if (!receive(buffer.data.get() + got, next - got)) return false;
+      got = next;
+    }
+    return true;
+  }
+};
 
 /// One request read off a connection, for the connection's worker.
 struct Received {
   bb::Request request;
-  std::unique_ptr<char[]> payload;  ///< a write's raw bytes (Write.payload of them)
-  std::size_t capacity = 0;
+  Buffer payload;                       ///< a write's raw bytes (Write.payload of them)
   std::optional<bb::Response> refusal;  ///< answered without the store (malformed, oversized)
   bool last = false;                    ///< the connection ends after this one
 };
 
+/// Reads the next request of `peer` into `slot`.
+void read_request(Store& store, Peer& peer, Buffer& body, Received& slot) {
+  std::uint8_t header[control::kHeaderBytes];
+  std::size_t length = 0;
+  long long raw = 0;
+  if (!peer.receive(reinterpret_cast<char*>(header), sizeof(header))) {
+    slot.last = true;
+  } else if ((length = control::frame_length(header)) > kMaxRequestBytes) {
+    slot.refusal = refuse_oversized("frame", length, kMaxRequestBytes);
+    slot.last = true;  // the stream cannot be resynchronised
+  } else if (!peer.receive_growing(body, length)) {
+    slot.last = true;
+  } else if (!slot.request.ParseFromArray(body.data.get(), static_cast<int>(length))) {
+    slot.refusal = answer(store, std::string(body.data.get(), length));  // MALFORMED
+  } else if ((raw = payload_bytes(slot.request)) < 0) {
+    slot.refusal = refuse_oversized(
+        "payload", static_cast<std::size_t>(slot.request.write().payload()), kMaxPayloadBytes);
+    slot.last = true;
+  } else if (raw > 0 && !peer.receive_growing(slot.payload, static_cast<std::size_t>(raw))) {
+    slot.last = true;
+  }
+  body.trim(kFirstPiece);  // a Write's data comes as a payload: large bodies are rare
+}
+
 /// One client connection: frames in, one response each, in order. Two stages: this thread reads
-/// requests (frames and raw payloads, straight into buffers of their size) while a worker stores
-/// the previous one and answers it; two buffers go round between them.
-void serve(Store& store, int fd) {
+/// requests (frames and raw payloads, into buffers that grow as their bytes arrive) while a worker
+/// stores the previous one and answers it; two buffers go round between them.
+void serve(Store& store, int fd, const Limits& limits) {
+  Peer peer{fd, limits.idle_timeout_ms};
+  if (limits.idle_timeout_ms > 0) {  // a client that stops reading its replies times out too
+    const timeval timeout{limits.idle_timeout_ms / 1000, (limits.idle_timeout_ms % 1000) * 1000};
+    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &timeout, sizeof(timeout));
+  }
   std::mutex mutex;
   std::condition_variable changed;
   std::deque<std::unique_ptr<Received>> full, empty;
   for (int k = 0; k < 2; ++k) empty.push_back(std::make_unique<Received>());
-  std::thread worker([&] {
-    for (;;) {
-      std::unique_ptr<Received> next;
-      {
-        std::unique_lock lock(mutex);
-        changed.wait(lock, [&] { return !full.empty(); });
-        next = std::move(full.front());
-        full.pop_front();
+  std::thread worker;
+  try {
+    worker = std::thread([&] {
+      for (;;) {
+        std::unique_ptr<Received> next;
+        {
+          std::unique_lock lock(mutex);
+          changed.wait(lock, [&] { return !full.empty(); });
+          next = std::move(full.front());
+          full.pop_front();
+        }
+        bool ok = true;
+        if (next->last && !next->refusal) {
+          ok = false;  // the connection ended, mid-request or between requests: nothing to answer
+        } else if (next->refusal) {
+          ok = send_message(fd, *next->refusal);
+        } else {
+          const auto raw = static_cast<std::size_t>(payload_bytes(next->request));
+          in_flight.fetch_add(1);
+          peer.busy.store(true);
+          bb::Response response;
+          try {
+            response =
+                answer(store, next->request, std::string_view(next->payload.data.get(), raw));
+          } catch (const std::bad_alloc&) {
+            log_limited(kMemory, "out of memory answering a request: refused");
+            response = refusal("the node is out of memory");
+            response.set_seq(next->request.seq());
+          }
+          peer.busy.store(false);
+          in_flight.fetch_sub(1);
+          ok = send_message(fd, response);
+        }
+        const bool last = next->last || !ok;
+        if (!ok) shutdown(fd, SHUT_RDWR);  // a peer gone: the reader's next receive ends too
+        {
+          std::lock_guard lock(mutex);
+          empty.push_back(std::move(next));
+        }
+        changed.notify_all();
+        if (last) return;
       }
-      bool ok = true;
-      if (next->last && !next->refusal) {
-        ok = false;  // the connection ended, mid-request or between requests: nothing to answer
-      } else if (next->refusal) {
-        ok = send_message(fd, *next->refusal);
-      } else {
-        const auto raw = static_cast<std::size_t>(payload_bytes(next->request));
-        in_flight.fetch_add(1);
-        const bb::Response response =
-            answer(store, next->request, std::string_view(next->payload.get(), raw));
-        in_flight.fetch_sub(1);
-        ok = send_message(fd, response);
-      }
-      const bool last = next->last || !ok;
-      if (!ok) shutdown(fd, SHUT_RDWR);  // a peer gone: the reader's next receive ends too
-      {
-        std::lock_guard lock(mutex);
-        empty.push_back(std::move(next));
-      }
-      changed.notify_all();
-      if (last) return;
-    }
-  });
-  std::string body;
+    });
+  } catch (const std::system_error& error) {
+    log_limited(kThreads, std::string("cannot start a connection's worker thread (") +
+                              error.what() + "): connection refused");
+    refuse_and_close(fd, refusal("the node cannot start a thread for this connection"));
+    return;
+  }
+  Buffer body;
   for (bool last = false; !last;) {
     std::unique_ptr<Received> slot;
     {
@@ -109,30 +276,14 @@ void serve(Store& store, int fd) {
     }
     slot->refusal.reset();
     slot->last = false;
-    std::uint8_t header[control::kHeaderBytes];
-    std::size_t length = 0;
-    long long raw = 0;
-    if (!harmonia::common::receive_all(fd, reinterpret_cast<char*>(header), sizeof(header))) {
+    try {
+      read_request(store, peer, body, *slot);
+    } catch (const std::bad_alloc&) {
+      log_limited(kMemory, "out of memory reading a request: connection closed");
+      body = Buffer{};
+      slot->payload = Buffer{};
+      slot->refusal = refusal("the node is out of memory");
       slot->last = true;
-    } else if ((length = control::frame_length(header)) > kMaxRequestBytes) {
-      slot->refusal = refuse_oversized("frame", length, kMaxRequestBytes);
-      slot->last = true;  // the stream cannot be resynchronised
-    } else if (body.resize(length), !harmonia::common::receive_all(fd, body.data(), length)) {
-      slot->last = true;
-    } else if (!slot->request.ParseFromString(body)) {
-      slot->refusal = answer(store, body);  // MALFORMED
-    } else if ((raw = payload_bytes(slot->request)) < 0) {
-      slot->refusal = refuse_oversized(
-          "payload", static_cast<std::size_t>(slot->request.write().payload()), kMaxPayloadBytes);
-      slot->last = true;
-    } else {
-      if (static_cast<std::size_t>(raw) > slot->capacity) {
-        slot->capacity = static_cast<std::size_t>(raw);
-        slot->payload.reset(new char[slot->capacity]);  // no zeroing: every byte is received
-      }
-      if (raw > 0 &&
-          !harmonia::common::receive_all(fd, slot->payload.get(), static_cast<std::size_t>(raw)))
-        slot->last = true;
     }
     last = slot->last;
     {
@@ -143,6 +294,116 @@ void serve(Store& store, int fd) {
   }
   worker.join();
   close(fd);
+}
+
+/// Serves `fd` on a thread of its own, counted in open_connections; refuses it (an ERROR reply,
+/// then closed) beyond `limits.max_connections` or when no thread can be started.
+void start_connection(Store& store, int fd, const Limits& limits) {
+  if (open_connections.fetch_add(1) >= limits.max_connections) {
+    open_connections.fetch_sub(1);
+    const std::string why = "too many connections (at most " +
+                            std::to_string(limits.max_connections) + ", --max-connections)";
+    log_limited(kTooMany, why + ": connection refused");
+    refuse_and_close(fd, refusal("the node is busy: " + why));
+    return;
+  }
+  try {
+    std::thread([&store, fd, &limits] {
+      serve(store, fd, limits);
+      open_connections.fetch_sub(1);
+    }).detach();
+  } catch (const std::system_error& error) {
+    open_connections.fetch_sub(1);
+    log_limited(kThreads, std::string("cannot start a connection thread (") + error.what() +
+                              "): connection refused");
+    refuse_and_close(fd, refusal("the node cannot start a thread for this connection"));
+  }
+}
+
+/// A descriptor kept open to be given up when accept runs out of them: the connection waiting
+/// is then accepted, refused and closed (not left in the backlog, which keeps the listening
+/// socket readable).
+class Reserve {
+ public:
+  Reserve() { reopen(); }
+  bool held() const { return fd_ >= 0; }
+  void release() {
+    if (fd_ >= 0) close(fd_);
+    fd_ = -1;
+  }
+  void reopen() {
+    if (fd_ < 0) fd_ = open("/dev/null", O_RDONLY | O_CLOEXEC);
+  }
+
+ private:
+  int fd_ = -1;
+};
+
+/// Accepts connections for ever. Out of descriptors or memory, it refuses new connections with
+/// a logged error and keeps serving the open ones; only an unusable listening socket throws.
+[[noreturn]] void accept_loop(Store& store, int listener, const Limits& limits) {
+  Reserve reserve;
+  for (;;) {
+    const int fd = accept4(listener, nullptr, nullptr, SOCK_CLOEXEC);
+    if (fd >= 0) {
+      const int yes = 1;
+      setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &yes, sizeof(yes));
+      start_connection(store, fd, limits);
+      continue;
+    }
+    const int error = errno;
+    switch (error) {
+      case EMFILE:
+      case ENFILE: {
+        if (reserve.held()) {
+          reserve.release();
+          // Blocks until a connection comes (accept fails for want of a descriptor before it
+          // looks at the queue), then takes the spare descriptor again.
+          const int waiting = accept4(listener, nullptr, nullptr, SOCK_CLOEXEC);
+          reserve.reopen();
+          if (waiting >= 0 && reserve.held()) {  // descriptors were freed meanwhile: serve it
+            const int yes = 1;
+            setsockopt(waiting, IPPROTO_TCP, TCP_NODELAY, &yes, sizeof(yes));
+            start_connection(store, waiting, limits);
+            break;
+          }
+          log_limited(kDescriptors,
+                      std::string("accept: ") + std::strerror(error) + " (" +
+                          std::to_string(open_connections.load()) +
+                          " connections open): new connections refused until some close");
+          if (waiting >= 0)
+            refuse_and_close(waiting, refusal(std::string("the node is out of file descriptors (") +
+                                              std::strerror(error) + ")"));
+          reserve.reopen();  // the refused connection's descriptor
+        }
+        if (!reserve.held()) {  // others took it: wait for descriptors to be closed
+          std::this_thread::sleep_for(std::chrono::milliseconds(100));
+          reserve.reopen();
+        }
+        break;
+      }
+      case ENOBUFS:
+      case ENOMEM:
+        log_limited(kMemory,
+                    std::string("accept: ") + std::strerror(error) + ": new connections wait");
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        break;
+      case EINTR:
+      case ECONNABORTED:
+      case EPROTO:  // errors of the connection being accepted (accept(2)): take the next one
+      case ENETDOWN:
+      case ENOPROTOOPT:
+      case EHOSTDOWN:
+      case ENONET:
+      case EHOSTUNREACH:
+      case EOPNOTSUPP:
+      case ENETUNREACH:
+      case EPERM:  // refused by a firewall rule
+        break;
+      default:
+        throw std::runtime_error(std::string("accept: ") + std::strerror(error));
+    }
+  }
 }
 
 }  // namespace
@@ -177,8 +438,34 @@ int main(int argc, char** argv) {
                  "or data (fdatasync of the log first: survives a power loss)")
       ->capture_default_str()
       ->check(CLI::IsMember({"none", "data"}));
+  static Limits limits;  // outlives the detached connection threads
+  unsigned max_connections = 0;
+  double idle_timeout = 300;
+  cli.add_option("--max-connections", max_connections,
+                 "Client connections served at once (two threads each); more are refused with "
+                 "an error reply (default: half the descriptor limit, at most 512)")
+      ->check(CLI::Range(1U, 1U << 20));
+  cli.add_option("--idle-timeout", idle_timeout,
+                 "Seconds a connection may stay silent (between requests or inside one) or leave "
+                 "a reply unread before the node closes it (0: never)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 86400.0));
   CLI11_PARSE(cli, argc, argv);
   google::protobuf::SetLogHandler(nullptr);
+  // One descriptor per connection and per open log: raise the soft limit to the hard one.
+  rlimit files{};
+  if (getrlimit(RLIMIT_NOFILE, &files) == 0 && files.rlim_cur < files.rlim_max) {
+    files.rlim_cur = files.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &files);
+  }
+  const auto descriptors = getrlimit(RLIMIT_NOFILE, &files) == 0 && files.rlim_cur != RLIM_INFINITY
+                               ? static_cast<unsigned long long>(files.rlim_cur)
+                               : 1ULL << 20;
+  limits.max_connections = max_connections > 0
+                               ? max_connections
+                               : static_cast<unsigned>(std::clamp(descriptors / 2, 1ULL, 512ULL));
+  limits.idle_timeout_ms = static_cast<int>(std::lround(idle_timeout * 1000));
+  if (idle_timeout > 0 && limits.idle_timeout_ms == 0) limits.idle_timeout_ms = 1;
   signal(SIGPIPE, SIG_IGN);
   const auto capacity = harmonia::common::parse_size(capacity_text);
   if (!capacity) {
@@ -197,20 +484,15 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "harmonia-bbd: %zu files recovered, %llu bytes held of %llu\n",
                  held.size(), static_cast<unsigned long long>(store.stats().used),
                  static_cast<unsigned long long>(*capacity));
+    std::fprintf(stderr,
+                 "harmonia-bbd: at most %u connections (--max-connections), %llu descriptors "
+                 "(RLIMIT_NOFILE), idle timeout %g s (--idle-timeout)\n",
+                 limits.max_connections, descriptors, idle_timeout);
     if (advertise.empty()) advertise = host_of(listen_on) + ":" + std::to_string(port);
     store.set_fence_node(advertise);
     Monitor monitor(store, schedd, advertise, threshold, in_flight);
     monitor.start();
-    for (;;) {
-      const int fd = accept4(listener, nullptr, nullptr, SOCK_CLOEXEC);
-      if (fd < 0) {
-        if (errno == EINTR || errno == ECONNABORTED) continue;
-        throw std::runtime_error(std::string("accept: ") + std::strerror(errno));
-      }
-      const int yes = 1;
-      setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &yes, sizeof(yes));
-      std::thread([&store, fd] { serve(store, fd); }).detach();
-    }
+    accept_loop(store, listener, limits);
   } catch (const std::exception& error) {
     std::fprintf(stderr, "harmonia-bbd: %s\n", error.what());
     return 2;

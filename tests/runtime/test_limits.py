@@ -1,17 +1,194 @@
-"""The daemons' resource limits (docs/limits.md) and their bad arguments. Each test starts its
-daemon itself and stops it; loopback and Unix sockets only."""
+"""The daemons' resource limits (docs/limits.md): more connections than descriptors, idle and
+stalled connections, frames announced and never sent; and their bad arguments.
+Each test starts its daemon itself (by PID) and stops it; loopback and Unix sockets only."""
 
+import os
+import select
+import socket
+import struct
 import subprocess
+import time
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 import pytest
 from bbio_support import BUILD
-from schedd_support import SCHEDD
+from schedd_support import SCHEDD, wait_until
 
 BBD = BUILD / "src" / "bbd" / "harmonia-bbd"
+BBCTL = BUILD / "src" / "bbd" / "harmonia-bbctl"
 pytestmark = pytest.mark.skipif(
     not (BBD.is_file() and SCHEDD.is_file()), reason="the daemons are not built"
 )
+
+# Descriptors the daemons get in the descriptor tests: the tests open more connections than that.
+FILES = 64
+
+
+def _limited(command: list[str], files: int | None) -> list[str]:
+    """`command` run with at most `files` descriptors (soft and hard limit)."""
+    return (
+        ["prlimit", f"--nofile={files}:{files}", "--", *command] if files else command
+    )
+
+
+def _proc_status(pid: int, key: str) -> int:
+    """A number of /proc/PID/status: VmRSS and VmHWM in KiB, Threads."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith(key + ":"):
+            return int(line.split()[1])
+    raise KeyError(key)
+
+
+def _cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+@contextmanager
+def _node(
+    tmp_path: Path, *args: str, files: int | None = None
+) -> Iterator[tuple[int, str]]:
+    """harmonia-bbd on 127.0.0.1: (pid, HOST:PORT); killed by its PID at the end."""
+    for name in ("dev", "pfs"):
+        (tmp_path / name).mkdir(exist_ok=True)
+    with open(tmp_path / "bbd.log", "w") as log:
+        node = subprocess.Popen(
+            _limited([str(BBD), "--device", str(tmp_path / "dev"), "--pfs",
+                      str(tmp_path / "pfs"), "--threshold", "1", *args], files),
+            stdout=subprocess.PIPE, stderr=log, text=True,
+        )  # fmt: skip
+    try:
+        assert node.stdout is not None
+        line = node.stdout.readline()
+        assert line.startswith("port="), (tmp_path / "bbd.log").read_text()
+        yield node.pid, f"127.0.0.1:{line.strip().removeprefix('port=')}"
+        assert node.poll() is None, (
+            "the node is still up: " + (tmp_path / "bbd.log").read_text()
+        )
+    finally:
+        node.kill()
+        node.wait(timeout=10)
+
+
+def _bbctl(address: str, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(BBCTL), "--node", address, *args],
+        capture_output=True, text=True, timeout=20, check=False,
+    )  # fmt: skip
+
+
+def _connect(address: str, stack: ExitStack) -> socket.socket:
+    host, port = address.split(":")
+    connection = stack.enter_context(
+        socket.create_connection((host, int(port)), timeout=5)
+    )
+    return connection
+
+
+def _closed_within(connection: socket.socket, seconds: float) -> tuple[bool, bytes]:
+    """Whether the peer closed `connection` within `seconds`, and what it sent before."""
+    got = b""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        ready, _, _ = select.select([connection], [], [], deadline - time.monotonic())
+        if not ready:
+            break
+        try:
+            piece = connection.recv(65536)
+        except ConnectionResetError:
+            return True, got
+        if not piece:
+            return True, got
+        got += piece
+    return False, got
+
+
+def test_a_node_past_its_descriptors_refuses_and_keeps_serving(tmp_path: Path) -> None:
+    # --max-connections above the descriptors: accept itself runs out (EMFILE).
+    with (
+        ExitStack() as stack,
+        _node(tmp_path, "--max-connections", "1000", files=FILES) as (
+            pid,
+            address,
+        ),
+    ):
+        held = [_connect(address, stack) for _ in range(2 * FILES)]
+        assert wait_until(lambda: len(os.listdir(f"/proc/{pid}/fd")) >= FILES - 2, 5)
+        print(f"\nbbd, {FILES} descriptors, {len(held)} connections, --max-connections 1000:"
+              f" {_proc_status(pid, 'Threads')} threads, RSS {_proc_status(pid, 'VmRSS')} KiB")  # fmt: skip
+        refused = [_closed_within(c, 0.05) for c in held[-FILES // 2 :]]
+        assert any(b"out of file descriptors" in got for _, got in refused), refused
+        for connection in held:
+            connection.close()
+        assert wait_until(lambda: _bbctl(address, "status").returncode == 0, 10)
+    assert "accept: Too many open files" in (tmp_path / "bbd.log").read_text()
+
+
+def test_a_node_refuses_connections_past_max_connections(tmp_path: Path) -> None:
+    # By default a node serves at most half its descriptors (here 32) and refuses the rest.
+    with ExitStack() as stack, _node(tmp_path, files=FILES) as (pid, address):
+        held = [_connect(address, stack) for _ in range(FILES)]
+        refused = _bbctl(address, "status")
+        assert refused.returncode != 0
+        assert "too many connections (at most 32, --max-connections)" in refused.stderr
+        print(f"\nbbd, {FILES} descriptors, {FILES} connections: {_proc_status(pid, 'Threads')}"
+              f" threads, {len(os.listdir(f'/proc/{pid}/fd'))} descriptors open,"
+              f" RSS {_proc_status(pid, 'VmRSS')} KiB")  # fmt: skip
+        assert _proc_status(pid, "Threads") <= 2 * 32 + 8
+        for connection in held:
+            connection.close()
+        assert wait_until(lambda: _bbctl(address, "status").returncode == 0, 10)
+    assert "connection refused" in (tmp_path / "bbd.log").read_text()
+
+
+def test_idle_and_stalled_connections_time_out(tmp_path: Path) -> None:
+    with (
+        ExitStack() as stack,
+        _node(tmp_path, "--idle-timeout", "0.5") as (pid, address),
+    ):
+        assert _bbctl(address, "status").returncode == 0  # the node is all started
+        time.sleep(0.1)
+        threads = _proc_status(pid, "Threads")
+        idle = [_connect(address, stack) for _ in range(40)]
+        stalled = _connect(address, stack)
+        stalled.sendall(struct.pack(">I", 1000) + b"x" * 10)  # a frame cut short
+        assert wait_until(lambda: _proc_status(pid, "Threads") >= threads + 80, 5)
+        print(f"\nbbd, 41 connections: {_proc_status(pid, 'Threads')} threads (idle: {threads}),"
+              f" RSS {_proc_status(pid, 'VmRSS')} KiB")  # fmt: skip
+        assert _closed_within(stalled, 3)[0], "a sender stalled mid-frame is dropped"
+        assert all(_closed_within(c, 1)[0] for c in idle), "idle connections are closed"
+        assert wait_until(lambda: _proc_status(pid, "Threads") <= threads, 5), (
+            "threads end"
+        )
+        # A client that keeps talking is not cut off (each pause is below the timeout).
+        busy = _connect(address, stack)
+        for _ in range(4):
+            time.sleep(0.3)
+            busy.sendall(struct.pack(">I", 2) + b"\x2a\x00")  # Request{status: {}}
+            header = busy.recv(4, socket.MSG_WAITALL)
+            assert len(header) == 4
+            busy.recv(struct.unpack(">I", header)[0], socket.MSG_WAITALL)
+
+
+def test_frames_announced_and_not_sent_take_no_memory(tmp_path: Path) -> None:
+    with ExitStack() as stack, _node(tmp_path) as (pid, address):
+        before = _proc_status(pid, "VmRSS")
+        connections = [_connect(address, stack) for _ in range(40)]
+        for connection in connections:
+            connection.sendall(
+                struct.pack(">I", 16 << 20)
+            )  # 16 MiB announced, nothing sent
+        time.sleep(0.5)
+        grown = _proc_status(pid, "VmHWM") - before
+        print(
+            f"\nbbd, 40 frames of 16 MiB announced: RSS {before} KiB, peak +{grown} KiB"
+        )
+        assert grown < 32 * 1024, (
+            f"RSS grew by {grown} KiB for 40 announced 16 MiB frames"
+        )
+        assert _bbctl(address, "status").returncode == 0
 
 
 @pytest.mark.parametrize(
@@ -21,6 +198,8 @@ pytestmark = pytest.mark.skipif(
             [BBD, "--listen", "127.0.0.1:99999"],
             "--listen 127.0.0.1:99999: port 99999 out of range",
         ),
+        ([BBD, "--max-connections", "0"], "--max-connections: Value 0 not in range"),
+        ([BBD, "--idle-timeout", "-1"], "--idle-timeout: Value -1 not in range"),
         (
             [SCHEDD, "--tcp", "127.0.0.1:65536"],
             "tcp 127.0.0.1:65536: port 65536 out of range",
