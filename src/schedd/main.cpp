@@ -47,6 +47,11 @@ int main(int argc, char** argv) {
   cli.add_option("--tick", server.tick_seconds, "Seconds between timer checks")
       ->capture_default_str()
       ->check(CLI::Range(0.001, 10.0));
+  std::string max_output = "256M";
+  cli.add_option("--max-output", max_output,
+                 "Replies queued for all clients together (at least 1M): past it, the client "
+                 "holding the most unread output is disconnected")
+      ->capture_default_str();
   BufferConfig buffers;
   int buffer_count = 0;
   std::string capacity = "1G", stripe = "1M", phase = "64M", record;
@@ -95,6 +100,13 @@ int main(int argc, char** argv) {
   group->add_option("--record", record,
                     "Write the policy's per-job metrics (JSON) here when stopped");
   CLI11_PARSE(cli, argc, argv);
+  const auto output_cap = harmonia::common::parse_size(max_output);
+  if (!output_cap || *output_cap < (1U << 20)) {
+    std::fprintf(stderr, "harmonia-schedd: --max-output %s: expected a size of at least 1M\n",
+                 max_output.c_str());
+    return 2;
+  }
+  server.max_output_bytes = static_cast<size_t>(*output_cap);
   if (buffer_count > 0) {
     const auto bytes = harmonia::common::parse_size(capacity);
     const auto unit = harmonia::common::parse_size(stripe);

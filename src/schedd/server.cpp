@@ -12,8 +12,11 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
+#include <new>
 #include <stdexcept>
 
 #include "common/frames.hpp"
@@ -24,8 +27,17 @@ namespace harmonia::schedd {
 
 namespace {
 
-/// Output a peer does not read is dropped with the peer beyond this.
+/// Output a peer does not read is dropped with the peer beyond this (or the global cap).
 constexpr size_t kMaxQueuedOutput = 128UL << 20;
+/// A connection with more unsent output than this is not read from until its peer reads: a
+/// client sending requests without reading the replies is slowed down, not fed.
+constexpr size_t kPauseReadingBytes = 4UL << 20;
+/// Reads of one connection per wakeup: the others get their turn.
+constexpr int kReadsPerWakeup = 16;
+/// What Server::accept_with_reserve returns instead of a descriptor.
+constexpr int kRefused = -1, kNobodyWaiting = -2;
+/// Accepting pauses this long when descriptors or memory run out and no reserve is left.
+constexpr double kAcceptBackoffSeconds = 0.1;
 
 std::runtime_error failure(const std::string& what) {
   return std::runtime_error(what + ": " + std::strerror(errno));
@@ -73,6 +85,28 @@ void watch(int epoll, int fd, std::uint64_t key, std::uint32_t events, int op = 
 // Keys of the listening sockets in epoll; connections use their ids (>= 1, below these).
 constexpr std::uint64_t kUnixKey = ~0ULL, kTcpKey = ~0ULL - 1, kSignalKey = ~0ULL - 2;
 
+/// Writes "harmonia-schedd: LINE" to stderr at most once a second per `kind`, counting the
+/// lines left out (a client reconnecting in a loop must not fill the log).
+void log_limited(int kind, const std::string& line) {
+  static double last[3] = {-1e9, -1e9, -1e9};
+  static unsigned skipped[3];
+  const double now = monotonic_seconds();
+  if (now - last[kind] < 1.0) {
+    ++skipped[kind];
+    return;
+  }
+  last[kind] = now;
+  if (skipped[kind] > 0)
+    std::fprintf(stderr, "harmonia-schedd: %s (and %u more since the last such line)\n",
+                 line.c_str(), skipped[kind]);
+  else
+    std::fprintf(stderr, "harmonia-schedd: %s\n", line.c_str());
+  skipped[kind] = 0;
+}
+enum LogKind { kDescriptors = 0, kMemory = 1, kOutput = 2 };
+
+int open_reserve() { return open("/dev/null", O_RDONLY | O_CLOEXEC); }
+
 }  // namespace
 
 double monotonic_seconds() {
@@ -87,8 +121,12 @@ struct Server::Connection {
   std::vector<std::uint8_t> input;
   std::string output;
   size_t output_sent = 0;
-  bool writing = false;      ///< EPOLLOUT is armed
+  std::uint32_t armed = EPOLLIN | EPOLLRDHUP;  ///< the events epoll watches for it
   bool close_after = false;  ///< close once the output is sent (after a fatal error reply)
+
+  size_t unsent() const { return output.size() - output_sent; }
+  /// Reading waits for the peer to read its replies.
+  bool paused() const { return unsent() > kPauseReadingBytes; }
 };
 
 Server::Server(Service& service, ServerConfig config)
@@ -123,11 +161,12 @@ Server::Server(Service& service, ServerConfig config)
   signals_ = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
   if (signals_ < 0) throw failure("signalfd");
   watch(epoll_, signals_, kSignalKey, EPOLLIN);
+  reserve_ = open_reserve();
 }
 
 Server::~Server() {
   for (auto& [id, connection] : connections_) close(connection->fd);
-  for (int fd : {unix_, tcp_, signals_, epoll_})
+  for (int fd : {unix_, tcp_, signals_, epoll_, reserve_})
     if (fd >= 0) close(fd);
   if (!config_.unix_path.empty()) unlink(config_.unix_path.c_str());
 }
@@ -136,27 +175,46 @@ void Server::run() {
   std::vector<epoll_event> events(256);
   double next_tick = monotonic_seconds() + config_.tick_seconds;
   for (;;) {
-    const double wait = std::max(0.0, next_tick - monotonic_seconds());
+    const double until =
+        accept_paused_until_ > 0 ? std::min(next_tick, accept_paused_until_) : next_tick;
+    const double wait = std::max(0.0, until - monotonic_seconds());
     const int n = epoll_wait(epoll_, events.data(), static_cast<int>(events.size()),
                              static_cast<int>(wait * 1000) + 1);
     if (n < 0 && errno != EINTR) throw failure("epoll_wait");
     for (int i = 0; i < n; ++i) {
       const std::uint64_t key = events[static_cast<size_t>(i)].data.u64;
       if (key == kSignalKey) return;
-      if (key == kUnixKey || key == kTcpKey) {
-        accept_all(key == kUnixKey ? unix_ : tcp_, key == kUnixKey);
-        continue;
+      try {
+        if (key == kUnixKey || key == kTcpKey) {
+          accept_all(key == kUnixKey ? unix_ : tcp_, key == kUnixKey);
+          continue;
+        }
+        const auto found = connections_.find(key);
+        if (found == connections_.end()) continue;  // closed earlier in this batch
+        const std::uint32_t what = events[static_cast<size_t>(i)].events;
+        if (what & EPOLLOUT) flush_output(*found->second);
+        // Sending may have closed it.
+        const auto still = connections_.find(key);
+        if (still == connections_.end()) continue;
+        if (still->second->paused() && (what & (EPOLLHUP | EPOLLERR)))
+          close_connection(key);  // gone while it was not read from: nobody takes its replies
+        else if (what & (EPOLLIN | EPOLLHUP | EPOLLERR))
+          on_readable(*still->second);
+      } catch (const std::bad_alloc&) {
+        // Out of memory for this connection's input or replies: drop it, serve the others.
+        log_limited(kMemory, "out of memory serving connection " + std::to_string(key) +
+                                 ": connection closed");
+        if (key != kUnixKey && key != kTcpKey) close_connection(key);
       }
-      const auto found = connections_.find(key);
-      if (found == connections_.end()) continue;  // closed earlier in this batch
-      const std::uint32_t what = events[static_cast<size_t>(i)].events;
-      if (what & EPOLLOUT) flush_output(*found->second);
-      // Sending may have closed it.
-      const auto still = connections_.find(key);
-      if (still != connections_.end() && (what & (EPOLLIN | EPOLLHUP | EPOLLERR)))
-        on_readable(*still->second);
     }
+    if (!resumed_.empty()) resume_reading();
     const double now = monotonic_seconds();
+    if (accept_paused_until_ > 0 && now >= accept_paused_until_) {
+      accept_paused_until_ = 0;
+      if (reserve_ < 0) reserve_ = open_reserve();
+      if (unix_ >= 0) watch(epoll_, unix_, kUnixKey, EPOLLIN, EPOLL_CTL_MOD);
+      if (tcp_ >= 0) watch(epoll_, tcp_, kTcpKey, EPOLLIN, EPOLL_CTL_MOD);
+    }
     if (now >= next_tick) {
       std::vector<Outgoing> out;
       for (ConnectionId id : service_.on_tick(now, out)) close_connection(id);
@@ -166,10 +224,62 @@ void Server::run() {
   }
 }
 
+void Server::pause_accepting(double seconds) {
+  if (accept_paused_until_ > 0) return;
+  accept_paused_until_ = monotonic_seconds() + seconds;
+  // Level-triggered listeners with connections waiting would wake every epoll_wait: unwatched.
+  if (unix_ >= 0) watch(epoll_, unix_, kUnixKey, 0, EPOLL_CTL_MOD);
+  if (tcp_ >= 0) watch(epoll_, tcp_, kTcpKey, 0, EPOLL_CTL_MOD);
+}
+
+int Server::accept_with_reserve(int listener, int error) {
+  int fd = -1;
+  bool waiting = true;
+  if (reserve_ >= 0) {
+    close(reserve_);
+    fd = accept4(listener, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    waiting = fd >= 0 || (errno != EAGAIN && errno != EWOULDBLOCK);
+    reserve_ = open_reserve();
+  }
+  if (fd >= 0 && reserve_ >= 0) return fd;  // descriptors were freed meanwhile: serve it
+  if (!waiting) return kNobodyWaiting;
+  log_limited(kDescriptors, std::string("accept: ") + std::strerror(error) + " (" +
+                                std::to_string(connections_.size()) +
+                                " connections open): new connections refused until some close");
+  if (fd >= 0) {  // tell the connection waiting, then close it
+    control::Envelope reply;
+    reply.mutable_error()->set_message(std::string("harmonia-schedd is out of file descriptors (") +
+                                       std::strerror(error) + "): try again later");
+    std::string frame;
+    common::append_frame(frame, reply);
+    (void)send(fd, frame.data(), frame.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+    close(fd);
+  }
+  if (reserve_ >= 0) return kRefused;
+  pause_accepting(kAcceptBackoffSeconds);  // no spare: wait for descriptors to close
+  return kNobodyWaiting;
+}
+
 void Server::accept_all(int listener, bool is_unix) {
   for (;;) {
-    const int fd = accept4(listener, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
-    if (fd < 0) return;  // EAGAIN, or a peer that went away: nothing to do
+    if (accept_paused_until_ > 0) return;
+    int fd = accept4(listener, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (fd < 0 && (errno == EMFILE || errno == ENFILE)) {
+      fd = accept_with_reserve(listener, errno);
+      if (fd == kNobodyWaiting) return;
+      if (fd == kRefused) continue;
+    }
+    if (fd < 0) {
+      const int error = errno;
+      if (error == ENOBUFS || error == ENOMEM) {
+        log_limited(kMemory,
+                    std::string("accept: ") + std::strerror(error) + ": new connections wait");
+        pause_accepting(kAcceptBackoffSeconds);
+        return;
+      }
+      if (error == EINTR || error == ECONNABORTED || error == EPROTO) continue;
+      return;  // EAGAIN: nobody else waiting
+    }
     std::optional<uid_t> uid;
     if (is_unix) {
       ucred credentials{};
@@ -181,32 +291,60 @@ void Server::accept_all(int listener, bool is_unix) {
       setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &yes, sizeof(yes));
     }
     const ConnectionId id = next_id_++;
-    connections_[id] = std::make_unique<Connection>(Connection{id, fd, {}, {}, 0, false, false});
-    watch(epoll_, fd, id, EPOLLIN | EPOLLRDHUP);
+    epoll_event event{};
+    event.events = EPOLLIN | EPOLLRDHUP;
+    event.data.u64 = id;
+    if (epoll_ctl(epoll_, EPOLL_CTL_ADD, fd, &event) != 0) {  // out of memory or watches
+      log_limited(kMemory,
+                  std::string("epoll_ctl: ") + std::strerror(errno) + ": connection refused");
+      close(fd);
+      continue;
+    }
+    try {
+      connections_[id] = std::make_unique<Connection>(Connection{id, fd, {}, {}, 0});
+    } catch (const std::bad_alloc&) {
+      log_limited(kMemory, "out of memory: connection refused");
+      close(fd);
+      continue;
+    }
     service_.on_connect(id, uid, monotonic_seconds());
   }
 }
 
 void Server::on_readable(Connection& connection) {
   const ConnectionId id = connection.id;
-  std::vector<Outgoing> out;
   bool closed = false;
-  for (;;) {
+  for (int reads = 0; reads < kReadsPerWakeup; ++reads) {
+    // Reading resumes once the peer reads its replies (flush_output).
+    if (connection.paused() || connection.close_after) break;
     std::uint8_t chunk[65536];
     const ssize_t n = recv(connection.fd, chunk, sizeof(chunk), 0);
-    if (n > 0) {
-      connection.input.insert(connection.input.end(), chunk, chunk + n);
-      if (static_cast<size_t>(n) < sizeof(chunk)) break;
-      continue;
-    }
     if (n < 0 && errno == EINTR) continue;
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
-    closed = true;  // end of stream or a hard error
-    break;
+    if (n <= 0) {
+      closed = true;  // end of stream or a hard error
+      break;
+    }
+    connection.input.insert(connection.input.end(), chunk, chunk + n);
+    if (!handle_input(connection)) return;  // closed meanwhile
+    if (static_cast<size_t>(n) < sizeof(chunk)) break;
   }
+  if (closed) {
+    close_connection(id);
+    return;
+  }
+  arm(connection);
+}
+
+bool Server::handle_input(Connection& connection) {
+  const ConnectionId id = connection.id;
+  std::vector<Outgoing> out;
+  std::vector<ConnectionId> touched;
   size_t used = 0;
   const double now = monotonic_seconds();
-  while (!connection.close_after) {
+  // One frame at a time, its replies queued before the next: a small request may get a large
+  // reply, so a connection pauses between two frames (the rest waits in `input`).
+  while (!connection.close_after && !connection.paused()) {
     const auto scan = control::scan_frame(
         connection.input.data() + used, connection.input.size() - used, control::kMaxRequestBytes);
     if (scan.kind == control::FrameScan::Kind::NeedMore) break;
@@ -227,19 +365,56 @@ void Server::on_readable(Connection& connection) {
     else
       service_.on_malformed(id, now, out);
     used += control::kHeaderBytes + scan.body_length;
+    queue_all(out, touched);
   }
+  queue_all(out, touched);
   connection.input.erase(connection.input.begin(),
                          connection.input.begin() + static_cast<long>(used));
-  send_all(out);
-  if (closed) close_connection(id);
+  flush_all(touched);  // may close this connection (its peer gone) or drop it (the output cap)
+  return connections_.find(id) != connections_.end();
+}
+
+void Server::resume_reading() {
+  std::vector<ConnectionId> resumed;
+  resumed.swap(resumed_);
+  for (ConnectionId id : resumed) {
+    const auto found = connections_.find(id);
+    if (found == connections_.end() || found->second->paused()) continue;
+    if (handle_input(*found->second)) arm(*connections_.at(id));
+  }
+}
+
+void Server::arm(Connection& connection) {
+  std::uint32_t wanted = connection.paused() ? 0 : EPOLLIN | EPOLLRDHUP;
+  if (connection.unsent() > 0) wanted |= EPOLLOUT;
+  if (wanted == connection.armed) return;
+  watch(epoll_, connection.fd, connection.id, wanted, EPOLL_CTL_MOD);
+  connection.armed = wanted;
 }
 
 void Server::queue(Connection& connection, const control::Envelope& message) {
+  const size_t before = connection.output.size();
   common::append_frame(connection.output, message);
+  queued_output_ += connection.output.size() - before;
 }
 
-void Server::send_all(std::vector<Outgoing>& out) {
-  std::vector<ConnectionId> touched;
+void Server::enforce_output_cap() {
+  while (queued_output_ > config_.max_output_bytes) {
+    Connection* largest = nullptr;
+    for (auto& [id, connection] : connections_)
+      if (largest == nullptr || connection->unsent() > largest->unsent())
+        largest = connection.get();
+    if (largest == nullptr || largest->unsent() == 0) return;
+    log_limited(kOutput, "connection " + std::to_string(largest->id) +
+                             " dropped: " + std::to_string(largest->unsent()) +
+                             " bytes of replies unread while all connections held " +
+                             std::to_string(queued_output_) + ", at most " +
+                             std::to_string(config_.max_output_bytes) + " (--max-output)");
+    close_connection(largest->id);
+  }
+}
+
+void Server::queue_all(std::vector<Outgoing>& out, std::vector<ConnectionId>& touched) {
   for (const Outgoing& message : out) {
     const auto found = connections_.find(message.to);
     if (found == connections_.end()) continue;
@@ -247,10 +422,20 @@ void Server::send_all(std::vector<Outgoing>& out) {
     touched.push_back(message.to);
   }
   out.clear();
+}
+
+void Server::flush_all(const std::vector<ConnectionId>& touched) {
   for (ConnectionId id : touched) {
     const auto found = connections_.find(id);
     if (found != connections_.end()) flush_output(*found->second);
   }
+  enforce_output_cap();
+}
+
+void Server::send_all(std::vector<Outgoing>& out) {
+  std::vector<ConnectionId> touched;
+  queue_all(out, touched);
+  flush_all(touched);
 }
 
 void Server::flush_output(Connection& connection) {
@@ -259,29 +444,38 @@ void Server::flush_output(Connection& connection) {
                            connection.output.size() - connection.output_sent, MSG_NOSIGNAL);
     if (n > 0) {
       connection.output_sent += static_cast<size_t>(n);
+      queued_output_ -= static_cast<size_t>(n);
       continue;
     }
     if (n < 0 && errno == EINTR) continue;
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-      if (connection.output.size() - connection.output_sent > kMaxQueuedOutput) {
+      if (connection.unsent() > std::min(kMaxQueuedOutput, config_.max_output_bytes)) {
+        log_limited(kOutput, "connection " + std::to_string(connection.id) + " dropped: " +
+                                 std::to_string(connection.unsent()) + " bytes of replies unread");
         close_connection(connection.id);  // a peer that does not read
         return;
       }
-      if (!connection.writing) {
-        watch(epoll_, connection.fd, connection.id, EPOLLIN | EPOLLRDHUP | EPOLLOUT, EPOLL_CTL_MOD);
-        connection.writing = true;
+      if (connection.output_sent >= (1UL << 20) &&
+          connection.output_sent * 2 >= connection.output.size()) {  // drop what was sent
+        connection.output.erase(0, connection.output_sent);
+        connection.output_sent = 0;
       }
+      if (!(connection.armed & EPOLLIN) && !connection.paused() && !connection.input.empty())
+        resumed_.push_back(connection.id);
+      arm(connection);
       return;
     }
     close_connection(connection.id);
     return;
   }
-  connection.output.clear();
+  if (connection.output.capacity() > kPauseReadingBytes)
+    std::string().swap(connection.output);  // a large reply's memory goes back
+  else
+    connection.output.clear();
   connection.output_sent = 0;
-  if (connection.writing) {
-    watch(epoll_, connection.fd, connection.id, EPOLLIN | EPOLLRDHUP, EPOLL_CTL_MOD);
-    connection.writing = false;
-  }
+  if (!(connection.armed & EPOLLIN) && !connection.input.empty())
+    resumed_.push_back(connection.id);  // frames read before it paused: the run loop takes them
+  arm(connection);
   if (connection.close_after) close_connection(connection.id);
 }
 
@@ -289,6 +483,7 @@ void Server::close_connection(ConnectionId id) {
   const auto found = connections_.find(id);
   if (found == connections_.end()) return;
   close(found->second->fd);  // also removes it from epoll
+  queued_output_ -= found->second->unsent();
   connections_.erase(found);
   std::vector<Outgoing> out;
   service_.on_disconnect(id, monotonic_seconds(), out);

@@ -13,6 +13,9 @@ struct ServerConfig {
   std::string unix_path;       ///< listen on this Unix socket (empty: no)
   std::string tcp;             ///< listen on "HOST:PORT" (empty: no); port 0 picks a free one
   double tick_seconds = 0.05;  ///< how often windows move and leases are checked
+  /// Replies and pushes queued for all connections together, bytes: past it, the connection
+  /// holding the most unread output is dropped (docs/limits.md).
+  size_t max_output_bytes = 256UL << 20;
 };
 
 class Server {
@@ -32,14 +35,32 @@ class Server {
   struct Connection;
   void accept_all(int listener, bool is_unix);
   void on_readable(Connection& connection);
+  /// Handles the complete frames read; false when the connection was closed meanwhile.
+  bool handle_input(Connection& connection);
+  /// Frames left in the input of connections that paused, now that their peers read.
+  void resume_reading();
+  void queue_all(std::vector<Outgoing>& out, std::vector<ConnectionId>& touched);
+  void flush_all(const std::vector<ConnectionId>& touched);
   void send_all(std::vector<Outgoing>& out);
   void queue(Connection& connection, const control::Envelope& message);
   void flush_output(Connection& connection);
   void close_connection(ConnectionId id);
+  void arm(Connection& connection);
+  void enforce_output_cap();
+  /// accept4 after EMFILE or ENFILE (`error`): with the spare descriptor, the connection waiting
+  /// is returned if descriptors were freed meanwhile, else answered an error and closed
+  /// (kRefused); without a spare, accepting pauses (kNobodyWaiting, as when nobody waits).
+  int accept_with_reserve(int listener, int error);
+  void pause_accepting(double seconds);
 
   Service& service_;
   ServerConfig config_;
   int epoll_ = -1, unix_ = -1, tcp_ = -1, signals_ = -1;
+  /// Given up when accept runs out of descriptors, to accept and close the connection waiting.
+  int reserve_ = -1;
+  double accept_paused_until_ = 0;     ///< listeners out of epoll until then (0: not paused)
+  size_t queued_output_ = 0;           ///< unsent bytes of every connection
+  std::vector<ConnectionId> resumed_;  ///< see resume_reading
   std::uint16_t tcp_port_ = 0;
   ConnectionId next_id_ = 1;
   std::unordered_map<ConnectionId, std::unique_ptr<Connection>> connections_;

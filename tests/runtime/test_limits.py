@@ -1,5 +1,5 @@
 """The daemons' resource limits (docs/limits.md): more connections than descriptors, idle and
-stalled connections, frames announced and never sent; and their bad arguments.
+stalled connections, frames announced and never sent, clients that never read their replies.
 Each test starts its daemon itself (by PID) and stops it; loopback and Unix sockets only."""
 
 import os
@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 from bbio_support import BUILD
-from schedd_support import SCHEDD, wait_until
+from schedd_support import SCHEDD, status, wait_until
 
 BBD = BUILD / "src" / "bbd" / "harmonia-bbd"
 BBCTL = BUILD / "src" / "bbd" / "harmonia-bbctl"
@@ -191,6 +191,114 @@ def test_frames_announced_and_not_sent_take_no_memory(tmp_path: Path) -> None:
         assert _bbctl(address, "status").returncode == 0
 
 
+def _frame(body: bytes) -> bytes:
+    return struct.pack(">I", len(body)) + body
+
+
+def _length_delimited(number: int, content: bytes) -> bytes:
+    length, out = len(content), bytearray([number << 3 | 2])
+    while length >= 0x80:
+        out.append(length & 0x7F | 0x80)
+        length >>= 7
+    return bytes(out + bytes([length])) + content
+
+
+def _register(job: str) -> bytes:
+    """Envelope{seq: 1, register_process: {protocol_version: 1, job, name: job, ranks: 1}}."""
+    body = (
+        b"\x08\x01"
+        + _length_delimited(2, job.encode())
+        + _length_delimited(3, job.encode())
+    )
+    return _frame(b"\x08\x01" + _length_delimited(2, body + b"\x28\x01"))
+
+
+STATUS_REQUEST = _frame(b"\x08\x01\x5a\x00")  # Envelope{seq: 1, status_request: {}}
+
+
+@contextmanager
+def _scheduler(
+    tmp_path: Path, *args: str, files: int | None = None
+) -> Iterator[tuple[int, Path]]:
+    address = tmp_path / "schedd.sock"
+    with open(tmp_path / "schedd.log", "w") as log:
+        daemon = subprocess.Popen(
+            _limited([str(SCHEDD), "--socket", str(address), "--lease", "60", *args], files),
+            stdout=subprocess.DEVNULL, stderr=log,
+        )  # fmt: skip
+    try:
+        assert wait_until(address.exists, 10), (tmp_path / "schedd.log").read_text()
+        yield daemon.pid, address
+        assert daemon.poll() is None, (tmp_path / "schedd.log").read_text()
+    finally:
+        daemon.kill()
+        daemon.wait(timeout=10)
+
+
+def _unix(address: Path, stack: ExitStack) -> socket.socket:
+    connection = stack.enter_context(socket.socket(socket.AF_UNIX))
+    connection.settimeout(5)
+    connection.connect(str(address))
+    return connection
+
+
+def test_the_scheduler_past_its_descriptors_does_not_spin(tmp_path: Path) -> None:
+    with ExitStack() as stack, _scheduler(tmp_path, files=FILES) as (pid, address):
+        held = []
+        for _ in range(2 * FILES):
+            try:
+                held.append(_unix(address, stack))
+            except OSError:  # the backlog is full: the daemon does not take more
+                break
+        time.sleep(0.3)
+        cpu = _cpu_seconds(pid)
+        time.sleep(1)
+        spent = _cpu_seconds(pid) - cpu
+        print(f"\nschedd, {FILES} descriptors, {len(held)} connections: {spent:.2f} s CPU in 1 s,"
+              f" RSS {_proc_status(pid, 'VmRSS')} KiB")  # fmt: skip
+        assert spent < 0.1, "the daemon waits, it does not busy-loop"
+        for connection in held:
+            connection.close()
+        assert wait_until(lambda: "strategy" in status(address), 10)
+    assert "accept: Too many open files" in (tmp_path / "schedd.log").read_text()
+
+
+def _flood(address: Path, stack: ExitStack, requests: int) -> None:
+    """A client that sends `requests` status requests and never reads a reply."""
+    connection = _unix(address, stack)
+    connection.setblocking(False)
+    pending = STATUS_REQUEST * requests
+    deadline = time.monotonic() + 2
+    while pending and time.monotonic() < deadline:
+        try:
+            pending = pending[connection.send(pending) :]
+        except BlockingIOError:
+            time.sleep(0.01)
+
+
+@pytest.mark.parametrize("cap", [None, "16M"])
+def test_clients_that_never_read_do_not_grow_the_scheduler(
+    tmp_path: Path, cap: str | None
+) -> None:
+    args = ["--max-output", cap] if cap else []
+    with ExitStack() as stack, _scheduler(tmp_path, *args) as (pid, address):
+        for k in range(40):  # 40 jobs with long keys: a Status reply of about 30 KB
+            job = _unix(address, stack)
+            job.sendall(_register(f"{k:03d}" + "j" * 250))
+            assert len(job.recv(4, socket.MSG_WAITALL)) == 4
+        before = _proc_status(pid, "VmRSS")
+        for _ in range(12):
+            _flood(address, stack, requests=3000)  # 30 MB of replies each, unread
+        time.sleep(0.5)
+        grown = _proc_status(pid, "VmHWM") - before
+        print(f"\nschedd, 12 clients not reading (--max-output {cap or '256M'}): RSS {before} KiB,"
+              f" peak +{grown} KiB")  # fmt: skip
+        assert grown < 80 * 1024, f"RSS grew by {grown} KiB"
+        assert len(status(address)["jobs"]) == 40
+    if cap:
+        assert "bytes of replies unread" in (tmp_path / "schedd.log").read_text()
+
+
 @pytest.mark.parametrize(
     ("command", "expected"),
     [
@@ -207,6 +315,10 @@ def test_frames_announced_and_not_sent_take_no_memory(tmp_path: Path) -> None:
         ([SCHEDD, "--buffers", "-1"], "--buffers: Value -1 not in range"),
         ([SCHEDD, "--buffers", "100000000"], "--buffers: Value 100000000 not in range"),
         ([SCHEDD, "--pfs-servers", "0"], "--pfs-servers: Value 0 not in range"),
+        (
+            [SCHEDD, "--max-output", "1K"],
+            "--max-output 1K: expected a size of at least 1M",
+        ),
     ],
 )
 def test_bad_ports_and_counts(
