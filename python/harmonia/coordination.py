@@ -1,14 +1,16 @@
 """The coordination service from Python: the site configuration of `harmonia schedd`, where the
 daemon listens, and how to run a job under libharmonia (docs/control.md)."""
 
+import json
 import os
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
 from harmonia.scenario import ScenarioError, _read_toml, _validate
 from harmonia.simulator import find_tool
+from harmonia.units import parse_size
 
 DEFAULT_SOCKET = "/tmp/harmonia-schedd.sock"
 
@@ -16,6 +18,14 @@ DEFAULT_SOCKET = "/tmp/harmonia-schedd.sock"
 def default_address() -> str:
     """$HARMONIA_SCHEDD, else the default Unix socket."""
     return os.environ.get("HARMONIA_SCHEDD") or DEFAULT_SOCKET
+
+
+def _output_cap(value: object) -> int:
+    """harmonia-schedd --max-output: a size of at least 1 MiB (docs/limits.md)."""
+    size = parse_size(value)
+    if size < 1 << 20:
+        raise ValueError(f"must be at least 1 MiB, got {json.dumps(value)}")
+    return size
 
 
 class _Table(BaseModel):
@@ -32,6 +42,8 @@ class Schedd(_Table):
     throttle_gap: float = Field(default=0.001, gt=0, le=10, allow_inf_nan=False)  # seconds
     lease: float = Field(default=10.0, gt=0, le=3600, allow_inf_nan=False)  # seconds
     tick: float = Field(default=0.05, ge=0.001, le=10, allow_inf_nan=False)  # seconds
+    # Replies queued for all clients together; past it the client holding most is dropped.
+    max_output: Annotated[int, BeforeValidator(_output_cap)] = 256 << 20
 
 
 class SiteConfig(_Table):
@@ -64,6 +76,7 @@ def daemon_command(config: SiteConfig) -> list[str]:
         "--throttle-gap", repr(s.throttle_gap),
         "--lease", repr(s.lease),
         "--tick", repr(s.tick),
+        "--max-output", str(s.max_output),
     ]  # fmt: skip
     return command
 

@@ -18,7 +18,7 @@ namespace {
 /// Buffer nodes and PFS servers a daemon is sized for (state, replies and partitions grow with
 /// them): larger counts are refused by the option parser, not by a failed allocation.
 constexpr int kMaxBuffers = 4096;
-constexpr int kMaxPfsServers = 65535;
+constexpr int kMaxPfsServers = 65536;  // as the site file (python/harmonia/coordination.py)
 
 }  // namespace
 

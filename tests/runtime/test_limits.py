@@ -314,7 +314,7 @@ def test_clients_that_never_read_do_not_grow_the_scheduler(
         ),
         ([SCHEDD, "--buffers", "-1"], "--buffers: Value -1 not in range"),
         ([SCHEDD, "--buffers", "100000000"], "--buffers: Value 100000000 not in range"),
-        ([SCHEDD, "--pfs-servers", "0"], "--pfs-servers: Value 0 not in range"),
+        ([SCHEDD, "--pfs-servers", "65537"], "--pfs-servers: Value 65537 not in range"),
         (
             [SCHEDD, "--max-output", "1K"],
             "--max-output 1K: expected a size of at least 1M",

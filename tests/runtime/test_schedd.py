@@ -327,13 +327,21 @@ def test_the_example_site_file_validates_and_bad_ones_are_refused(
     assert shown.returncode == 0, shown.stderr
     assert "--strategy 2a" in shown.stdout and "--flush-order token" in shown.stdout
     bad = tmp_path / "bad.toml"
-    bad.write_text('[schedd]\nstrategy = "4c"\nlease = -1\nsockets = "x"\n')
+    assert f"--max-output {256 << 20}" in shown.stdout
+    bad.write_text(
+        '[schedd]\nstrategy = "4c"\nlease = -1\nsockets = "x"\nmax_output = "1 KiB"\n'
+    )
     refused = subprocess.run(
         [str(harmonia), "schedd", "--config", str(bad)], capture_output=True, text=True,
         check=False,
     )  # fmt: skip
     assert refused.returncode == 2
-    for key in ("schedd.strategy", "schedd.lease", "schedd.sockets"):
+    for key in (
+        "schedd.strategy",
+        "schedd.lease",
+        "schedd.sockets",
+        "schedd.max_output",
+    ):
         assert f"{bad}: {key}:" in refused.stderr
 
 
