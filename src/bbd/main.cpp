@@ -228,26 +228,31 @@ void serve(Store& store, int fd, const Limits& limits) {
           full.pop_front();
         }
         bool ok = true;
-        if (next->last && !next->refusal) {
-          ok = false;  // the connection ended, mid-request or between requests: nothing to answer
-        } else if (next->refusal) {
-          ok = send_message(fd, *next->refusal);
-        } else {
-          const auto raw = static_cast<std::size_t>(payload_bytes(next->request));
-          in_flight.fetch_add(1);
-          peer.busy.store(true);
-          bb::Response response;
-          try {
-            response =
-                answer(store, next->request, std::string_view(next->payload.data.get(), raw));
-          } catch (const std::bad_alloc&) {
-            log_limited(kMemory, "out of memory answering a request: refused");
-            response = refusal("the node is out of memory");
-            response.set_seq(next->request.seq());
+        try {
+          if (next->last && !next->refusal) {
+            ok = false;  // the connection ended, mid-request or between requests: no answer
+          } else if (next->refusal) {
+            ok = send_message(fd, *next->refusal);
+          } else {
+            const auto raw = static_cast<std::size_t>(payload_bytes(next->request));
+            in_flight.fetch_add(1);
+            peer.busy.store(true);
+            bb::Response response;
+            try {
+              response =
+                  answer(store, next->request, std::string_view(next->payload.data.get(), raw));
+            } catch (const std::bad_alloc&) {
+              log_limited(kMemory, "out of memory answering a request: refused");
+              response = refusal("the node is out of memory");
+              response.set_seq(next->request.seq());
+            }
+            peer.busy.store(false);
+            in_flight.fetch_sub(1);
+            ok = send_message(fd, response);
           }
-          peer.busy.store(false);
-          in_flight.fetch_sub(1);
-          ok = send_message(fd, response);
+        } catch (const std::bad_alloc&) {  // not even the reply fits: this connection ends
+          log_limited(kMemory, "out of memory sending a reply: connection closed");
+          ok = false;
         }
         const bool last = next->last || !ok;
         if (!ok) shutdown(fd, SHUT_RDWR);  // a peer gone: the reader's next receive ends too
