@@ -49,6 +49,7 @@ class ClusterSettings:
     drain_scheduler: str = "fifo"
     device_root: Path | None = None  # where the nodes' devices bb0/.. go (default: directory)
     sync: str = "none"  # when nodes acknowledge: none (page cache) or data (on the device)
+    idle_timeout: float | None = None  # seconds before a node closes an idle connection
 
     def __post_init__(self) -> None:
         # Absolute: jobs run elsewhere, and libharmonia takes only absolute path prefixes.
@@ -178,6 +179,8 @@ class BufferCluster:
                    "--capacity", str(self.settings.capacity), "--schedd", f"unix:{self.socket}",
                    "--drain-scheduler", self.settings.drain_scheduler,
                    "--sync", self.settings.sync]  # fmt: skip
+        if self.settings.idle_timeout is not None:
+            command += ["--idle-timeout", str(self.settings.idle_timeout)]
         if port_file.exists():  # a restart keeps its address, hence its slot
             command += ["--listen", f"127.0.0.1:{port_file.read_text().strip()}"]
         node = subprocess.Popen(

@@ -261,3 +261,35 @@ def test_a_buffer_root_the_nodes_do_not_drain_to_is_reported(tmp_path: Path) -> 
     assert done.returncode == 0, done.stderr
     assert f"HARMONIA_BUFFER_ROOT={elsewhere} is not where buffer node" in done.stderr
     assert target.read_bytes() == bytes(4 << 20)
+
+
+def test_a_connection_the_node_closed_for_idleness_is_opened_again(
+    tmp_path: Path,
+) -> None:
+    # The node closes connections idle for 0.5 s; a job that computes for longer between its
+    # writes opens a new connection, does not count the node as lost, and keeps writing to it.
+    settings = ClusterSettings(tmp_path, buffers=1, capacity=64 << 20, policy="max-bandwidth",
+                               flush_threshold=1.0, idle_timeout=0.5)  # fmt: skip
+    target = tmp_path / "pfs" / "idle.dat"
+    job = (
+        "import os, sys, time\n"
+        "fd = os.open(sys.argv[1], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)\n"
+        "os.pwrite(fd, b'A' * (1 << 20), 0)\n"
+        "time.sleep(1.5)\n"
+        "os.pwrite(fd, b'B' * (1 << 20), 1 << 20)\n"
+        "os.close(fd)\n"
+    )
+    with BufferCluster(settings) as cluster:
+        done = subprocess.run(
+            [sys.executable, "-c", job, str(target)],
+            env={**os.environ, **cluster.env(), "HARMONIA_JOB": "idle", "HARMONIA_PHASE_GAP": "5"},
+            capture_output=True, text=True, timeout=60, check=False,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        assert "lost" not in done.stderr and "writing through" not in done.stderr, (
+            done.stderr
+        )
+        cluster.wait_drained()
+        drained = int(cluster.buffer_states()[0].get("drained_bytes", 0))
+        assert drained == 2 << 20, "both writes went through the node"
+    assert target.read_bytes() == b"A" * (1 << 20) + b"B" * (1 << 20)

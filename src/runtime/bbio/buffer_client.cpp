@@ -5,6 +5,7 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <time.h>
 
@@ -62,6 +63,16 @@ class TcpChannel final : public Channel {
     return common::receive_all(fd_, body.data(), length);
   }
 
+  bool closed_by_node() override {
+    pollfd ready{fd_, POLLIN | POLLRDHUP, 0};
+    if (poll(&ready, 1, 0) <= 0) return false;  // nothing to read, nothing closed
+    char byte;
+    // End of stream with nothing unread: the node closed it. Bytes waiting are a reply or an
+    // error the next receive will read.
+    return recv(fd_, &byte, 1, MSG_PEEK | MSG_DONTWAIT) == 0 ||
+           (ready.revents & (POLLHUP | POLLERR)) != 0;
+  }
+
  private:
   int fd_;
 };
@@ -109,6 +120,10 @@ void lose(Node& node, const std::string& address, const char* what) {
 bool send_request(Node& node, const std::string& address, Harmonia__Bb__Request& request,
                   Ticket& ticket, const char* payload = nullptr, std::size_t length = 0,
                   bool retry_now = false) {
+  if (node.channel && node.channel->closed_by_node()) {
+    node.channel.reset();  // closed for idleness: open another, the node is not lost
+    ++node.generation;
+  }
   if (!node.channel) {
     if (now() < node.dead_until && !retry_now) return false;
     node.channel = connect_tcp(address);

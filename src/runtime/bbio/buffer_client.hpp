@@ -29,6 +29,9 @@ class Channel {
   virtual bool send(const std::string& frame, const char* payload, std::size_t length) = 0;
   /// Receives one frame's body into `body`; false when the node is gone or sent garbage.
   virtual bool receive(std::string& body) = 0;
+  /// Whether the node has closed this channel while nothing was in flight (its idle timeout):
+  /// then a new channel is opened, and the node is not lost.
+  virtual bool closed_by_node() = 0;
 };
 
 /// Before [offset, offset + length) of `file` (relative to HARMONIA_BUFFER_ROOT) is written
