@@ -129,6 +129,12 @@ void BufferBroker::job_end(BrokerJob job, double now) {
   if (state.admitted && state.ended_early.empty()) scheduler_->on_app_end(job, now_);
 }
 
+std::optional<int> BufferBroker::node_slot(const std::string& address) const {
+  for (size_t i = 0; i < nodes_.size(); ++i)
+    if (nodes_[i].address == address) return static_cast<int>(i);
+  return std::nullopt;
+}
+
 std::optional<int> BufferBroker::register_node(const std::string& address) {
   for (size_t i = 0; i < nodes_.size(); ++i)
     if (nodes_[i].address == address) {

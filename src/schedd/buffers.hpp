@@ -62,6 +62,8 @@ class BufferBroker : private core::Actions {
   void job_end(BrokerJob job, double now);
 
   // Buffer nodes (the monitors' connections).
+  /// The slot a node at `address` registered for, if any.
+  std::optional<int> node_slot(const std::string& address) const;
   /// A node at `address` registers: its slot (the same again after a restart), or nullopt when
   /// every slot belongs to another address. The policy places by the configured capacity; a
   /// node refuses writes beyond its own.

@@ -1,6 +1,7 @@
 // harmonia-schedd: the scheduler daemon of the coordination service (docs/control.md).
 #include <google/protobuf/stubs/logging.h>
 #include <sys/resource.h>
+#include <unistd.h>
 
 #include <CLI/CLI.hpp>
 #include <cstdio>
@@ -99,6 +100,11 @@ int main(int argc, char** argv) {
   group->add_option("--stripe", stripe, "Stripe unit over a phase's nodes")->capture_default_str();
   group->add_option("--record", record,
                     "Write the policy's per-job metrics (JSON) here when stopped");
+  group->add_option("--buffer-node-uid", service.node_uids,
+                    "A user whose processes may register buffer nodes on the Unix socket "
+                    "(repeatable; root always may, and so does this daemon's own user)");
+  group->add_flag("--trust-tcp-nodes", service.trust_tcp_nodes,
+                  "Accept buffer nodes over TCP, which carries no identity (trusted networks)");
   CLI11_PARSE(cli, argc, argv);
   const auto output_cap = harmonia::common::parse_size(max_output);
   if (!output_cap || *output_cap < (1U << 20)) {
@@ -107,6 +113,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   server.max_output_bytes = static_cast<size_t>(*output_cap);
+  service.node_uids.push_back(geteuid());
   if (buffer_count > 0) {
     const auto bytes = harmonia::common::parse_size(capacity);
     const auto unit = harmonia::common::parse_size(stripe);

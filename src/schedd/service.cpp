@@ -331,6 +331,30 @@ void Service::register_buffer(ConnectionId id, Connection& connection,
     set_error(reply, Error::CODE_INVALID, "RegisterBuffer.address must be 1 to 256 bytes");
     return;
   }
+  // A node receives jobs' data: only the site's node accounts may stand for one.
+  if (!connection.uid) {
+    if (!config_.trust_tcp_nodes) {
+      set_error(reply, Error::CODE_FORBIDDEN,
+                "RegisterBuffer over TCP carries no identity: register on the Unix socket, or "
+                "start harmonia-schedd with --trust-tcp-nodes on a trusted network");
+      return;
+    }
+  } else if (*connection.uid != 0 && std::find(config_.node_uids.begin(), config_.node_uids.end(),
+                                               *connection.uid) == config_.node_uids.end()) {
+    set_error(reply, Error::CODE_FORBIDDEN,
+              "RegisterBuffer from uid " + std::to_string(*connection.uid) +
+                  ": buffer nodes run as root or as a user named with --buffer-node-uid");
+    return;
+  }
+  if (const auto held = broker_->node_slot(request.address())) {
+    const ConnectionId monitor = node_connection_[static_cast<size_t>(*held)];
+    if (monitor != 0 && connections_.count(monitor)) {
+      set_error(reply, Error::CODE_FORBIDDEN,
+                "RegisterBuffer.address " + request.address() +
+                    " belongs to a node that is connected (buffer " + std::to_string(*held) + ")");
+      return;
+    }
+  }
   const auto slot = broker_->register_node(request.address());
   if (!slot) {
     set_error(reply, Error::CODE_INVALID,

@@ -30,6 +30,11 @@ struct ServiceConfig {
   /// Buffer nodes and the policy that places phases on them (docs/buffer-nodes.md); none: the
   /// coordination strategy alone.
   std::optional<BufferConfig> buffers;
+  /// Users whose processes may register buffer nodes on the Unix socket (root always may).
+  std::vector<uid_t> node_uids;
+  /// Accept RegisterBuffer over TCP, where no identity comes with a request: a trusted network
+  /// only (authentication is issue 15's).
+  bool trust_tcp_nodes = false;
 };
 
 /// A message for one connection.

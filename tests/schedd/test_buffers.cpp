@@ -9,6 +9,7 @@
 using namespace harmonia::schedd;
 using harmonia::control::DrainOrder;
 using harmonia::control::Envelope;
+using harmonia::control::Error;
 
 namespace {
 
@@ -43,7 +44,7 @@ struct Harness {
     return reply;
   }
   void node(ConnectionId id, const std::string& address) {
-    service.on_connect(id, std::nullopt, now);
+    service.on_connect(id, 0, now);  // nodes run as root
     Envelope e;
     e.mutable_register_buffer()->set_protocol_version(1);
     e.mutable_register_buffer()->set_address(address);
@@ -125,7 +126,7 @@ TEST(Buffers, BadSettingsAreRefusedByName) {
 TEST(Buffers, NodesKeepTheirSlotAcrossRestartsAndExtraNodesAreRefused) {
   Harness h(buffered("max-bandwidth", 1, 64 * kMiB));
   h.node(1, "n0:7100");
-  h.service.on_connect(2, std::nullopt, 0);
+  h.service.on_connect(2, 0, 0);
   Envelope e;
   e.mutable_register_buffer()->set_protocol_version(1);
   e.mutable_register_buffer()->set_address("n1:7100");
@@ -295,4 +296,54 @@ TEST(Buffers, ACachedJobsDataStaysOnTheNodesUntilItEnds) {
     ASSERT_TRUE(after.drain());
     EXPECT_EQ(after.jobs(0), "job");
   }
+}
+
+namespace {
+
+Envelope register_buffer(const std::string& address) {
+  Envelope e;
+  e.mutable_register_buffer()->set_protocol_version(1);
+  e.mutable_register_buffer()->set_address(address);
+  e.mutable_register_buffer()->set_capacity(1 << 30);
+  return e;
+}
+
+}  // namespace
+
+TEST(Buffers, OnlyRootOrANamedNodeUserRegistersANodeAndOnlyOnTheUnixSocket) {
+  ServiceConfig c = buffered("max-bandwidth", 2, 64 * kMiB);
+  c.node_uids = {4242};
+  Harness h(c);
+  h.service.on_connect(1, 1000, 0);  // a user: refused, whatever the address
+  const Envelope user = h.call(1, register_buffer("n0:7100"));
+  ASSERT_TRUE(user.has_error());
+  EXPECT_EQ(user.error().code(), Error::CODE_FORBIDDEN);
+  EXPECT_NE(user.error().message().find("uid 1000"), std::string::npos);
+  h.service.on_connect(2, std::nullopt, 0);  // TCP: no identity
+  const Envelope tcp = h.call(2, register_buffer("n0:7100"));
+  ASSERT_TRUE(tcp.has_error());
+  EXPECT_NE(tcp.error().message().find("--trust-tcp-nodes"), std::string::npos);
+  EXPECT_FALSE(h.status().buffers(0).connected()) << "no slot was taken";
+  h.service.on_connect(3, 4242, 0);  // the site's node account
+  EXPECT_TRUE(h.call(3, register_buffer("n0:7100")).has_buffer_registered());
+  ServiceConfig trusting = buffered("max-bandwidth", 1, 64 * kMiB);
+  trusting.trust_tcp_nodes = true;
+  Harness t(trusting);
+  t.service.on_connect(1, std::nullopt, 0);
+  EXPECT_TRUE(t.call(1, register_buffer("n0:7100")).has_buffer_registered());
+}
+
+TEST(Buffers, AConnectedNodesAddressCannotBeTakenOver) {
+  Harness h(buffered("max-bandwidth", 2, 64 * kMiB));
+  h.node(1, "n0:7100");
+  h.service.on_connect(2, 0, 0);
+  const Envelope takeover = h.call(2, register_buffer("n0:7100"));
+  ASSERT_TRUE(takeover.has_error());
+  EXPECT_EQ(takeover.error().code(), Error::CODE_FORBIDDEN);
+  std::vector<Outgoing> out;
+  h.service.on_disconnect(2, 0, out);  // the impostor leaves: the real node stays connected
+  EXPECT_TRUE(h.status().buffers(0).connected());
+  h.service.on_disconnect(1, 0, out);  // the real node restarts: it gets its slot back
+  h.node(3, "n0:7100");
+  EXPECT_TRUE(h.status().buffers(0).connected());
 }
