@@ -44,6 +44,9 @@ class Schedd(_Table):
     tick: float = Field(default=0.05, ge=0.001, le=10, allow_inf_nan=False)  # seconds
     # Replies queued for all clients together; past it the client holding most is dropped.
     max_output: Annotated[int, BeforeValidator(_output_cap)] = 256 << 20
+    # A flush token held longer than this while others wait passes on (0: never).
+    max_token_seconds: float = Field(default=60.0, ge=0, le=86400, allow_inf_nan=False)
+    max_ranks: int = Field(default=1 << 20, ge=1, le=1 << 30)  # processes a job may declare
 
 
 class SiteConfig(_Table):
@@ -77,6 +80,8 @@ def daemon_command(config: SiteConfig) -> list[str]:
         "--lease", repr(s.lease),
         "--tick", repr(s.tick),
         "--max-output", str(s.max_output),
+        "--max-token-seconds", repr(s.max_token_seconds),
+        "--max-ranks", str(s.max_ranks),
     ]  # fmt: skip
     return command
 

@@ -58,6 +58,11 @@ BufferBroker::BufferBroker(BufferConfig config, double origin)
 
 BufferBroker::~BufferBroker() = default;
 
+double BufferConfig::phase_bound() const {
+  const double pool = capacity * count;
+  return max_phase_bytes > 0 ? std::min(max_phase_bytes, pool) : pool;
+}
+
 BrokerJob BufferBroker::add_job(const std::string& key, const std::string& name,
                                 std::uint32_t ranks, std::int32_t priority, double declared_bytes,
                                 bool cached, double now) {
@@ -74,7 +79,8 @@ BrokerJob BufferBroker::add_job(const std::string& key, const std::string& name,
   info.priority = priority;
   info.hint = cached ? core::Hint::Cached : core::Hint::Flushable;
   // DataWarp reserves what the job declares; without a declaration, one default phase.
-  info.declared_bytes = declared_bytes > 0 ? declared_bytes : config_.phase_bytes * ranks;
+  info.declared_bytes = std::min(declared_bytes > 0 ? declared_bytes : config_.phase_bytes * ranks,
+                                 config_.phase_bound());
   const core::AppId app = scheduler_->on_app_register(info, now_);
   if (app != id) throw std::logic_error("job and policy-core application ids diverged");
   return id;
@@ -87,8 +93,9 @@ void BufferBroker::phase_begin(BrokerJob job, double bytes, double now) {
   state.in_phase = true;
   state.phase_index += 1;
   const double total = config_.phase_bytes * state.ranks;
-  // A phase never asks for more than all buffers hold: the policies could never place it.
-  state.phase_bytes = std::min(bytes > 0 ? bytes : total, config_.capacity * config_.count);
+  // A phase never asks for more than all buffers hold (the policies could never place it), nor
+  // more than the site allows one job.
+  state.phase_bytes = std::min(bytes > 0 ? bytes : total, config_.phase_bound());
   mark_job(job);
   if (state.admitted) submit_phase(job, now_);
 }

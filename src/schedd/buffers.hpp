@@ -34,11 +34,16 @@ struct BufferConfig {
   std::optional<int> max_colocated;
   int min_buffers = 1;
   double phase_bytes = 64e6;  ///< per process, for a phase that declares no size
+  /// Most bytes one job's phase (and a DataWarp reservation) may ask for, whatever it declares;
+  /// 0: all buffers together.
+  double max_phase_bytes = 0;
   std::uint64_t stripe_bytes = 1 << 20;
   double report_seconds = 0.1;
 
   /// The policy core's configuration; throws std::invalid_argument naming a bad setting.
   core::SchedulerConfig scheduler_config() const;
+  /// The most one job's phase may ask for: max_phase_bytes, at most all buffers together.
+  double phase_bound() const;
 };
 
 using BrokerJob = core::AppId;

@@ -43,6 +43,13 @@ int main(int argc, char** argv) {
   cli.add_option("--throttle-gap", service.coordinator.throttle_gap,
                  "Seconds between writes of throttled jobs")
       ->capture_default_str();
+  cli.add_option("--max-token-seconds", service.coordinator.max_token_seconds,
+                 "Flush token held longer than this while others wait: it passes on (0: never)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 86400.0));
+  cli.add_option("--max-ranks", service.max_ranks, "Most processes a job may declare")
+      ->capture_default_str()
+      ->check(CLI::Range(1U, 1U << 30));
   cli.add_option("--lease", service.lease_seconds, "Seconds a silent process keeps its place")
       ->capture_default_str();
   cli.add_option("--tick", server.tick_seconds, "Seconds between timer checks")
@@ -95,6 +102,11 @@ int main(int argc, char** argv) {
   group->add_option("--min-buffers", buffers.min_buffers, "Nodes per phase at least")
       ->capture_default_str()
       ->check(CLI::Range(1, kMaxBuffers));
+  std::string max_phase = "0";
+  group
+      ->add_option("--max-phase-bytes", max_phase,
+                   "Most one job's phase may ask for, whatever it declares (0: all buffers)")
+      ->capture_default_str();
   group->add_option("--phase-bytes", phase, "Per process, for phases that declare no size")
       ->capture_default_str();
   group->add_option("--stripe", stripe, "Stripe unit over a phase's nodes")->capture_default_str();
@@ -128,6 +140,16 @@ int main(int argc, char** argv) {
     buffers.capacity = static_cast<double>(*bytes);
     buffers.stripe_bytes = *unit;
     buffers.phase_bytes = static_cast<double>(*per_phase);
+    if (max_phase != "0") {
+      const auto bound = harmonia::common::parse_size(max_phase);
+      if (!bound) {
+        std::fprintf(stderr,
+                     "harmonia-schedd: --max-phase-bytes %s: expected 0 or a size such as 64G\n",
+                     max_phase.c_str());
+        return 2;
+      }
+      buffers.max_phase_bytes = static_cast<double>(*bound);
+    }
     service.buffers = buffers;
   } else if (!record.empty()) {
     std::fprintf(stderr, "harmonia-schedd: --record needs --buffers\n");

@@ -249,6 +249,13 @@ void Service::register_process(ConnectionId id, Connection& connection,
               "RegisterProcess.job must be 1 to 256 bytes, name at most 256");
     return;
   }
+  if (request.ranks() > config_.max_ranks) {
+    set_error(reply, Error::CODE_INVALID,
+              "RegisterProcess.ranks " + std::to_string(request.ranks()) +
+                  " is more than this site allows (" + std::to_string(config_.max_ranks) +
+                  ", --max-ranks)");
+    return;
+  }
   if (!(request.bytes_per_process() >= 0) || request.bytes_per_process() > 1e18) {
     set_error(reply, Error::CODE_INVALID, "RegisterProcess.bytes_per_process out of range");
     return;

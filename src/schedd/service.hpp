@@ -35,6 +35,8 @@ struct ServiceConfig {
   /// Accept RegisterBuffer over TCP, where no identity comes with a request: a trusted network
   /// only (authentication is issue 15's).
   bool trust_tcp_nodes = false;
+  /// Processes a job may declare (RegisterProcess.ranks); more is refused.
+  std::uint32_t max_ranks = 1U << 20;
 };
 
 /// A message for one connection.

@@ -283,3 +283,40 @@ TEST(Coordination, IdleJobsKeepTheirDirectivesAndAreNotRecomputed) {
     for (JobId id : ids) EXPECT_EQ(c->directive(id), Directive{}) << name << ": job " << id;
   }
 }
+
+TEST(Coordination, ATokenHeldTooLongWhileOthersWaitPassesOn) {
+  for (const FlushOrder order : {FlushOrder::Token, FlushOrder::Priority}) {
+    CoordinatorConfig config = servers(8, order);
+    config.max_token_seconds = 5;
+    auto c = make_coordinator("1b", config);
+    // The holder has the highest priority: even then it may not keep the token for ever.
+    const JobId hog = c->on_register(job("hog", 16e6, 4, 9), 0);
+    const JobId b = c->on_register(job("B", 16e6, 4, 1), 0);
+    const JobId x = c->on_register(job("C"), 0);
+    c->on_io_begin(hog, 1);
+    c->on_io_begin(b, 2);
+    c->on_io_begin(x, 3);
+    c->on_flush_request(hog, 4);
+    c->on_flush_request(b, 4.5);
+    EXPECT_TRUE(may_flush(*c, hog));
+    c->on_tick(8.9);
+    EXPECT_FALSE(may_flush(*c, b)) << "within the bound the holder keeps the token";
+    c->on_tick(9.1);
+    EXPECT_TRUE(may_flush(*c, b)) << "past 5 s the next waiting job gets it";
+    EXPECT_FALSE(may_flush(*c, hog)) << "and the holder goes to the back of the line";
+    c->on_flush_done(b, 10);
+    EXPECT_TRUE(may_flush(*c, hog)) << "its turn comes again";
+  }
+}
+
+TEST(Coordination, ATokenHeldLongWithNobodyWaitingStays) {
+  CoordinatorConfig config = servers(8, FlushOrder::Token);
+  config.max_token_seconds = 5;
+  auto c = make_coordinator("1b", config);
+  const JobId a = c->on_register(job("A"), 0), x = c->on_register(job("C"), 0);
+  c->on_io_begin(a, 1);
+  c->on_io_begin(x, 2);
+  c->on_flush_request(a, 3);
+  c->on_tick(100);
+  EXPECT_TRUE(may_flush(*c, a));
+}

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 
 #include "schedd/service.hpp"
 
@@ -346,4 +347,21 @@ TEST(Buffers, AConnectedNodesAddressCannotBeTakenOver) {
   h.service.on_disconnect(1, 0, out);  // the real node restarts: it gets its slot back
   h.node(3, "n0:7100");
   EXPECT_TRUE(h.status().buffers(0).connected());
+}
+
+TEST(Buffers, AJobDeclaringEnormousPhasesReservesNoMoreThanTheSiteAllows) {
+  // A job declaring 2^59 bytes a process: without a bound DataWarp reserves every buffer for it
+  // and the next job waits; with --max-phase-bytes 64 MiB the next job fits beside it.
+  for (const double bound : {0.0, 64.0 * kMiB}) {
+    ServiceConfig c = buffered("datawarp", 2, 64 * kMiB);
+    c.buffers->max_phase_bytes = bound;
+    Harness h(c);
+    h.node(1, "n0:7100");
+    h.node(2, "n1:7100");
+    h.job(10, "hog", std::ldexp(1.0, 59));
+    h.job(11, "second", 32 * kMiB);
+    EXPECT_FALSE(h.begin(10, std::ldexp(1.0, 59)).await_grant());
+    EXPECT_EQ(h.begin(11, 32 * kMiB).await_grant(), bound == 0)
+        << (bound == 0 ? "unbounded: the hog holds every buffer" : "bounded: room for both");
+  }
 }

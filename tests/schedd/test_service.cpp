@@ -327,3 +327,18 @@ TEST(Service, OpenersOfAFileBeingSettledJoinTheSettleInsteadOfAskingAgain) {
   EXPECT_EQ(completions(h.pushes, 1).size(), 1u);
   EXPECT_EQ(completions(h.pushes, 2).size(), 1u) << "the one that joined hears it too";
 }
+
+TEST(Service, AJobDeclaringMoreRanksThanTheSiteAllowsIsRefused) {
+  ServiceConfig c = config("none");
+  c.max_ranks = 64;
+  Harness h(c);
+  h.connect(1);
+  Envelope e = registration("A");
+  e.mutable_register_process()->set_ranks(4294967295u);
+  const Envelope refused = h.call(1, e);
+  ASSERT_TRUE(refused.has_error());
+  EXPECT_EQ(refused.error().code(), Error::CODE_INVALID);
+  EXPECT_NE(refused.error().message().find("--max-ranks"), std::string::npos);
+  e.mutable_register_process()->set_ranks(64);
+  EXPECT_TRUE(h.call(1, e).has_registered());
+}

@@ -188,9 +188,19 @@ void Coordinator::update(double now, std::optional<JobId> event_job, bool member
     if (jobs_[static_cast<size_t>(id)].wants_flush && d.flush_allowed) waiting.push_back(id);
   const bool token_order =
       config_.flush_order == FlushOrder::Token || config_.flush_order == FlushOrder::Priority;
+  std::optional<JobId> expired;
+  if (token_order && token_holder_ && config_.max_token_seconds > 0 &&
+      now - token_since_ > config_.max_token_seconds && waiting.size() > 1) {
+    // Held too long while others wait: the holder goes to the back of the line, and does not
+    // get the token back this time (not even by priority).
+    expired = token_holder_;
+    jobs_[static_cast<size_t>(*expired)].flush_since = now;
+    token_holder_.reset();
+  }
   if (token_order && !token_holder_) {
     // A free token goes to the next waiting job.
     for (JobId id : waiting) {
+      if (id == expired) continue;
       if (!token_holder_) {
         token_holder_ = id;
         continue;
@@ -203,6 +213,7 @@ void Coordinator::update(double now, std::optional<JobId> event_job, bool member
               : j.flush_since < best.flush_since;
       if (better) token_holder_ = id;
     }
+    if (token_holder_) token_since_ = now;
   }
   std::optional<JobId> window_owner;
   if (config_.flush_order == FlushOrder::Window && !waiting.empty()) {

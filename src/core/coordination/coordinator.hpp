@@ -46,6 +46,10 @@ struct CoordinatorConfig {
   FlushOrder flush_order = FlushOrder::Free;
   double window_seconds = 1.0;  ///< FlushOrder::Window
   double throttle_gap = 0.001;  ///< the "throttle" strategy's minimum gap between writes
+  /// FlushOrder::Token and Priority: a job holding the token longer than this goes to the back
+  /// of the line and the next waiting job gets it, so one job cannot stall the others beyond it
+  /// (0: no bound).
+  double max_token_seconds = 60;
 };
 
 class Coordinator {
@@ -116,6 +120,7 @@ class Coordinator {
   std::set<JobId> not_default_;  ///< jobs whose directive is not the default one
   std::uint64_t membership_version_ = 0;
   std::optional<JobId> token_holder_;
+  double token_since_ = 0;  ///< when the holder got the token
 };
 
 /// Names of the coordination strategies: none, 1a, 1b, 2a, 2b, 3a, 3b, throttle.
