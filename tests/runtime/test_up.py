@@ -18,6 +18,15 @@ pytestmark = needs(BBD)
 HARMONIA = Path(sys.executable).with_name("harmonia")
 
 
+def wait_started(up: subprocess.Popen[str], directory: Path) -> None:
+    """Until `harmonia up` wrote its env.sh (it runs), failing if it exits or takes 30 s."""
+    deadline = time.monotonic() + 30
+    while not (directory / "env.sh").exists():
+        assert up.poll() is None, up.communicate()
+        assert time.monotonic() < deadline, "harmonia up did not start"
+        time.sleep(0.1)
+
+
 def test_up_runs_jobs_and_ctrl_c_drains_what_the_nodes_hold(tmp_path: Path) -> None:
     up = subprocess.Popen(
         [str(HARMONIA), "up", "--buffers", "2", "--dir", str(tmp_path), "--capacity", "256 MiB",
@@ -27,11 +36,7 @@ def test_up_runs_jobs_and_ctrl_c_drains_what_the_nodes_hold(tmp_path: Path) -> N
     spec = JobSpec(ranks=2, steps=8, requests=2, size=1 << 20, compute=0.4)
     job = None
     try:
-        deadline = time.monotonic() + 30
-        while not (tmp_path / "env.sh").exists():
-            assert up.poll() is None, up.communicate()
-            assert time.monotonic() < deadline, "harmonia up did not start"
-            time.sleep(0.1)
+        wait_started(up, tmp_path)
         exported = (tmp_path / "env.sh").read_text()
         assert f"HARMONIA_BUFFER_ROOT={tmp_path / 'pfs'}" in exported
         # The environment `harmonia up` printed is the one a cluster on that directory gives.
@@ -63,11 +68,7 @@ def test_up_restarts_daemons_that_die_and_shows_them(tmp_path: Path) -> None:
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
     try:
-        deadline = time.monotonic() + 30
-        while not (tmp_path / "env.sh").exists():
-            assert up.poll() is None, up.communicate()
-            assert time.monotonic() < deadline, "harmonia up did not start"
-            time.sleep(0.1)
+        wait_started(up, tmp_path)
         for pid_file in ("bb1.pid", "schedd.pid"):
             old = int((tmp_path / pid_file).read_text())
             os.kill(old, signal.SIGKILL)
