@@ -3,7 +3,18 @@ BUILD ?= build
 VENV := .venv
 JOBS ?= 2
 
-.PHONY: setup build demo test test-cpp test-py lint format bench clean
+SANITIZE_BUILD ?= build-sanitize
+# The C++ tests that need no simulator, fuzzers included, and the daemons the attack and load
+# tests start, under AddressSanitizer and UBSan.
+SANITIZE_TESTS := core_tests coordination_tests schedd_tests bbd_tests bbio_api_test
+SANITIZE_PROGRAMS := harmonia-bbd harmonia-bbctl harmonia-schedd harmonia-schedctl harmonia \
+  bbio_driver harmonia-recover
+# A 16 MiB quarantine of freed memory (ASan's default, 256 MiB, would fail the tests that bound
+# a daemon's memory).
+SANITIZE_ENV := ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:quarantine_size_mb=16 \
+  UBSAN_OPTIONS=print_stacktrace=1
+
+.PHONY: setup build demo test test-cpp test-py sanitize lint format bench clean
 
 setup:
 	scripts/install-deps.sh
@@ -27,6 +38,18 @@ test-py:
 	HARMONIA_SIM=$(BUILD)/src/sim/harmonia-sim HARMONIA_BUILD=$(BUILD) \
 	  $(VENV)/bin/pytest -q python/tests tests/sim tests/runtime
 
+## ASan + UBSan build of the policy core, the daemons, the node store and libharmonia: their
+## unit tests and fuzzers, then the daemons under the buffer-node and limits tests (CI runs it
+## after `make test`).
+sanitize: setup
+	cmake -S . -B $(SANITIZE_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Debug \
+	  -DHARMONIA_SANITIZE=ON -DHARMONIA_BUILD_BENCHMARKS=OFF
+	cmake --build $(SANITIZE_BUILD) -j $(JOBS) --target $(SANITIZE_TESTS) $(SANITIZE_PROGRAMS)
+	$(SANITIZE_ENV) ctest --test-dir $(SANITIZE_BUILD) --output-on-failure -j $(JOBS) \
+	  -E '_NOT_BUILT|^netsim_routes'
+	$(SANITIZE_ENV) HARMONIA_BUILD=$(SANITIZE_BUILD) \
+	  $(VENV)/bin/pytest -q tests/runtime/test_bbd.py tests/runtime/test_limits.py
+
 lint: setup
 	$(VENV)/bin/ruff check python tests/sim tests/runtime scripts
 	$(VENV)/bin/ruff format --check python tests/sim tests/runtime scripts
@@ -49,4 +72,4 @@ bench: build
 	$(VENV)/bin/python scripts/bench_bbd.py
 
 clean:
-	rm -rf $(BUILD) results
+	rm -rf $(BUILD) $(SANITIZE_BUILD) results
