@@ -140,21 +140,19 @@ struct Peer {
   /// came for the idle timeout while no request was being answered (an idle client, or a sender
   /// stalled in the middle of a frame).
   bool receive(char* data, std::size_t length) {
-    while (length > 0) {
-      if (idle_timeout_ms > 0) {
-        pollfd wait{fd, POLLIN, 0};
-        const int ready = poll(&wait, 1, idle_timeout_ms);
-        if (ready < 0 && errno == EINTR) continue;
-        if (ready == 0 && busy.load()) continue;
-        if (ready == 0) return false;
-      }
-      const ssize_t n = ::recv(fd, data, length, 0);
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) return false;
-      data += n;
-      length -= static_cast<std::size_t>(n);
+    return harmonia::common::receive_all(fd, data, length, [this] { return readable_in_time(); });
+  }
+
+  /// Waits until the socket has bytes (or its end); false after the idle timeout passed with
+  /// nothing to read and no request being answered.
+  bool readable_in_time() {
+    if (idle_timeout_ms <= 0) return true;
+    for (;;) {
+      pollfd wait{fd, POLLIN, 0};
+      const int ready = poll(&wait, 1, idle_timeout_ms);
+      if (ready > 0 || (ready < 0 && errno != EINTR)) return true;  // recv tells which
+      if (ready == 0 && !busy.load()) return false;
     }
-    return true;
   }
 
   /// Receives `length` bytes into `buffer` (from its start), growing it as they arrive.

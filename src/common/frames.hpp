@@ -69,10 +69,13 @@ inline bool send_all(int fd, const std::string& bytes) {
   return send_all(fd, &whole, 1);
 }
 
-/// Receives exactly `length` bytes from a blocking socket; false at the end of the stream or on
-/// an error.
-inline bool receive_all(int fd, char* data, std::size_t length) {
+/// Receives exactly `length` bytes from a blocking socket; before each read `ready()` may wait
+/// for the socket and answer false to give up (a timeout). False at the end of the stream, on an
+/// error, or when `ready()` gave up.
+template <class Ready>
+bool receive_all(int fd, char* data, std::size_t length, Ready ready) {
   while (length > 0) {
+    if (!ready()) return false;
     const ssize_t n = ::recv(fd, data, length, 0);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) return false;
@@ -80,6 +83,11 @@ inline bool receive_all(int fd, char* data, std::size_t length) {
     length -= static_cast<std::size_t>(n);
   }
   return true;
+}
+
+/// receive_all with no waiting of its own.
+inline bool receive_all(int fd, char* data, std::size_t length) {
+  return receive_all(fd, data, length, [] { return true; });
 }
 
 }  // namespace harmonia::common
