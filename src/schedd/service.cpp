@@ -198,25 +198,26 @@ void Service::settle_done(ConnectionId id, std::uint64_t settle, std::vector<Out
   const auto found = settles_.find(settle);
   if (found == settles_.end()) return;
   found->second.waiting.erase(id);
-  finish_settles(out);
+  if (found->second.waiting.empty()) complete_settle(found, out);
+}
+
+Service::Settles::iterator Service::complete_settle(Settles::iterator it,
+                                                    std::vector<Outgoing>& out) {
+  for (ConnectionId requester : it->second.requesters) {
+    if (!connections_.count(requester)) continue;
+    Envelope push;
+    push.mutable_settle_complete()->set_id(it->first);
+    push.mutable_settle_complete()->set_complete(it->second.waiting.empty());
+    out.push_back({requester, std::move(push)});
+  }
+  return settles_.erase(it);
 }
 
 void Service::finish_settles(std::vector<Outgoing>& out, std::optional<double> now) {
-  for (auto it = settles_.begin(); it != settles_.end();) {
-    const bool answered = it->second.waiting.empty();
-    if (!answered && (!now || *now < it->second.deadline)) {
-      ++it;
-      continue;
-    }
-    for (ConnectionId requester : it->second.requesters) {
-      if (!connections_.count(requester)) continue;
-      Envelope push;
-      push.mutable_settle_complete()->set_id(it->first);
-      push.mutable_settle_complete()->set_complete(answered);
-      out.push_back({requester, std::move(push)});
-    }
-    it = settles_.erase(it);
-  }
+  for (auto it = settles_.begin(); it != settles_.end();)
+    it = it->second.waiting.empty() || (now && *now >= it->second.deadline)
+             ? complete_settle(it, out)
+             : std::next(it);
 }
 
 void Service::drop_from_settles(ConnectionId id) {

@@ -140,7 +140,11 @@ class Service {
     double deadline;
     std::unordered_set<ConnectionId> waiting;  ///< processes asked that have not answered
   };
-  std::map<std::uint64_t, Settle> settles_;
+  using Settles = std::map<std::uint64_t, Settle>;
+  /// Pushes SettleComplete to its requesters (complete: every process asked answered) and
+  /// forgets it; the next settle.
+  Settles::iterator complete_settle(Settles::iterator it, std::vector<Outgoing>& out);
+  Settles settles_;
   std::uint64_t last_settle_ = 0;
 };
 

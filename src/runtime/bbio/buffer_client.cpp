@@ -226,21 +226,25 @@ bool is_lost(const std::string& file, const std::string& address) {
   return found != lost().end() && found->second.count(address) > 0;
 }
 
+/// Sends one request to `address` and waits for its reply (the node's channel to itself);
+/// `requested` says whether the request reached the node's socket.
+Outcome ask(const std::string& address, Harmonia__Bb__Request& request, bool& requested,
+            bool retry_now = false) {
+  Node& node = node_for(address);
+  std::lock_guard lock(node.mutex);
+  Ticket ticket;
+  requested = send_request(node, address, request, ticket, nullptr, 0, retry_now);
+  return requested ? receive_reply(node, address, ticket) : Outcome::Failed;
+}
+
 Outcome drain_one(const std::string& file, const std::string& address, bool retry_now = false) {
-  Outcome outcome = Outcome::Failed;
+  Harmonia__Bb__Drain drain = HARMONIA__BB__DRAIN__INIT;
+  drain.file = const_cast<char*>(file.c_str());
+  Harmonia__Bb__Request request = HARMONIA__BB__REQUEST__INIT;
+  request.body_case = HARMONIA__BB__REQUEST__BODY_DRAIN;
+  request.drain = &drain;
   bool requested = false;
-  {
-    Node& node = node_for(address);
-    std::lock_guard lock(node.mutex);
-    Harmonia__Bb__Drain drain = HARMONIA__BB__DRAIN__INIT;
-    drain.file = const_cast<char*>(file.c_str());
-    Harmonia__Bb__Request request = HARMONIA__BB__REQUEST__INIT;
-    request.body_case = HARMONIA__BB__REQUEST__BODY_DRAIN;
-    request.drain = &drain;
-    Ticket ticket;
-    requested = send_request(node, address, request, ticket, nullptr, 0, retry_now);
-    if (requested) outcome = receive_reply(node, address, ticket);
-  }
+  const Outcome outcome = ask(address, request, requested, retry_now);
   // A drained file's fence is gone too (the node consumed it): nothing of it is older any more.
   if (outcome == Outcome::Ok)
     note_drained(file, address);
@@ -489,21 +493,24 @@ void check_alive(const std::string& file) {
     holding.assign(found->second.begin(), found->second.end());
   }
   for (const auto& address : holding) {
-    Outcome outcome = Outcome::Failed;
+    Harmonia__Bb__StatusRequest status = HARMONIA__BB__STATUS_REQUEST__INIT;
+    Harmonia__Bb__Request request = HARMONIA__BB__REQUEST__INIT;
+    request.body_case = HARMONIA__BB__REQUEST__BODY_STATUS;
+    request.status = &status;
     bool requested = false;
-    {
-      Node& node = node_for(address);
-      std::lock_guard lock(node.mutex);
-      Harmonia__Bb__StatusRequest status = HARMONIA__BB__STATUS_REQUEST__INIT;
-      Harmonia__Bb__Request request = HARMONIA__BB__REQUEST__INIT;
-      request.body_case = HARMONIA__BB__REQUEST__BODY_STATUS;
-      request.status = &status;
-      Ticket ticket;
-      requested = send_request(node, address, request, ticket);
-      if (requested) outcome = receive_reply(node, address, ticket);
-    }
-    if (outcome != Outcome::Ok) note_outcome(file, address, Outcome::Failed, requested);
+    if (ask(address, request, requested) != Outcome::Ok)
+      note_outcome(file, address, Outcome::Failed, requested);
   }
+}
+
+bool drained_or_unavailable(const std::string& shown, const std::string& file,
+                            std::vector<std::string> nodes, double wait) {
+  const auto failed = drain(file, std::move(nodes), wait);
+  if (failed.empty()) return true;
+  report(shown + ": buffer node " + failed.front() + " holds bytes of it and is down (waited " +
+         std::to_string(static_cast<int>(wait)) + " s, HARMONIA_NODE_WAIT): EIO");
+  errno = EIO;
+  return false;
 }
 
 bool settle_path(const char* path, double wait) {
@@ -522,12 +529,7 @@ bool settle_path(const char* path, double wait) {
     if (const auto found = sent().find(name); found != sent().end())
       nodes.assign(found->second.begin(), found->second.end());
   }
-  const auto failed = drain(name, nodes, wait);
-  if (failed.empty()) return true;
-  report(std::string(resolved) + ": buffer node " + failed.front() +
-         " holds bytes of it and is down (HARMONIA_NODE_WAIT): EIO");
-  errno = EIO;
-  return false;
+  return drained_or_unavailable(resolved, name, std::move(nodes), wait);
 }
 
 }  // namespace harmonia::bbio::buffers

@@ -62,6 +62,10 @@ bool read(const std::string& file, off64_t offset, std::size_t length,
 /// 0.2 s) for up to `wait` seconds. Returns the nodes that did not drain it.
 std::vector<std::string> drain(const std::string& file, std::vector<std::string> nodes,
                                double wait);
+/// drain(), and when a node did not drain the file: says so on stderr for `shown` (the file as
+/// the program names it) and returns false with errno EIO.
+bool drained_or_unavailable(const std::string& shown, const std::string& file,
+                            std::vector<std::string> nodes, double wait);
 /// The nodes that may hold this process's writes of `file` and whose connection failed since:
 /// until they drain it, the PFS may lack (or hold older) bytes of it.
 std::vector<std::string> lost_nodes(const std::string& file);

@@ -153,12 +153,10 @@ std::string path_of(int fd) {
   return n > 0 ? std::string(target, static_cast<size_t>(n)) : std::string();
 }
 
-/// Open-to-open coherence: before this process opens an existing regular file the configuration
-/// stages, the other processes write out what they stage of it (through the scheduler daemon).
-void settle_in_other_processes(int dirfd, const char* path, int flags) {
-  struct stat64 st {};
-  const int at = (flags & O_NOFOLLOW) ? AT_SYMLINK_NOFOLLOW : 0;
-  if (real().fstatat64(dirfd, path, &st, at) != 0 || !S_ISREG(st.st_mode)) return;
+/// Open-to-open coherence: before this process opens an existing regular file (`st`) the
+/// configuration stages, the other processes write out what they stage of it (through the
+/// scheduler daemon).
+void settle_in_other_processes(int dirfd, const char* path, const struct stat64& st) {
   char resolved[PATH_MAX];
   if (path[0] != '/' && dirfd != AT_FDCWD) return;  // no absolute path to give
   if (!realpath(path, resolved)) return;
@@ -245,7 +243,7 @@ int plain_io(dev_t device, ino_t inode) {
 }
 
 int plain_io_fd(int fd) {
-  if (!staged(fd) && !any_staged()) return 0;
+  if (!any_staged()) return 0;
   struct stat64 st {};
   if (real().fstat64(fd, &st) != 0 || !S_ISREG(st.st_mode)) return 0;
   return plain_io(st.st_dev, st.st_ino);
@@ -257,11 +255,14 @@ int before_open(int dirfd, const char* path, int flags) {
   if ((path[0] == '/' || dirfd == AT_FDCWD) &&
       !buffers::settle_path(path, state().node_wait.load(std::memory_order_relaxed)))
     return -1;
-  if (agent::configured()) settle_in_other_processes(dirfd, path, flags);
-  StagedFile* file = staged_path(dirfd, path, (flags & O_NOFOLLOW) ? AT_SYMLINK_NOFOLLOW : 0);
-  if (!file) return 0;
-  const auto [device, inode] = file->identity();
-  return plain_io(device, inode);
+  const bool others = agent::configured();
+  if (!others && !any_staged()) return 0;
+  // The file about to be opened, if it exists: another process's or this one's staged file.
+  struct stat64 st {};
+  const int at = (flags & O_NOFOLLOW) ? AT_SYMLINK_NOFOLLOW : 0;
+  if (real().fstatat64(dirfd, path, &st, at) != 0 || !S_ISREG(st.st_mode)) return 0;
+  if (others) settle_in_other_processes(dirfd, path, st);
+  return staged_inode(st.st_dev, st.st_ino) ? plain_io(st.st_dev, st.st_ino) : 0;
 }
 
 void settle_for_reader(const std::string& path, bool same_host, dev_t device, ino_t inode) {

@@ -108,6 +108,12 @@ void StagedFile::release() {
   blocks_.clear();
 }
 
+void StagedFile::held_back(off64_t offset, size_t total) {
+  size_ = std::max(size_, offset + static_cast<off64_t>(total));
+  clock_gettime(CLOCK_REALTIME_COARSE, &last_write_);
+  note_io(path_, total, true);
+}
+
 void StagedFile::overlay(struct statx& st) const {
   if (!pending()) return;
   st.stx_size = std::max<std::uint64_t>(st.stx_size, static_cast<std::uint64_t>(size_));
@@ -172,9 +178,7 @@ bool StagedFile::gather(const struct iovec* iov, int count, off64_t offset, size
   }
   for (int i = 0; i < count; ++i)
     gathered_.append(static_cast<const char*>(iov[i].iov_base), iov[i].iov_len);
-  size_ = std::max(size_, offset + static_cast<off64_t>(total));
-  clock_gettime(CLOCK_REALTIME_COARSE, &last_write_);
-  note_io(path_, total, true);
+  held_back(offset, total);
   // A full stripe goes at once; an error there is the next call's (its bytes stay gathered).
   if (gathered_.size() >= kGather) (void)push_gathered();
   return true;
@@ -220,9 +224,7 @@ ssize_t StagedFile::stage_here(const struct iovec* iov, int count, off64_t offse
   }
   staged_bytes_ += total;
   staged_in_process += total;
-  size_ = std::max(size_, offset + static_cast<off64_t>(total));
-  clock_gettime(CLOCK_REALTIME_COARSE, &last_write_);
-  note_io(path_, total, true);
+  held_back(offset, total);
   return static_cast<ssize_t>(total);
 }
 
@@ -241,9 +243,7 @@ bool StagedFile::write_to_buffers(const struct iovec* iov, int count, off64_t of
   }
   if (!buffers::write(buffer_name_, grant.job, iov, count, offset, grant.nodes, grant.stripe))
     return false;
-  size_ = std::max(size_, offset + static_cast<off64_t>(total));
-  clock_gettime(CLOCK_REALTIME_COARSE, &last_write_);
-  note_io(path_, total, true);
+  held_back(offset, total);
   return true;
 }
 
@@ -257,13 +257,8 @@ void StagedFile::drain_for_write() {
 bool StagedFile::drain_needed(std::vector<std::string> nodes) {
   buffer_nodes_.clear();
   buffer_stripe_ = 0;
-  if (buffer_name_.empty()) return true;
-  const auto failed = buffers::drain(buffer_name_, std::move(nodes), node_wait_);
-  if (failed.empty()) return true;
-  report(path_ + ": buffer node " + failed.front() + " holds bytes of it and is down (waited " +
-         std::to_string(static_cast<int>(node_wait_)) + " s, HARMONIA_NODE_WAIT): EIO");
-  errno = EIO;
-  return false;
+  return buffer_name_.empty() ||
+         buffers::drained_or_unavailable(path_, buffer_name_, std::move(nodes), node_wait_);
 }
 
 ssize_t StagedFile::read_held(const struct iovec* iov, int count, off64_t offset) {
@@ -307,11 +302,9 @@ int StagedFile::close_flush() {
   if (buffer_name_.empty()) return 0;
   buffers::check_alive(buffer_name_);
   // The nodes that answer keep their data (they drain as the scheduler orders); lost ones must
-  // come back and drain it, or the close reports that the file lacks bytes.
-  std::vector<std::string> keep = std::move(buffer_nodes_);
-  const bool ok = drain_needed({});
-  buffer_nodes_ = std::move(keep);
-  return ok ? 0 : -1;
+  // come back and drain it, or the close reports that the file lacks bytes. The file is
+  // released after this: its stripe map is not needed any more.
+  return drain_needed({}) ? 0 : -1;
 }
 
 bool StagedFile::append_to_log(const struct iovec* iov, int count, size_t total, off64_t offset) {

@@ -117,6 +117,9 @@ class StagedFile {
   /// After every entry reached the file: forget them, empty the log, restore the offset.
   void flushed();
   void append_to_memory(const struct iovec* iov, int count, off64_t offset);
+  /// `total` bytes at `offset` were taken (staged, gathered or on the nodes), not yet in the
+  /// file: the logical size, the time of the last write and the phase detector learn of them.
+  void held_back(off64_t offset, size_t total);
   /// Bytes written that the file itself does not have yet.
   bool pending() const { return !entries_.empty() || !buffer_nodes_.empty() || !gathered_.empty(); }
   static bool later(const timespec& a, const timespec& b) {
