@@ -16,8 +16,6 @@ from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from matplotlib.figure import Figure
-
 
 @dataclass(frozen=True)
 class BenchSettings:
@@ -100,6 +98,8 @@ def run_bench(
 
 def plot_delta_graph(points: list[DeltaPoint], apps: int, title: str, out: Path) -> None:
     """The paper's Delta-graph: each application's I_f against the delay between applications."""
+    from matplotlib.figure import Figure
+
     figure = Figure(figsize=(7, 4.5), layout="constrained")
     axes = figure.subplots()
     deltas = [p.delta for p in points]
@@ -283,6 +283,8 @@ def run_coordinated(
 
 def plot_strategies(results: list[StrategyResult], apps: int, title: str, out: Path) -> None:
     """Phase time of each application together, per strategy, at the first delay (Fig. 4-8)."""
+    from matplotlib.figure import Figure
+
     figure = Figure(figsize=(8, 4.5), layout="constrained")
     axes = figure.subplots()
     width = 0.8 / (apps + 1)
@@ -314,6 +316,8 @@ def plot_strategies(results: list[StrategyResult], apps: int, title: str, out: P
 
 def plot_strategy_deltas(results: list[StrategyResult], apps: int, title: str, out: Path) -> None:
     """Delta-graphs side by side: each application's I_f against D, one line per strategy."""
+    from matplotlib.figure import Figure
+
     figure = Figure(figsize=(5 * apps, 4.2), layout="constrained")
     axes_list = figure.subplots(1, apps, sharey=True, squeeze=False)[0]
     for k, axes in enumerate(axes_list):

@@ -21,11 +21,12 @@ import traceback
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
+from harmonia.darshan_layers import LAYERS, OPS, Layer, Op
 from harmonia.scenario import WorkloadFile
 from harmonia.simulator import REPO_ROOT
 from harmonia.units import format_size
@@ -33,8 +34,6 @@ from harmonia.units import format_size
 # The real logs shipped beside the repository (../shared/traces/darshan/README.md).
 SHARED_LOGS = REPO_ROOT.parent / "shared" / "traces" / "darshan"
 
-Op = Literal["write", "read"]
-OPS: tuple[Op, Op] = ("write", "read")
 
 # Phases are separated by idle gaps longer than max(MIN_GAP, GAP_FRACTION * run time): barrier
 # and metadata pauses inside a burst are tens of milliseconds in the shared logs, the compute
@@ -61,56 +60,9 @@ _BUCKET_LIMITS = np.array([limit for _, limit in SIZE_BUCKETS[:-1]], dtype=np.in
 MAX_FILES_LISTED = 16
 
 
-def lack_label(lack: str) -> str:
-    """The short form of a `lacks` entry: the words before its first colon."""
-    return lack.split(":", 1)[0]
-
-
 class DarshanImportError(Exception):
     """A log that cannot be imported. The message starts with the log's path."""
 
-
-@dataclass(frozen=True)
-class Layer:
-    """One Darshan I/O layer: where its counters, DXT segments and heatmap live."""
-
-    module: str  # pydarshan module name
-    prefix: str  # counter name prefix
-    dxt: str | None
-    heatmap: str  # key in DarshanReport.heatmaps
-    requests: dict[Op, tuple[str, ...]]  # counters whose sum is the number of requests
-    histogram: dict[Op, str | None]  # prefix of the request-size counters
-
-
-LAYERS: dict[str, Layer] = {
-    "POSIX": Layer(
-        "POSIX",
-        "POSIX",
-        "DXT_POSIX",
-        "POSIX",
-        {"write": ("POSIX_WRITES",), "read": ("POSIX_READS",)},
-        {"write": "POSIX_SIZE_WRITE_", "read": "POSIX_SIZE_READ_"},
-    ),
-    "MPI-IO": Layer(
-        "MPI-IO",
-        "MPIIO",
-        "DXT_MPIIO",
-        "MPIIO",
-        {
-            op: tuple(f"MPIIO_{kind}_{op.upper()}S" for kind in ("INDEP", "COLL", "SPLIT", "NB"))
-            for op in OPS
-        },
-        {"write": "MPIIO_SIZE_WRITE_AGG_", "read": "MPIIO_SIZE_READ_AGG_"},
-    ),
-    "STDIO": Layer(
-        "STDIO",
-        "STDIO",
-        None,
-        "STDIO",
-        {"write": ("STDIO_WRITES",), "read": ("STDIO_READS",)},
-        {"write": None, "read": None},
-    ),
-}
 
 _BYTES_COUNTER: dict[Op, str] = {"write": "BYTES_WRITTEN", "read": "BYTES_READ"}
 

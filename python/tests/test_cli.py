@@ -1,6 +1,8 @@
 """The `harmonia` command line, run in-process with typer's CliRunner."""
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -146,3 +148,35 @@ def test_report_on_a_directory_without_results(
     result = runner.invoke(app, ["report", str(tmp_path)])
     assert result.exit_code == 2
     assert expected in result.stderr
+
+
+# Packages that take a tenth of a second or more to import: `harmonia --help` and each command's
+# help must not load them, because each command imports what it uses when it runs. Typer itself
+# loads pydantic to parse a command's options, so only the top-level help can do without it.
+HEAVY_PACKAGES = ("matplotlib", "numpy", "elftools", "darshan", "h5py")
+
+
+@pytest.mark.parametrize(
+    ("argv", "heavy"),
+    [
+        (["--help"], (*HEAVY_PACKAGES, "pydantic")),
+        (["sim", "--help"], HEAVY_PACKAGES),
+        (["import-darshan", "--help"], HEAVY_PACKAGES),
+        (["reproduce", "--help"], HEAVY_PACKAGES),
+    ],
+)
+def test_help_loads_no_heavy_package(argv: list[str], heavy: tuple[str, ...]) -> None:
+    program = (
+        "import sys\n"
+        "from harmonia.cli.main import app\n"
+        "try:\n"
+        f"    app({argv!r}, prog_name='harmonia')\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        f"print(','.join(p for p in {heavy!r} if p in sys.modules))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", program], capture_output=True, text=True, check=True
+    )
+    assert "Usage: harmonia" in done.stdout
+    assert done.stdout.splitlines()[-1] == "", f"{argv} loaded {done.stdout.splitlines()[-1]}"

@@ -31,11 +31,11 @@ from harmonia.darshan_import import (
     default_gap,
     group_phases,
     import_log,
-    lack_label,
     size_histogram,
     workload_toml,
     write_workload,
 )
+from harmonia.darshan_layers import lack_label
 from harmonia.scenario import ScenarioError, load_scenario, load_workload, normalize
 from harmonia.simulator import SimulatorNotFound, find_simulator
 

@@ -9,9 +9,6 @@ from rich.console import Console
 from rich.table import Table
 
 from harmonia.cli import EXIT_FAILED, EXIT_INVALID, fail
-from harmonia.forwarding import FwdsimFailed, load_forwarding, run_scenario, summarize
-from harmonia.plots.forwarding import plot_bandwidth, plot_concurrency
-from harmonia.scenario import ScenarioError
 from harmonia.simulator import SimulatorNotFound
 
 
@@ -23,6 +20,10 @@ def fwdsim(
     """Simulate clients, I/O forwarding nodes running a request scheduler, and data servers
     (docs/forwarding-simulation.md): bandwidth per application, interference, mean aggregated
     request size and data-server concurrency for each scheduler ("none": no forwarding)."""
+    from harmonia.forwarding import FwdsimFailed, load_forwarding, run_scenario, summarize
+    from harmonia.plots.forwarding import plot_bandwidth, plot_concurrency
+    from harmonia.scenario import ScenarioError
+
     try:
         f = load_forwarding(scenario)
     except ScenarioError as error:

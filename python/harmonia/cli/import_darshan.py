@@ -1,22 +1,20 @@
 """`harmonia import-darshan LOG`: a Darshan log turned into a workload file for scenarios."""
 
+from __future__ import annotations
+
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
 from harmonia.cli import EXIT_FAILED, EXIT_INVALID, fail
-from harmonia.darshan_import import (
-    LAYERS,
-    DarshanImportError,
-    import_log,
-    lack_label,
-    write_workload,
-)
-from harmonia.scenario import WorkloadFile
+from harmonia.darshan_layers import LAYERS, lack_label
 from harmonia.units import format_size
+
+if TYPE_CHECKING:
+    from harmonia.scenario import WorkloadFile
 
 
 def show_summary(workload: WorkloadFile) -> None:
@@ -76,6 +74,12 @@ def import_darshan(
 
     Scenarios use the file with workload = "imported" (docs/formats.md, section 4).
     """
+    from harmonia.darshan_import import (
+        DarshanImportError,
+        import_log,
+        write_workload,
+    )
+
     if layer is not None and layer not in LAYERS:
         fail([f'--layer: unknown layer "{layer}" (known: {", ".join(LAYERS)})'], EXIT_INVALID)
     try:

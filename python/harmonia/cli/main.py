@@ -25,6 +25,7 @@ app = typer.Typer(
     help="Harmonia: interference-aware burst-buffer I/O scheduling.",
     no_args_is_help=True,
     add_completion=False,
+    rich_markup_mode=None,
 )
 app.command()(validate)
 app.command()(sim)

@@ -10,30 +10,14 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn
 from rich.table import Table
 
 from harmonia.cli import EXIT_FAILED, EXIT_INVALID, fail
-from harmonia.netsim import (
-    NetsimFailed,
-    RunDone,
-    find_netsim,
-    load_netsim,
-    load_run,
-    normalize,
-    run_all,
-    summarize,
-    write_json_atomically,
-)
-from harmonia.plots.network import (
-    latency_unit,
-    plot_latency_boxes,
-    plot_link_loads,
-    plot_slowdown_bars,
-)
-from harmonia.scenario import ScenarioError
 from harmonia.simulator import SimulatorNotFound
 
 
 def latency_table(summary: dict[str, Any], title: str, finite: dict[str, bool]) -> Table:
     """Latency mean, median, quartiles and max per traffic type and run, the completion time of
     finite jobs, and the slowdown."""
+    from harmonia.plots.network import latency_unit
+
     table = Table(title=title)
     for column in ("traffic", "run", "transfers"):
         table.add_column(column)
@@ -63,6 +47,20 @@ def latency_table(summary: dict[str, Any], title: str, finite: dict[str, bool]) 
 def run_netsim(scenario_path: Path, out: Path | None, jobs: int, plots: bool = True) -> Path:
     """Validate, run every run of the scenario, then write summary.json, the table and plots.
     Returns the output directory. Nothing is written unless the scenario is valid."""
+    from harmonia.netsim import (
+        NetsimFailed,
+        RunDone,
+        find_netsim,
+        load_netsim,
+        load_run,
+        normalize,
+        run_all,
+        summarize,
+        write_json_atomically,
+    )
+    from harmonia.plots.network import plot_latency_boxes, plot_link_loads, plot_slowdown_bars
+    from harmonia.scenario import ScenarioError
+
     try:
         scenario = load_netsim(scenario_path)
     except ScenarioError as error:

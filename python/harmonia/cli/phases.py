@@ -1,16 +1,19 @@
 """`harmonia phases`: I/O phases from an executable (--binary) or from source code (--source)."""
 
+from __future__ import annotations
+
 import json
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
-from harmonia.binary_phases import BinaryError, inspect
 from harmonia.cli import EXIT_INVALID, fail
-from harmonia.source_phases import Block, SourceError, SourceReport, analyze, inject
+
+if TYPE_CHECKING:
+    from harmonia.source_phases import Block, SourceReport
 
 
 def phases(
@@ -33,6 +36,8 @@ def phases(
     """Find I/O phases without running the program: the I/O entry points in an executable's
     symbols (--binary), or the I/O-intensive loops in its source code (--source), which
     --inject can mark for libharmonia (docs/phase-detection.md)."""
+    from harmonia.binary_phases import BinaryError, inspect
+
     if (binary is None) == (source is None):
         fail(["give exactly one of --binary EXE and --source DIR"], EXIT_INVALID)
     if source is not None:
@@ -65,6 +70,8 @@ def phases(
 def _source_mode(
     directory: Path, as_json: bool, min_score: int, do_inject: bool, out: Path | None
 ) -> None:
+    from harmonia.source_phases import SourceError, analyze, inject
+
     if do_inject and out is None:
         fail(["--inject needs --out DIR (the input is never modified)"], EXIT_INVALID)
     try:

@@ -9,7 +9,6 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedCo
 from rich.table import Table
 
 from harmonia.cli import EXIT_FAILED, EXIT_INVALID, fail
-from harmonia.plots.profile import plot_profile
 from harmonia.profiler import Point, ProfileError, ProfileSettings, device_toml, profile
 from harmonia.units import parse_size
 
@@ -42,6 +41,8 @@ def profile_device(
 ) -> None:
     """Concurrent file-per-process streams from 1 to MAX_STREAMS; writes NAME.toml (a device model
     for scenario files) and NAME.png (bandwidth, MSCA and I_f against k) into OUT."""
+    from harmonia.plots.profile import plot_profile
+
     if not directory.is_dir():
         fail([f"{directory}: not a directory"], EXIT_INVALID)
     if op not in ("write", "read", "both"):

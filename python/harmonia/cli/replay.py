@@ -11,7 +11,6 @@ from rich.progress import Progress
 from rich.table import Table
 
 from harmonia.cli import EXIT_FAILED, EXIT_INVALID, fail
-from harmonia.replay import ReplayError, replay, select_app
 from harmonia.units import format_size
 
 
@@ -38,6 +37,8 @@ def replay_command(
     the compute time between phases (times --time-scale) as sleep. Prints the time each phase
     took here next to the time the log recorded. Run it under libharmonia (`harmonia run --
     harmonia replay ...` or LD_PRELOAD) to replay it coordinated or staged."""
+    from harmonia.replay import ReplayError, replay, select_app
+
     try:
         app = select_app(workload, app_name)
     except ReplayError as error:

@@ -1,8 +1,10 @@
 """`harmonia report DIR`: the comparison table and plots of a finished `sim` run."""
 
+from __future__ import annotations
+
 import json
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich import box
@@ -10,9 +12,10 @@ from rich.console import Console
 from rich.table import Table
 
 from harmonia.cli import EXIT_INVALID, fail
-from harmonia.plots.metrics import plot_metrics
-from harmonia.plots.timeline import plot_timeline
-from harmonia.results import METRIC_DISPLAYS, ResultsError, RunResult, load_results
+
+if TYPE_CHECKING:
+    from harmonia.results import RunResult
+
 
 # Table headers are shorter than the plot labels so the table fits about 100 columns.
 TABLE_COLUMNS = {
@@ -29,6 +32,8 @@ TABLE_COLUMNS = {
 
 def comparison_table(results: dict[str, RunResult]) -> Table:
     """One row per policy, one column per headline metric (averages over applications)."""
+    from harmonia.results import METRIC_DISPLAYS
+
     first = next(iter(results.values()))
     table = Table(
         title=f"{first.scenario} (seed {first.seed}): averages over applications",
@@ -46,6 +51,8 @@ def comparison_table(results: dict[str, RunResult]) -> Table:
 
 
 def _buffer_count(directory: Path) -> int:
+    from harmonia.results import ResultsError
+
     path = directory / "scenario.json"
     try:
         return int(json.loads(path.read_text(encoding="utf-8"))["buffers"]["count"])
@@ -58,6 +65,9 @@ def show_report(
 ) -> None:
     """Print the comparison table; write metrics.png and timeline-<policy>.png into `directory`
     (named `shown_as` in the message when they are written in a staging directory)."""
+    from harmonia.plots.metrics import plot_metrics
+    from harmonia.plots.timeline import plot_timeline
+
     buffer_count = _buffer_count(directory)
     table = comparison_table(results)
     console = Console()
@@ -78,6 +88,8 @@ def report(
     ],
 ) -> None:
     """Re-print the comparison table and redraw the plots from a run's result files."""
+    from harmonia.results import ResultsError, load_results
+
     try:
         show_report(directory, load_results(directory))
     except ResultsError as error:

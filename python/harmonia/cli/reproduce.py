@@ -11,7 +11,6 @@ from harmonia.cli.reproduce_forwarding import reproduce_forwarding
 from harmonia.cli.reproduce_network import reproduce_network
 from harmonia.cli.reproduce_phases import reproduce_phases
 from harmonia.cli.sim import run_scenario
-from harmonia.experiments.reproduce import markdown_report, scenario_files, write_plots
 
 
 def reproduce(
@@ -42,6 +41,8 @@ def reproduce(
     """Simulate every scenario of the paper's section V with every policy, then write
     report.md (paper next to ours) and the figures into OUT. `reproduce network` runs the
     experiments of the MPI/I-O interference paper instead (docs/reproduction.md)."""
+    from harmonia.experiments.reproduce import markdown_report, scenario_files, write_plots
+
     if paper == "network":
         reproduce_network(out or Path("results/reproduction-network"), jobs, system, only)
         return

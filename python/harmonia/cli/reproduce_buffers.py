@@ -8,13 +8,14 @@ import typer
 
 from harmonia.buffers import POLICIES, ClusterError, device_directory
 from harmonia.cli import EXIT_FAILED, EXIT_INVALID, fail
-from harmonia.experiments.buffers import DrainingCase, run_case, write_outputs
 from harmonia.profiler import ProfileError
-from harmonia.scenario import ScenarioError
 from harmonia.simulator import SimulatorNotFound
 
 
 def reproduce_buffers(out: Path, only: str | None, repeat: int) -> None:
+    from harmonia.experiments.buffers import DrainingCase, run_case, write_outputs
+    from harmonia.scenario import ScenarioError
+
     policies = tuple(only.split(",")) if only else POLICIES
     unknown = [p for p in policies if p not in POLICIES]
     if unknown:

@@ -7,12 +7,13 @@ import typer
 from rich.console import Console
 
 from harmonia.cli import EXIT_FAILED, fail
-from harmonia.experiments.forwarding import markdown, run_grid
-from harmonia.forwarding import FwdsimFailed
 from harmonia.simulator import SimulatorNotFound
 
 
 def reproduce_forwarding(out: Path, jobs: int) -> None:
+    from harmonia.experiments.forwarding import markdown, run_grid
+    from harmonia.forwarding import FwdsimFailed
+
     console = Console(stderr=True)
     try:
         report = run_grid(jobs, lambda what: console.print(what))

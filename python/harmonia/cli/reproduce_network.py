@@ -8,20 +8,21 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TimeElapsedColumn
 
 from harmonia.cli import EXIT_FAILED, EXIT_INVALID, fail
-from harmonia.experiments.network import (
-    EXPERIMENTS,
-    Settings,
-    markdown,
-    run_cases,
-    select,
-    write_plots,
-)
-from harmonia.netsim import PRESETS, NetsimFailed, RunDone, find_netsim
 from harmonia.simulator import SimulatorNotFound
 
 
 def reproduce_network(out: Path, jobs: int, system: str, only: str | None) -> None:
     """Run the selected experiments on the `system` preset, then write report.md and plots."""
+    from harmonia.experiments.network import (
+        EXPERIMENTS,
+        Settings,
+        markdown,
+        run_cases,
+        select,
+        write_plots,
+    )
+    from harmonia.netsim import PRESETS, NetsimFailed, RunDone, find_netsim
+
     if system not in PRESETS:
         fail([f'--system: unknown "{system}" ({", ".join(PRESETS)})'], EXIT_INVALID)
     names = [n.strip() for n in only.split(",")] if only else None

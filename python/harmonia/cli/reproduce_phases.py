@@ -8,11 +8,12 @@ from rich.console import Console
 from rich.table import Table
 
 from harmonia.cli import EXIT_FAILED, fail
-from harmonia.experiments.phase_accuracy import markdown, run_all, to_json
 from harmonia.simulator import SimulatorNotFound
 
 
 def reproduce_phases(out: Path) -> None:
+    from harmonia.experiments.phase_accuracy import markdown, run_all, to_json
+
     console = Console(stderr=True)
     try:
         scores = run_all(lambda what: console.print(what))

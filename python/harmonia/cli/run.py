@@ -7,7 +7,6 @@ from typing import Annotated
 import typer
 
 from harmonia.cli import EXIT_FAILED, EXIT_INVALID, fail
-from harmonia.coordination import default_address, job_environment
 from harmonia.simulator import SimulatorNotFound
 
 
@@ -24,6 +23,8 @@ def run(
     """Run CMD with libharmonia preloaded and HARMONIA_SCHEDD set: it registers with the daemon,
     reports its I/O phases and follows the daemon's directives. All processes CMD starts (MPI
     ranks under mpirun -x, forks) inherit the settings."""
+    from harmonia.coordination import default_address, job_environment
+
     program = shutil.which(command[0])
     if program is None:
         fail([f"{command[0]}: command not found"], EXIT_INVALID)

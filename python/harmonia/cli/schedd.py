@@ -7,8 +7,6 @@ from typing import Annotated
 import typer
 
 from harmonia.cli import EXIT_FAILED, EXIT_INVALID, fail
-from harmonia.coordination import SiteConfig, daemon_command, load_site_config
-from harmonia.scenario import ScenarioError
 from harmonia.simulator import SimulatorNotFound
 
 
@@ -22,6 +20,9 @@ def schedd(
 ) -> None:
     """Run harmonia-schedd in the foreground until SIGINT or SIGTERM. Jobs started with
     `harmonia run` (or LD_PRELOAD=libharmonia.so and HARMONIA_SCHEDD) register with it."""
+    from harmonia.coordination import SiteConfig, daemon_command, load_site_config
+    from harmonia.scenario import ScenarioError
+
     try:
         site = load_site_config(config) if config else SiteConfig()
         command = daemon_command(site)

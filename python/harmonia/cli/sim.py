@@ -10,8 +10,6 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn
 from harmonia.cli import EXIT_FAILED, EXIT_INVALID, fail
 from harmonia.cli.report import show_report
 from harmonia.policies import parse_policies
-from harmonia.results import ResultsError, load_results, staged_directory, summary, write_json
-from harmonia.scenario import ScenarioError, load_scenario, normalize
 from harmonia.simulator import RunOutcome, SimulatorNotFound, find_simulator, run_policies
 
 
@@ -21,6 +19,9 @@ def run_scenario(scenario: Path, policy_spec: str, out: Path | None, jobs: int) 
     Nothing is written unless the scenario and policies are valid and the simulator is found, and
     nothing is left behind when a run fails: the files appear in `out` once all are written.
     """
+    from harmonia.results import staged_directory
+    from harmonia.scenario import ScenarioError, load_scenario, normalize
+
     try:
         normalized = normalize(load_scenario(scenario))
     except ScenarioError as error:
@@ -54,6 +55,8 @@ def _simulate(
     jobs: int,
 ) -> None:
     """Run every policy on `normalized` into `staging`, then summarize and plot there."""
+    from harmonia.results import ResultsError, load_results, summary, write_json
+
     scenario_json = staging / "scenario.json"
     write_json(scenario_json, normalized)
 

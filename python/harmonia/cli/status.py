@@ -9,7 +9,6 @@ from rich.console import Console
 from rich.table import Table
 
 from harmonia.cli import EXIT_FAILED, fail
-from harmonia.coordination import default_address
 from harmonia.simulator import SimulatorNotFound, find_tool
 
 
@@ -46,6 +45,8 @@ def status(
     as_json: Annotated[bool, typer.Option("--json", help="Print the raw status as JSON.")] = False,
 ) -> None:
     """Show the jobs the daemon knows, their I/O phases and the directives in force."""
+    from harmonia.coordination import default_address
+
     address = schedd or default_address()
     try:
         state = query_status(address)

@@ -6,13 +6,14 @@ from typing import Annotated
 import typer
 
 from harmonia.cli import EXIT_INVALID, fail
-from harmonia.scenario import ScenarioError, load_scenario, normalize
 
 
 def validate(
     scenario: Annotated[Path, typer.Argument(help="Scenario TOML file.")],
 ) -> None:
     """Check a scenario file and count the applications and I/O phases it expands to."""
+    from harmonia.scenario import ScenarioError, load_scenario, normalize
+
     try:
         normalized = normalize(load_scenario(scenario))
     except ScenarioError as error:
