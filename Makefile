@@ -6,7 +6,7 @@ JOBS ?= 2
 SANITIZE_BUILD ?= build-sanitize
 # The C++ tests that need no simulator, fuzzers included, and the daemons the attack and load
 # tests start, under AddressSanitizer and UBSan.
-SANITIZE_TESTS := core_tests coordination_tests schedd_tests bbd_tests bbio_api_test
+SANITIZE_TESTS := common_tests core_tests coordination_tests schedd_tests bbd_tests bbio_api_test
 SANITIZE_PROGRAMS := harmonia-bbd harmonia-bbctl harmonia-schedd harmonia-schedctl harmonia \
   bbio_driver harmonia-recover
 # A 16 MiB quarantine of freed memory (ASan's default, 256 MiB, would fail the tests that bound

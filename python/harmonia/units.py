@@ -22,6 +22,15 @@ _SIZE_UNITS: dict[str, Decimal] = {
     "TiB": Decimal(2) ** 40,
     "PiB": Decimal(2) ** 50,
 }
+# One-letter binary multiples, as dd, IOR and Slurm write them (and the C++ tools read them).
+_SHORT_SIZE_UNITS: dict[str, Decimal] = {
+    "K": Decimal(2) ** 10,
+    "M": Decimal(2) ** 20,
+    "G": Decimal(2) ** 30,
+    "T": Decimal(2) ** 40,
+    "P": Decimal(2) ** 50,
+}
+_ALL_SIZE_UNITS = {**_SIZE_UNITS, **_SHORT_SIZE_UNITS}
 _BIT_RATE_UNITS: dict[str, Decimal] = {
     "b/s": Decimal(1) / 8,
     "kb/s": Decimal(10) ** 3 / 8,
@@ -74,12 +83,15 @@ def _parse(value: object, units: dict[str, Decimal], what: str, example: str) ->
 
 
 def parse_size(value: object) -> int:
-    """Parse a size (``"16 GB"``, ``"200 GiB"``, ``"512MiB"`` or a number of bytes) into bytes.
+    """Parse a size (``"16 GB"``, ``"200 GiB"``, ``"512MiB"``, ``"64M"`` or a number of bytes).
+
+    GB is 10^9 bytes, GiB and G are 2^30: the grammar of src/common/size.hpp, checked against the
+    same vectors (tests/data/sizes.json). A string needs its unit: write bytes as a number.
 
     Raises ValueError naming the value when it cannot be parsed. The sign is kept: callers decide
     which values are allowed.
     """
-    return int(_parse(value, _SIZE_UNITS, "size", "16 GB").to_integral_value())
+    return int(_parse(value, _ALL_SIZE_UNITS, "size", "16 GB").to_integral_value())
 
 
 def parse_bandwidth(value: object) -> float:

@@ -1,8 +1,10 @@
 """Parsing sizes, bandwidths and durations (harmonia.units)."""
 
+import json
 import math
 import re
 from decimal import Decimal
+from pathlib import Path
 
 import pytest
 from hypothesis import given
@@ -31,6 +33,32 @@ finite = st.floats(min_value=-1e12, max_value=1e12, allow_nan=False, allow_subno
 )
 def test_parse_size(text: str | int | float, expected: int) -> None:
     assert parse_size(text) == expected
+
+
+# The vectors src/common/size.hpp is tested against too (tests/common/test_size.cpp).
+SIZE_VECTORS = json.loads(
+    (Path(__file__).parents[2] / "tests" / "data" / "sizes.json").read_text(encoding="utf-8")
+)
+
+
+@pytest.mark.parametrize("case", SIZE_VECTORS["cases"], ids=lambda case: repr(case["text"]))
+def test_parse_size_reads_the_shared_vectors_as_cpp_does(case: dict[str, object]) -> None:
+    if case["bytes"] is None:
+        with pytest.raises(ValueError, match="cannot parse size|not a finite"):
+            parse_size(case["text"])
+    else:
+        assert parse_size(case["text"]) == case["bytes"]
+
+
+@pytest.mark.parametrize("case", SIZE_VECTORS["bare"], ids=lambda case: repr(case["text"]))
+def test_a_size_string_without_its_unit_is_refused(case: dict[str, object]) -> None:
+    with pytest.raises(ValueError, match="missing unit"):
+        parse_size(case["text"])
+
+
+@pytest.mark.parametrize("case", SIZE_VECTORS["zero"], ids=lambda case: repr(case["text"]))
+def test_zero_sizes_parse_to_zero_for_the_caller_to_refuse(case: dict[str, object]) -> None:
+    assert parse_size(case["text"]) == 0
 
 
 @pytest.mark.parametrize(
