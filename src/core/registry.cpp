@@ -9,27 +9,54 @@ namespace harmonia::core {
 
 namespace {
 using Factory = std::unique_ptr<Scheduler> (*)(SchedulerConfig, Actions&);
-const std::vector<std::pair<std::string, Factory>>& registry() {
-  static const std::vector<std::pair<std::string, Factory>> table = {
-      {"datawarp", make_datawarp}, {"max-buffer-efficiency", make_max_buffer_efficiency},
-      {"priority", make_priority}, {"max-bandwidth", make_max_bandwidth},
-      {"fairness", make_fairness}, {"min-stall", make_min_stall},
+struct Entry {
+  std::string name;
+  PolicyFamily family;
+  Factory make;
+};
+const std::vector<Entry>& registry() {
+  using enum PolicyFamily;
+  static const std::vector<Entry> table = {
+      {"datawarp", Baseline, make_datawarp},
+      {"max-buffer-efficiency", Harmonia, make_max_buffer_efficiency},
+      {"priority", Harmonia, make_priority},
+      {"max-bandwidth", Harmonia, make_max_bandwidth},
+      {"fairness", Harmonia, make_fairness},
+      {"min-stall", Harmonia, make_min_stall},
   };
   return table;
 }
+
+const Entry& entry(const std::string& name) {
+  for (const auto& e : registry())
+    if (e.name == name) return e;
+  throw std::invalid_argument("unknown policy '" + name + "'");
+}
 }  // namespace
+
+const char* family_name(PolicyFamily family) {
+  switch (family) {
+    case PolicyFamily::Baseline:
+      return "baseline";
+    case PolicyFamily::Harmonia:
+      return "harmonia";
+    case PolicyFamily::Peer:
+      return "peer";
+  }
+  return "unknown";
+}
 
 std::vector<std::string> policy_names() {
   std::vector<std::string> names;
-  for (const auto& [name, factory] : registry()) names.push_back(name);
+  for (const auto& e : registry()) names.push_back(e.name);
   return names;
 }
 
+PolicyFamily policy_family(const std::string& name) { return entry(name).family; }
+
 std::unique_ptr<Scheduler> make_scheduler(const std::string& name, SchedulerConfig config,
                                           Actions& actions) {
-  for (const auto& [known, factory] : registry())
-    if (known == name) return factory(std::move(config), actions);
-  throw std::invalid_argument("unknown policy '" + name + "'");
+  return entry(name).make(std::move(config), actions);
 }
 
 }  // namespace harmonia::core

@@ -119,6 +119,48 @@ TEST(RequestRegistry, OptionErrorsNameTheOption) {
   EXPECT_NO_THROW(make("mlf", {{"mlf.quantum_bytes", "4096"}, {"mlf.max_requests", "1"}}));
 }
 
+// What harmonia-describe lists is exactly what each algorithm reads: every listed option, at its
+// bounds, is accepted, one past them is refused naming it, and a name not listed is unknown.
+TEST(RequestRegistry, DescribedOptionsAreTheOptionsAccepted) {
+  const auto twins = request_scheduler_options("twins");
+  const auto servers = std::find_if(twins.begin(), twins.end(),
+                                    [](const OptionSpec& s) { return s.name == "twins.servers"; });
+  ASSERT_NE(servers, twins.end());
+  EXPECT_TRUE(servers->required);
+  const auto window = std::find_if(twins.begin(), twins.end(),
+                                   [](const OptionSpec& s) { return s.name == "twins.window_us"; });
+  ASSERT_NE(window, twins.end());
+  EXPECT_FALSE(window->required);
+  EXPECT_EQ(window->fallback, 1000u);
+  EXPECT_TRUE(request_scheduler_options("fifo").empty());
+
+  for (const auto& name : request_scheduler_names()) {
+    const auto specs = request_scheduler_options(name);
+    Options required;
+    for (const auto& spec : specs)
+      if (spec.required) required[spec.name] = std::to_string(spec.min);
+    EXPECT_NO_THROW(make(name, required)) << name;
+    for (const auto& spec : specs) {
+      for (const auto value : {spec.min, spec.max}) {
+        Options options = required;
+        options[spec.name] = std::to_string(value);
+        EXPECT_NO_THROW(make(name, options)) << spec.name << " = " << value;
+      }
+      if (spec.max < UINT64_MAX) {
+        Options options = required;
+        options[spec.name] = std::to_string(spec.max + 1);
+        EXPECT_NE(invalid_argument_message([&] { make(name, options); }).find(spec.name),
+                  std::string::npos)
+            << spec.name << " above its maximum";
+      }
+    }
+    Options unknown = required;
+    unknown[name + ".not_an_option"] = "1";
+    EXPECT_THROW(make(name, unknown), std::invalid_argument) << name;
+  }
+  EXPECT_THROW(request_scheduler_options("nope"), std::invalid_argument);
+}
+
 // ---------------------------------------------------------------------------------------------
 // The open-addressing map behind the hot paths
 

@@ -127,7 +127,9 @@ class Coordinator {
 std::vector<std::string> coordinator_names();
 /// A coordinator by name; throws std::invalid_argument naming an unknown strategy.
 std::unique_ptr<Coordinator> make_coordinator(const std::string& name, CoordinatorConfig config);
-/// Parses "free", "token", "window", "priority"; throws std::invalid_argument otherwise.
+/// Names of the flush orders: free, token, window, priority.
+std::vector<std::string> flush_order_names();
+/// Parses a flush order's name; throws std::invalid_argument naming an unknown one.
 FlushOrder parse_flush_order(const std::string& name);
 
 }  // namespace harmonia::core::coordination

@@ -1,4 +1,5 @@
 #include <stdexcept>
+#include <utility>
 
 #include "core/coordination/strategies.hpp"
 
@@ -21,11 +22,27 @@ std::unique_ptr<Coordinator> make_coordinator(const std::string& name, Coordinat
                               "' (none, 1a, 1b, 2a, 2b, 3a, 3b, throttle)");
 }
 
+namespace {
+const std::vector<std::pair<std::string, FlushOrder>>& flush_orders() {
+  static const std::vector<std::pair<std::string, FlushOrder>> table = {
+      {"free", FlushOrder::Free},
+      {"token", FlushOrder::Token},
+      {"window", FlushOrder::Window},
+      {"priority", FlushOrder::Priority},
+  };
+  return table;
+}
+}  // namespace
+
+std::vector<std::string> flush_order_names() {
+  std::vector<std::string> names;
+  for (const auto& [name, order] : flush_orders()) names.push_back(name);
+  return names;
+}
+
 FlushOrder parse_flush_order(const std::string& name) {
-  if (name == "free") return FlushOrder::Free;
-  if (name == "token") return FlushOrder::Token;
-  if (name == "window") return FlushOrder::Window;
-  if (name == "priority") return FlushOrder::Priority;
+  for (const auto& [known, order] : flush_orders())
+    if (known == name) return order;
   throw std::invalid_argument("unknown flush order '" + name + "' (free, token, window, priority)");
 }
 

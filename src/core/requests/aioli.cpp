@@ -149,13 +149,11 @@ class Aioli : public RequestScheduler {
 
 }  // namespace
 
-std::unique_ptr<RequestScheduler> make_aioli(const Options& options) {
-  OptionReader reader("aioli", options);
-  const AggregationLimits limits = reader.aggregation();
-  const std::uint64_t quantum_bytes = reader.get_uint("quantum_bytes", 65536, 1);
+std::unique_ptr<RequestScheduler> make_aioli(OptionReader& options) {
+  const AggregationLimits limits = options.aggregation();
+  const std::uint64_t quantum_bytes = options.get_uint("quantum_bytes", 65536, 1);
   const auto time_quantum = static_cast<Time>(
-      reader.get_uint("time_quantum_us", 1000, 1, std::uint64_t{1} << 32) * kMicrosecond);
-  reader.finish();
+      options.get_uint("time_quantum_us", 1000, 1, std::uint64_t{1} << 32) * kMicrosecond);
   return std::make_unique<Aioli>(limits, quantum_bytes, time_quantum);
 }
 

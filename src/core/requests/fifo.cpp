@@ -31,8 +31,7 @@ class Fifo : public RequestScheduler {
 
 }  // namespace
 
-std::unique_ptr<RequestScheduler> make_fifo(const Options& options) {
-  OptionReader(std::string("fifo"), options).finish();
+std::unique_ptr<RequestScheduler> make_fifo(OptionReader& /*options: none*/) {
   return std::make_unique<Fifo>();
 }
 

@@ -55,11 +55,9 @@ class Hbrr : public RequestScheduler {
 
 }  // namespace
 
-std::unique_ptr<RequestScheduler> make_hbrr(const Options& options) {
-  OptionReader reader("hbrr", options);
-  const AggregationLimits limits = reader.aggregation();
-  const std::uint64_t batch = reader.get_uint("batch", 1, 1, 1u << 20);
-  reader.finish();
+std::unique_ptr<RequestScheduler> make_hbrr(OptionReader& options) {
+  const AggregationLimits limits = options.aggregation();
+  const std::uint64_t batch = options.get_uint("batch", 1, 1, 1u << 20);
   return std::make_unique<Hbrr>(limits, batch);
 }
 

@@ -157,11 +157,9 @@ class Mlf : public RequestScheduler {
 
 }  // namespace
 
-std::unique_ptr<RequestScheduler> make_mlf(const Options& options) {
-  OptionReader reader("mlf", options);
-  const AggregationLimits limits = reader.aggregation();
-  const std::uint64_t quantum = reader.get_uint("quantum_bytes", 8192, 1);
-  reader.finish();
+std::unique_ptr<RequestScheduler> make_mlf(OptionReader& options) {
+  const AggregationLimits limits = options.aggregation();
+  const std::uint64_t quantum = options.get_uint("quantum_bytes", 8192, 1);
   return std::make_unique<Mlf>(limits, quantum);
 }
 

@@ -9,6 +9,17 @@ namespace harmonia::core::requests {
 OptionReader::OptionReader(std::string algorithm, const Options& options)
     : algorithm_(std::move(algorithm)), options_(options) {}
 
+OptionReader OptionReader::describing(std::string algorithm) {
+  static const Options none;
+  OptionReader reader(std::move(algorithm), none);
+  reader.describing_ = true;
+  return reader;
+}
+
+void OptionReader::ask(const OptionSpec& spec) {
+  if (known_.insert(spec.name).second) asked_.push_back(spec);
+}
+
 std::uint64_t OptionReader::parse(const std::string& name, const std::string& value,
                                   std::uint64_t min, std::uint64_t max) const {
   std::uint64_t v = 0;
@@ -25,7 +36,7 @@ std::uint64_t OptionReader::parse(const std::string& name, const std::string& va
 std::uint64_t OptionReader::get_uint(const std::string& key, std::uint64_t fallback,
                                      std::uint64_t min, std::uint64_t max) {
   const std::string name = full(key);
-  known_.insert(name);
+  ask({name, fallback, min, max, false});
   const auto it = options_.find(name);
   return it == options_.end() ? fallback : parse(name, it->second, min, max);
 }
@@ -33,8 +44,9 @@ std::uint64_t OptionReader::get_uint(const std::string& key, std::uint64_t fallb
 std::uint64_t OptionReader::require_uint(const std::string& key, std::uint64_t min,
                                          std::uint64_t max) {
   const std::string name = full(key);
-  known_.insert(name);
+  ask({name, 0, min, max, true});
   const auto it = options_.find(name);
+  if (it == options_.end() && describing_) return min;
   if (it == options_.end()) throw std::invalid_argument(name + ": required option missing");
   return parse(name, it->second, min, max);
 }

@@ -9,7 +9,7 @@
 namespace harmonia::core::requests {
 
 namespace {
-using Factory = std::unique_ptr<RequestScheduler> (*)(const Options&);
+using Factory = std::unique_ptr<RequestScheduler> (*)(OptionReader&);
 const std::vector<std::pair<std::string, Factory>>& registry() {
   static const std::vector<std::pair<std::string, Factory>> table = {
       {"fifo", make_fifo},   {"to", make_to},   {"to-agg", make_to_agg},
@@ -43,7 +43,22 @@ std::unique_ptr<RequestScheduler> make_request_scheduler(const std::string& name
                                   "' is not a request scheduler");
   }
   for (const auto& [known, factory] : registry())
-    if (known == name) return factory(options);
+    if (known == name) {
+      OptionReader reader(name, options);
+      auto scheduler = factory(reader);
+      reader.finish();
+      return scheduler;
+    }
+  throw std::invalid_argument("unknown request scheduler '" + name + "'");
+}
+
+std::vector<OptionSpec> request_scheduler_options(const std::string& name) {
+  for (const auto& [known, factory] : registry())
+    if (known == name) {
+      auto reader = OptionReader::describing(name);
+      factory(reader);
+      return reader.asked();
+    }
   throw std::invalid_argument("unknown request scheduler '" + name + "'");
 }
 

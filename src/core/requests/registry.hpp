@@ -20,4 +20,8 @@ std::vector<std::string> request_scheduler_names();
 std::unique_ptr<RequestScheduler> make_request_scheduler(const std::string& name,
                                                          const Options& options = {});
 
+/// The options algorithm `name` reads, with their defaults and ranges; throws
+/// std::invalid_argument for an unknown name.
+std::vector<OptionSpec> request_scheduler_options(const std::string& name);
+
 }  // namespace harmonia::core::requests

@@ -1,7 +1,8 @@
 #pragma once
 /// @file Factories of the request schedulers, one per file in this folder; the registry
-/// (core/requests/registry.hpp) maps names to them. Each reads its own options and throws
-/// std::invalid_argument naming a bad or unknown one.
+/// (core/requests/registry.hpp) maps names to them. Each reads its own options through the
+/// reader the registry gives it (which throws std::invalid_argument naming a bad one, and then
+/// any unknown one), so that the same code also lists the options for `harmonia-describe`.
 
 #include <cstdint>
 #include <memory>
@@ -13,15 +14,15 @@
 
 namespace harmonia::core::requests {
 
-std::unique_ptr<RequestScheduler> make_fifo(const Options& options);
-std::unique_ptr<RequestScheduler> make_to(const Options& options);
-std::unique_ptr<RequestScheduler> make_to_agg(const Options& options);
-std::unique_ptr<RequestScheduler> make_hbrr(const Options& options);
-std::unique_ptr<RequestScheduler> make_sjf(const Options& options);
-std::unique_ptr<RequestScheduler> make_mlf(const Options& options);
-std::unique_ptr<RequestScheduler> make_aioli(const Options& options);
-std::unique_ptr<RequestScheduler> make_sw(const Options& options);
-std::unique_ptr<RequestScheduler> make_twins(const Options& options);
+std::unique_ptr<RequestScheduler> make_fifo(OptionReader& options);
+std::unique_ptr<RequestScheduler> make_to(OptionReader& options);
+std::unique_ptr<RequestScheduler> make_to_agg(OptionReader& options);
+std::unique_ptr<RequestScheduler> make_hbrr(OptionReader& options);
+std::unique_ptr<RequestScheduler> make_sjf(OptionReader& options);
+std::unique_ptr<RequestScheduler> make_mlf(OptionReader& options);
+std::unique_ptr<RequestScheduler> make_aioli(OptionReader& options);
+std::unique_ptr<RequestScheduler> make_sw(OptionReader& options);
+std::unique_ptr<RequestScheduler> make_twins(OptionReader& options);
 
 /// Time order, shared by `to` (no aggregation) and `to-agg`.
 std::unique_ptr<RequestScheduler> make_time_order(std::string name, AggregationLimits limits);

@@ -66,10 +66,8 @@ class Sjf : public RequestScheduler {
 
 }  // namespace
 
-std::unique_ptr<RequestScheduler> make_sjf(const Options& options) {
-  OptionReader reader("sjf", options);
-  const AggregationLimits limits = reader.aggregation();
-  reader.finish();
+std::unique_ptr<RequestScheduler> make_sjf(OptionReader& options) {
+  const AggregationLimits limits = options.aggregation();
   return std::make_unique<Sjf>(limits);
 }
 

@@ -43,11 +43,9 @@ class StaticWindows : public RequestScheduler {
 
 }  // namespace
 
-std::unique_ptr<RequestScheduler> make_sw(const Options& options) {
-  OptionReader reader("sw", options);
+std::unique_ptr<RequestScheduler> make_sw(OptionReader& options) {
   const auto window = static_cast<Time>(
-      reader.get_uint("window_us", 1'000'000, 1, std::uint64_t{1} << 40) * kMicrosecond);
-  reader.finish();
+      options.get_uint("window_us", 1'000'000, 1, std::uint64_t{1} << 40) * kMicrosecond);
   return std::make_unique<StaticWindows>(window);
 }
 

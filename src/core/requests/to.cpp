@@ -37,8 +37,7 @@ std::unique_ptr<RequestScheduler> make_time_order(std::string name, AggregationL
   return std::make_unique<TimeOrder>(std::move(name), limits);
 }
 
-std::unique_ptr<RequestScheduler> make_to(const Options& options) {
-  OptionReader(std::string("to"), options).finish();
+std::unique_ptr<RequestScheduler> make_to(OptionReader& /*options: none*/) {
   return make_time_order("to", AggregationLimits{});
 }
 

@@ -5,10 +5,8 @@
 
 namespace harmonia::core::requests {
 
-std::unique_ptr<RequestScheduler> make_to_agg(const Options& options) {
-  OptionReader reader("to-agg", options);
-  const AggregationLimits limits = reader.aggregation();
-  reader.finish();
+std::unique_ptr<RequestScheduler> make_to_agg(OptionReader& options) {
+  const AggregationLimits limits = options.aggregation();
   return make_time_order("to-agg", limits);
 }
 

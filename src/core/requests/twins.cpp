@@ -81,14 +81,12 @@ class Twins : public RequestScheduler {
 
 }  // namespace
 
-std::unique_ptr<RequestScheduler> make_twins(const Options& options) {
-  OptionReader reader("twins", options);
-  const AggregationLimits limits = reader.aggregation();
-  const auto servers = static_cast<int>(reader.require_uint("servers", 1, 1u << 20));
-  const auto node = static_cast<int>(reader.get_uint("node", 0, 0, 1u << 30));
+std::unique_ptr<RequestScheduler> make_twins(OptionReader& options) {
+  const AggregationLimits limits = options.aggregation();
+  const auto servers = static_cast<int>(options.require_uint("servers", 1, 1u << 20));
+  const auto node = static_cast<int>(options.get_uint("node", 0, 0, 1u << 30));
   const auto window = static_cast<Time>(
-      reader.get_uint("window_us", 1000, 1, std::uint64_t{1} << 40) * kMicrosecond);
-  reader.finish();
+      options.get_uint("window_us", 1000, 1, std::uint64_t{1} << 40) * kMicrosecond);
   return std::make_unique<Twins>(limits, node, servers, window);
 }
 

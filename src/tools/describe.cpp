@@ -1,0 +1,66 @@
+// harmonia-describe: the names the C++ code registers (policies, coordination strategies and
+// flush orders, request schedulers with their options) and the defaults of their settings, as
+// JSON. The Python front end builds its lists, checks and help text from this output, so a name
+// or a default is written once, here in C++.
+#include <CLI/CLI.hpp>
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "core/coordination/coordinator.hpp"
+#include "core/registry.hpp"
+#include "core/requests/registry.hpp"
+#include "core/scheduler.hpp"
+
+namespace {
+
+nlohmann::ordered_json describe() {
+  using nlohmann::ordered_json;
+  namespace core = harmonia::core;
+  // The device does not matter here: only the settings' defaults are read.
+  const core::SchedulerConfig scheduler(core::DeviceModel::from_slope("any", 1, 1, 1, 0));
+  const core::coordination::CoordinatorConfig coordination;
+  ordered_json out;
+  out["policies"] = ordered_json::array();
+  for (const auto& name : core::policy_names())
+    out["policies"].push_back(
+        {{"name", name}, {"family", core::family_name(core::policy_family(name))}});
+  out["scheduler_defaults"] = {
+      {"if_limit", scheduler.if_limit},
+      {"min_buffers", scheduler.min_buffers},
+      {"backup_flushers", scheduler.backup_flushers},
+      {"priority_tie", scheduler.priority_tie == core::PriorityTie::Share ? "share" : "fcfs"},
+  };
+  out["coordination"] = {
+      {"strategies", core::coordination::coordinator_names()},
+      {"flush_orders", core::coordination::flush_order_names()},
+      {"defaults",
+       {{"window", coordination.window_seconds},
+        {"throttle_gap", coordination.throttle_gap},
+        {"max_token_seconds", coordination.max_token_seconds}}},
+  };
+  out["request_schedulers"] = ordered_json::array();
+  for (const auto& name : core::requests::request_scheduler_names()) {
+    ordered_json options = ordered_json::array();
+    for (const auto& spec : core::requests::request_scheduler_options(name)) {
+      ordered_json option = {{"name", spec.name}, {"min", spec.min}, {"max", spec.max}};
+      if (spec.required)
+        option["required"] = true;
+      else
+        option["default"] = spec.fallback;
+      options.push_back(option);
+    }
+    out["request_schedulers"].push_back({{"name", name}, {"options", options}});
+  }
+  return out;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App cli{
+      "Print, as JSON, the policies, strategies and request schedulers this build registers "
+      "(`harmonia describe` shows them as tables)"};
+  CLI11_PARSE(cli, argc, argv);
+  std::cout << describe().dump(1) << "\n";
+  return 0;
+}
