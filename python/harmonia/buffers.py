@@ -14,10 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from harmonia.names import policy_names
 from harmonia.simulator import SimulatorNotFound, find_tool
-
-POLICIES = ("datawarp", "max-buffer-efficiency", "priority", "max-bandwidth", "fairness",
-            "min-stall")  # fmt: skip
 
 
 def device_directory(need: int, fallback: Path | None = None) -> tuple[Path, bool]:
@@ -108,8 +106,8 @@ class BufferCluster:
 
     def start(self) -> None:
         s = self.settings
-        if s.policy not in POLICIES:
-            raise ClusterError(f"policy {s.policy!r}: expected one of {', '.join(POLICIES)}")
+        if s.policy not in policy_names():
+            raise ClusterError(f"policy {s.policy!r}: expected one of {', '.join(policy_names())}")
         if s.buffers < 1:
             raise ClusterError("buffers: at least 1")
         self.pfs.mkdir(parents=True, exist_ok=True)

@@ -4,10 +4,11 @@ daemon listens, and how to run a job under libharmonia (docs/control.md)."""
 import json
 import os
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
+from harmonia.names import coordination_default, flush_order_names, one_of, strategy_names
 from harmonia.scenario import ScenarioError, _read_toml, _validate
 from harmonia.simulator import find_tool
 from harmonia.units import parse_size
@@ -35,17 +36,30 @@ class _Table(BaseModel):
 class Schedd(_Table):
     socket: str = DEFAULT_SOCKET  # "" to listen on TCP only
     tcp: str = ""  # "HOST:PORT"; TCP has no authentication: keep it on a trusted network
-    strategy: Literal["none", "1a", "1b", "2a", "2b", "3a", "3b", "throttle"] = "none"
-    flush_order: Literal["free", "token", "window", "priority"] = "free"
-    window: float = Field(default=1.0, gt=0, allow_inf_nan=False)  # seconds, flush_order=window
+    strategy: Annotated[str, one_of(strategy_names)] = "none"
+    flush_order: Annotated[str, one_of(flush_order_names)] = "free"
+    # seconds, flush_order=window
+    window: float = Field(
+        default_factory=lambda: coordination_default("window"), gt=0, allow_inf_nan=False
+    )
     pfs_servers: int = Field(default=1, ge=1, le=65536)
-    throttle_gap: float = Field(default=0.001, gt=0, le=10, allow_inf_nan=False)  # seconds
+    throttle_gap: float = Field(  # seconds
+        default_factory=lambda: coordination_default("throttle_gap"),
+        gt=0,
+        le=10,
+        allow_inf_nan=False,
+    )
     lease: float = Field(default=10.0, gt=0, le=3600, allow_inf_nan=False)  # seconds
     tick: float = Field(default=0.05, ge=0.001, le=10, allow_inf_nan=False)  # seconds
     # Replies queued for all clients together; past it the client holding most is dropped.
     max_output: Annotated[int, BeforeValidator(_output_cap)] = 256 << 20
     # A flush token held longer than this while others wait passes on (0: never).
-    max_token_seconds: float = Field(default=60.0, ge=0, le=86400, allow_inf_nan=False)
+    max_token_seconds: float = Field(
+        default_factory=lambda: coordination_default("max_token_seconds"),
+        ge=0,
+        le=86400,
+        allow_inf_nan=False,
+    )
     max_ranks: int = Field(default=1 << 20, ge=1, le=1 << 30)  # processes a job may declare
 
 

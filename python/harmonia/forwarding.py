@@ -9,10 +9,11 @@ import tempfile
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from harmonia.names import one_of, request_scheduler_names
 from harmonia.scenario import (
     Name,
     PositiveBandwidth,
@@ -23,7 +24,10 @@ from harmonia.scenario import (
 )
 from harmonia.simulator import find_tool
 
-SCHEDULERS = ("fifo", "to", "to-agg", "hbrr", "sjf", "mlf", "aioli", "sw", "twins")
+
+def _scheduler_choices() -> tuple[str, ...]:
+    """The request schedulers, and "none" (no forwarding layer)."""
+    return (*request_scheduler_names(), "none")
 
 
 class _Table(BaseModel):
@@ -56,7 +60,7 @@ class Forwarding(_Table):
     node_threads: int = Field(default=4, ge=1, le=1024)  # requests a node has at the servers
     stripe: PositiveSize = 1 << 20
     link_bw: PositiveBandwidth = 1.25e9  # every host's link to the switch
-    schedulers: list[Literal[SCHEDULERS + ("none",)]] = Field(  # type: ignore[valid-type]
+    schedulers: list[Annotated[str, one_of(_scheduler_choices)]] = Field(
         default=["fifo", "twins", "none"], min_length=1
     )
     options: dict[str, str] = {}  # request-scheduler options, e.g. "twins.window_us" = "1000"

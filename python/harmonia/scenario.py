@@ -30,6 +30,7 @@ from pydantic import (
 )
 from pydantic_core import ErrorDetails
 
+from harmonia.names import scheduler_default
 from harmonia.units import format_size, parse_bandwidth, parse_duration, parse_size
 
 # Compute time before each synthetic phase, in time slices (docs/formats.md, paper section V-A).
@@ -185,8 +186,10 @@ class PriorityOptions(_Table):
 
 class Scheduler(_Table):
     max_colocated: int | None = Field(default=None, ge=1, le=INT32_MAX)
-    if_limit: float = Field(default=5.0, gt=1)
-    min_buffers: int = Field(default=1, ge=1, le=INT32_MAX)
+    if_limit: float = Field(default_factory=lambda: scheduler_default("if_limit"), gt=1)
+    min_buffers: int = Field(
+        default_factory=lambda: scheduler_default("min_buffers"), ge=1, le=INT32_MAX
+    )
     priority: PriorityOptions = PriorityOptions()
 
 

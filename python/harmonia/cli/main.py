@@ -5,6 +5,7 @@ import typer
 from harmonia.cli.annotate import annotate_command
 from harmonia.cli.bench import bench
 from harmonia.cli.demo import demo
+from harmonia.cli.describe import describe
 from harmonia.cli.fwdsim import fwdsim
 from harmonia.cli.import_darshan import import_darshan
 from harmonia.cli.netsim import netsim
@@ -45,3 +46,4 @@ app.command()(up)
 app.command()(netsim)
 app.command(name="replay")(replay_command)
 app.command()(fwdsim)
+app.command()(describe)

@@ -6,8 +6,9 @@ from pathlib import Path
 
 import typer
 
-from harmonia.buffers import POLICIES, ClusterError, device_directory
+from harmonia.buffers import ClusterError, device_directory
 from harmonia.cli import EXIT_FAILED, EXIT_INVALID, fail
+from harmonia.policies import parse_policies
 from harmonia.profiler import ProfileError
 from harmonia.simulator import SimulatorNotFound
 
@@ -16,10 +17,10 @@ def reproduce_buffers(out: Path, only: str | None, repeat: int) -> None:
     from harmonia.experiments.buffers import DrainingCase, run_case, write_outputs
     from harmonia.scenario import ScenarioError
 
-    policies = tuple(only.split(",")) if only else POLICIES
-    unknown = [p for p in policies if p not in POLICIES]
-    if unknown:
-        fail([f"--only {unknown[0]}: expected policies among {', '.join(POLICIES)}"], EXIT_INVALID)
+    try:
+        policies = tuple(parse_policies(only or "all"))
+    except ValueError as error:
+        fail([f"--only: {error}"], EXIT_INVALID)
     case = DrainingCase(policies=policies, repeat=repeat)
     devices, _ = device_directory(4 << 30)
     try:

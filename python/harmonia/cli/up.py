@@ -11,8 +11,9 @@ from typing import Annotated, Any
 
 import typer
 
-from harmonia.buffers import POLICIES, BufferCluster, ClusterError, ClusterSettings
+from harmonia.buffers import BufferCluster, ClusterError, ClusterSettings
 from harmonia.cli import EXIT_FAILED, EXIT_INVALID, fail
+from harmonia.names import policy_names
 from harmonia.simulator import SimulatorNotFound
 from harmonia.units import format_size, parse_size
 
@@ -51,7 +52,7 @@ def up(
         Path, typer.Option("--dir", help="Holds pfs/ (the PFS the nodes drain to), bb0/.., logs.")
     ] = Path("/tmp/harmonia-up"),
     capacity: Annotated[str, typer.Option(help="Capacity of each node.")] = "1 GiB",
-    policy: Annotated[str, typer.Option(help=f"Buffer policy: {', '.join(POLICIES)}.")] = (
+    policy: Annotated[str, typer.Option(help="Buffer policy (`harmonia describe` lists them).")] = (
         "max-bandwidth"
     ),
     flush_threshold: Annotated[
@@ -81,8 +82,8 @@ def up(
         fail([f"--capacity: {error}"], EXIT_INVALID)
     if settings.capacity <= 0:
         fail([f"--capacity {capacity}: must be more than 0 bytes"], EXIT_INVALID)
-    if policy not in POLICIES:
-        fail([f"--policy {policy}: expected one of {', '.join(POLICIES)}"], EXIT_INVALID)
+    if policy not in policy_names():
+        fail([f"--policy {policy}: expected one of {', '.join(policy_names())}"], EXIT_INVALID)
     if sync not in ("none", "data"):
         fail([f"--sync {sync}: expected none or data"], EXIT_INVALID)
     if backup_flushers >= buffers:

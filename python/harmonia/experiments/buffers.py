@@ -18,7 +18,6 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 from harmonia.buffers import (  # noqa: E402
-    POLICIES,
     BufferCluster,
     ClusterError,
     ClusterSettings,
@@ -26,6 +25,7 @@ from harmonia.buffers import (  # noqa: E402
     run_jobs,
     verify,
 )
+from harmonia.names import policy_names  # noqa: E402
 from harmonia.profiler import (  # noqa: E402
     Profile,
     ProfileSettings,
@@ -54,7 +54,7 @@ class DrainingCase:
     buffers: int = 4
     fit: float = 1.1  # instances the buffers hold together
     flush_threshold: float = 0.0  # the scenario format's default, as in examples/vpic-draining
-    policies: tuple[str, ...] = POLICIES
+    policies: tuple[str, ...] = field(default_factory=lambda: policy_names("baseline", "harmonia"))
     repeat: int = 1
     profile_bytes: int = 64 * MiB  # per stream, when measuring the devices
 

@@ -1,0 +1,69 @@
+"""`harmonia describe`: the policies, coordination strategies and request schedulers this build
+registers, with their settings' defaults (from `harmonia-describe`, the one source of names)."""
+
+import json
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from harmonia.cli import EXIT_FAILED, fail
+from harmonia.names import described
+from harmonia.simulator import SimulatorNotFound
+
+
+def describe(
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print harmonia-describe's JSON.")
+    ] = False,
+) -> None:
+    """List the policies by family, the coordination strategies and flush orders, and the request
+    schedulers with their options, defaults and ranges."""
+    try:
+        names = described()
+    except SimulatorNotFound as error:
+        fail([str(error)], EXIT_FAILED)
+    if as_json:
+        typer.echo(json.dumps(names, indent=1))
+        return
+    console = Console()
+    policies = Table(title="Burst-buffer policies (harmonia sim --policies, harmonia up --policy)")
+    policies.add_column("policy")
+    policies.add_column("family")
+    for policy in names["policies"]:
+        policies.add_row(policy["name"], policy["family"])
+    console.print(policies)
+    defaults = Table(title=escape("Policy settings ([scheduler] in a scenario)"))
+    defaults.add_column("setting")
+    defaults.add_column("default", justify="right")
+    for key, value in names["scheduler_defaults"].items():
+        defaults.add_row(key, str(value))
+    console.print(defaults)
+    coordination = names["coordination"]
+    strategies = Table(title=escape("Coordination (harmonia-schedd, the [schedd] site table)"))
+    strategies.add_column("setting")
+    strategies.add_column("choices or default")
+    strategies.add_row("strategy", ", ".join(coordination["strategies"]))
+    strategies.add_row("flush_order", ", ".join(coordination["flush_orders"]))
+    for key, value in coordination["defaults"].items():
+        strategies.add_row(key, str(value))
+    console.print(strategies)
+    schedulers = Table(title="Request schedulers (harmonia fwdsim: schedulers, options)")
+    schedulers.add_column("scheduler")
+    schedulers.add_column("option")
+    schedulers.add_column("default", justify="right")
+    schedulers.add_column("range", justify="right")
+    for scheduler in names["request_schedulers"]:
+        if not scheduler["options"]:
+            schedulers.add_row(scheduler["name"], "", "", "")
+        for k, option in enumerate(scheduler["options"]):
+            maximum = "" if option["max"] >= 2**64 - 1 else str(option["max"])
+            schedulers.add_row(
+                scheduler["name"] if k == 0 else "",
+                option["name"],
+                "required" if option.get("required") else str(option["default"]),
+                f"{option['min']}..{maximum}",
+            )
+    console.print(schedulers)
