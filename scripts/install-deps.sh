@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # Installs what building, testing and running Harmonia needs: Debian packages (only those
-# missing, so a prepared machine pays nothing) and the Python venv in .venv.
+# missing, so a prepared machine pays nothing) and the Python venv in .venv. slurmctld, slurmd,
+# slurm-client and munge (with slurm-wlm-basic-plugins: burst_buffer_lua.so) run
+# `harmonia cluster` and tests/slurm.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 packages=(build-essential cmake ninja-build pkg-config libsimgrid-dev nlohmann-json3-dev
           libcli11-dev libgtest-dev libbenchmark-dev libxxhash-dev clang-format fio openmpi-bin
           libopenmpi-dev libprotobuf-dev protobuf-compiler libprotobuf-c-dev protobuf-c-compiler gfortran
-          sqlite3 ccache)
+          sqlite3 ccache slurmctld slurmd slurm-client munge)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -4,6 +4,7 @@ import typer
 
 from harmonia.cli.annotate import annotate_command
 from harmonia.cli.bench import bench
+from harmonia.cli.cluster import cluster
 from harmonia.cli.demo import demo
 from harmonia.cli.describe import describe
 from harmonia.cli.fwdsim import fwdsim
@@ -47,3 +48,4 @@ app.command()(netsim)
 app.command(name="replay")(replay_command)
 app.command()(fwdsim)
 app.command()(describe)
+app.add_typer(cluster, name="cluster")

@@ -1,0 +1,95 @@
+"""`harmonia cluster up|down|status`: a Slurm cluster on this machine whose burst buffers are
+Harmonia's buffer nodes (docs/slurm.md)."""
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from harmonia.buffers import POLICIES
+from harmonia.cli import EXIT_FAILED, EXIT_INVALID, fail
+from harmonia.simulator import SimulatorNotFound
+from harmonia.slurm import SlurmCluster, SlurmClusterError, SlurmSettings
+from harmonia.units import parse_size
+
+cluster = typer.Typer(help="A Slurm cluster with Harmonia's burst buffers on this machine.",
+                      no_args_is_help=True)  # fmt: skip
+
+Directory = Annotated[
+    Path, typer.Option("--dir", help="The cluster's own directory: configuration, state, logs.")
+]
+
+
+@cluster.command()
+def up(
+    directory: Directory = Path("harmonia-cluster"),
+    nodes: Annotated[int, typer.Option(min=1, max=64, help="slurmd nodes.")] = 2,
+    cpus: Annotated[int, typer.Option(min=1, help="CPUs of each slurmd node.")] = 1,
+    buffers: Annotated[int, typer.Option(min=1, help="Buffer nodes (harmonia-bbd).")] = 4,
+    capacity: Annotated[str, typer.Option(help="Capacity of each buffer node.")] = "1 GiB",
+    mode: Annotated[
+        str, typer.Option(help="datawarp (reserve for the whole job) or harmonia (a policy).")
+    ] = "harmonia",
+    policy: Annotated[str, typer.Option(help="Harmonia mode's buffer policy.")] = "max-bandwidth",
+    controller_port: Annotated[int, typer.Option(help="slurmctld's port; 0: a free one.")] = 0,
+    node_port: Annotated[int, typer.Option(help="The first slurmd's port; 0: free ones.")] = 0,
+) -> None:
+    """Start munged, harmonia-schedd with BUFFERS harmonia-bbd nodes, slurmctld and NODES slurmd
+    with their configuration generated in --dir; again on a running cluster, do nothing."""
+    if mode not in ("datawarp", "harmonia"):
+        fail([f"--mode {mode}: expected datawarp or harmonia"], EXIT_INVALID)
+    if mode == "harmonia" and (policy not in POLICIES or policy == "datawarp"):
+        choices = ", ".join(p for p in POLICIES if p != "datawarp")
+        fail([f"--policy {policy}: expected one of {choices}"], EXIT_INVALID)
+    try:
+        size = parse_size(capacity)
+    except ValueError as error:
+        fail([f"--capacity {capacity}: {error}"], EXIT_INVALID)
+    if size <= 0:
+        fail([f"--capacity {capacity}: must be more than 0 bytes"], EXIT_INVALID)
+    settings = SlurmSettings(
+        directory, nodes=nodes, cpus=cpus, buffers=buffers, capacity=size,
+        policy="datawarp" if mode == "datawarp" else policy,
+        controller_port=controller_port, node_port=node_port,
+    )  # fmt: skip
+    try:
+        SlurmCluster(settings).up(progress=lambda line: typer.echo(f"harmonia cluster: {line}"))
+    except (SlurmClusterError, SimulatorNotFound) as error:
+        fail([f"harmonia cluster up: {error}"], EXIT_FAILED)
+    typer.echo(
+        f"harmonia cluster: up; in a shell:\n  . {settings.directory}/env.sh\n"
+        f"  sbatch job.sh   # with #BB_LUA directives (docs/slurm.md)"
+    )
+
+
+@cluster.command()
+def down(directory: Directory = Path("harmonia-cluster")) -> None:
+    """Stop the daemons `up` started in --dir (by their recorded PIDs), draining the buffer
+    nodes to the PFS first."""
+    problems = SlurmCluster(SlurmSettings(directory)).down(
+        progress=lambda line: typer.echo(f"harmonia cluster: {line}")
+    )
+    if problems:
+        fail([f"harmonia cluster down: {p}" for p in problems], EXIT_FAILED)
+
+
+@cluster.command()
+def status(
+    directory: Directory = Path("harmonia-cluster"),
+    as_json: Annotated[bool, typer.Option("--json", help="As JSON.")] = False,
+) -> None:
+    """Which daemons run, on which ports; exit 1 when any recorded one is not running."""
+    found = SlurmCluster(SlurmSettings(directory)).status()
+    if not found:
+        fail([f"harmonia cluster status: no cluster in {directory}"], EXIT_FAILED)
+    if as_json:
+        typer.echo(json.dumps(found, indent=2))
+    else:
+        typer.echo(f"cluster in {found['directory']} (policy {found['policy']}), "
+                   f"SLURM_CONF={found['slurm_conf']}")  # fmt: skip
+        for name, daemon in found["daemons"].items():
+            typer.echo(f"  {name:<14} pid {daemon['pid']:<8} "
+                       f"{'running' if daemon['running'] else 'NOT RUNNING'}")  # fmt: skip
+    if not found["daemons"] or not all(d["running"] for d in found["daemons"].values()):
+        raise typer.Exit(EXIT_FAILED)
