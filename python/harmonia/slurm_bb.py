@@ -274,7 +274,7 @@ class Hooks:
         request = self.request(job_script)
         env = {**os.environ, **self.job_env(job_id, request), "HARMONIA_JOB": f"slurm-{job_id}"}
         directory = self.job_dir(job_id)
-        staged = 0
+        staged, copies = 0, []
         for stage in request.stage_in:
             target = directory / _inside_bb(stage.destination, "destination")
             source = Path(stage.source)
@@ -285,8 +285,9 @@ class Hooks:
                 target.mkdir(parents=True, exist_ok=True)
             for src, dst in files:
                 staged += self._copy_through_buffers(src, dst, env, uid, gid)
+                copies.append(str(dst.relative_to(directory)))
             self.log(job_id, f"stage_in {stage.source} -> {target}: {len(files)} file(s)")
-        state.update(staged_in=staged, stage="data_in")
+        state.update(staged_in=staged, stage="data_in", copies=copies)
         self.save(job_id, state)
         return ""
 
@@ -376,20 +377,19 @@ class Hooks:
         return ""
 
     def teardown(self, job_id: str, job_script: str, *_rest: str) -> str:
-        state = self.load(job_id)
         directory = self.job_dir(job_id)
         # Whatever the job got acknowledged reaches the PFS, cancelled or failed alike.
         self.drain_job(job_id)
-        if (
-            state.get("stage") == "staged_out"
-            or not directory.exists()
-            or not _has_files(directory)
-        ):
+        # Stage-in's copies of PFS files go; the job's own files stay unless staged out.
+        for copy in self.load(job_id).get("copies", []):
+            (directory / copy).unlink(missing_ok=True)
+        if not directory.exists() or not _has_files(directory):
             shutil.rmtree(directory, ignore_errors=True)
             self.log(job_id, "teardown: buffer space released")
         else:
-            # Not staged out (cancelled, failed): the drained files stay for the user.
-            self.log(job_id, f"teardown: not staged out; its files stay in {directory}")
+            # Files no stage_out moved (cancelled, failed, or not asked for) are never deleted:
+            # drained, they stay on the PFS for the user.
+            self.log(job_id, f"teardown: files not staged out stay in {directory}")
         self.state_path(job_id).unlink(missing_ok=True)
         return ""
 
