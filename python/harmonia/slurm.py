@@ -383,14 +383,16 @@ PartitionName=harmonia Nodes=ALL Default=YES MaxTime=INFINITE State=UP
         return process.pid
 
     def restart_controller(self) -> int:
-        """Kills slurmctld and starts it again (as after a crash); returns its new PID."""
+        """Stops slurmctld (SIGTERM: it saves its state, as `systemctl restart` does) and starts
+        it again; returns its new PID."""
         state = ClusterState.load(self.dir)
         if state is None:
             raise SlurmClusterError(f"{self.dir}: no cluster")
         old = state.pids.get("slurmctld")
         if old and pid_alive(old) and _owns(old, str(self.dir)):
-            os.kill(old, signal.SIGKILL)
-            _wait_gone(old, 10)
+            os.kill(old, signal.SIGTERM)
+            if not _wait_gone(old, 30):
+                raise SlurmClusterError(f"slurmctld (pid {old}) did not stop on SIGTERM")
         state.pids["slurmctld"] = self._start_controller()
         state.save(self.dir)
         return state.pids["slurmctld"]

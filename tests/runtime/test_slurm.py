@@ -1,0 +1,291 @@
+"""Harmonia under a real Slurm (docs/slurm.md): `harmonia cluster` starts munged, slurmctld, two
+slurmd and the buffer nodes; jobs ask for buffers with #BB_LUA directives and run as `nobody`
+(Slurm's burst_buffer plugins refuse root's jobs)."""
+
+import json
+import os
+import pwd
+import shutil
+import subprocess
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from harmonia.slurm import SlurmCluster, SlurmClusterError, SlurmSettings, pid_alive
+
+pytestmark = pytest.mark.skipif(
+    os.geteuid() != 0
+    or shutil.which("slurmctld") is None
+    or shutil.which("munged") is None,
+    reason="needs root (sbatch --uid for a job user, munged) and slurmctld, slurmd, munge "
+    "(scripts/install-deps.sh installs them)",
+)
+USER = "nobody"
+BLOCK = 1 << 20
+
+
+def _group() -> str:
+    return "nogroup"
+
+
+class Cluster:
+    def __init__(self, directory: Path) -> None:
+        self.cluster = SlurmCluster(
+            SlurmSettings(directory, nodes=2, buffers=2, capacity=256 << 20)
+        )
+        self.dir = directory
+        self.pfs = self.cluster.pfs
+        self.env = {**os.environ, **self.cluster.env()}
+        self.out = directory / "out"
+
+    def sbatch(self, body: str, name: str) -> subprocess.CompletedProcess[str]:
+        script = self.dir / f"{name}.sh"
+        script.write_text(
+            f"#!/bin/bash\n#SBATCH -n 1\n#SBATCH -o {self.out}/{name}.out\n{body}"
+        )
+        return subprocess.run(
+            ["sbatch", "--parsable", f"--uid={USER}", f"--gid={_group()}", str(script)],
+            capture_output=True, text=True, env=self.env, timeout=60, check=False,
+        )  # fmt: skip
+
+    def submit(self, body: str, name: str) -> str:
+        done = self.sbatch(body, name)
+        assert done.returncode == 0, done.stderr
+        return done.stdout.strip().split(";")[0]
+
+    def scontrol(self, *args: str) -> str:
+        return subprocess.run(
+            ["scontrol", *args], capture_output=True, text=True, env=self.env, timeout=60,
+            check=True,
+        ).stdout  # fmt: skip
+
+    def job_state(self, job: str) -> str:
+        text = self.scontrol("show", "job", job, "-o")
+        return text.split("JobState=", 1)[1].split()[0]
+
+    def torn_down(self, job: str) -> bool:
+        """Teardown ran: the hooks' state for the job is gone."""
+        return (
+            not (self.dir / "jobs" / f"{job}.json").exists()
+            and (self.dir / "jobs" / f"{job}.log").exists()
+        )
+
+    def nodes(self) -> list[dict[str, int]]:
+        bbctl = json.loads((self.dir / "etc" / "harmonia-bb.json").read_text())["bbctl"]
+        out = []
+        for port in sorted(self.cluster.buffers_dir.glob("bb*.port")):
+            done = subprocess.run(
+                [bbctl, "--node", f"127.0.0.1:{port.read_text().strip()}", "status"],
+                capture_output=True, text=True, check=True, timeout=20,
+            )  # fmt: skip
+            out.append({k: int(v) for k, v in json.loads(done.stdout).items()
+                        if k in ("used", "received_bytes", "drained_bytes")})  # fmt: skip
+        return out
+
+    def schedd_jobs(self) -> list[str]:
+        ctl = json.loads((self.dir / "etc" / "harmonia-bb.json").read_text())
+        done = subprocess.run(
+            [ctl["schedctl"], "--address", ctl["schedd"], "status", "--compact"],
+            capture_output=True, text=True, check=True, timeout=20,
+        )  # fmt: skip
+        return [j["job"] for j in json.loads(done.stdout).get("jobs", [])]
+
+
+def wait(ready: Callable[[], bool], what: str, timeout: float = 90) -> None:
+    deadline = time.monotonic() + timeout
+    while not ready():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
+        time.sleep(0.3)
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[Cluster]:
+    try:
+        pwd.getpwnam(USER)
+    except KeyError:
+        pytest.skip(f"no user {USER} to run jobs as")
+    # Not pytest's tmp_path: the job's user must reach the PFS and the munge socket.
+    directory = Path(tempfile.mkdtemp(prefix="harmonia-slurm-test-"))
+    directory.chmod(0o755)
+    c = Cluster(directory)
+    try:
+        c.cluster.up(progress=lambda _line: None)
+    except SlurmClusterError as error:
+        c.cluster.down(progress=lambda _line: None)
+        pytest.fail(f"harmonia cluster up: {error}")
+    c.out.mkdir()
+    shutil.chown(c.out, USER, _group())
+    (c.pfs / "results").mkdir()
+    shutil.chown(c.pfs / "results", USER, _group())
+    try:
+        yield c
+    finally:
+        c.cluster.down(progress=lambda _line: None)
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+# A job step writing `blocks` MiB through libharmonia (a plain descriptor: libharmonia leaves
+# descriptors 0-2 to plain I/O), each block tagged with the job's name and its index.
+WRITER = """
+/usr/bin/python3 - <<'PY'
+import os
+path = os.path.join(os.environ["HARMONIA_BB"], "{name}.dat")
+fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+for i in range({blocks}):
+    os.write(fd, ("{name}:%d;" % i).encode().ljust({block}, b"."))
+os.close(fd)
+print("written", {blocks} * {block}, "bytes to", path, flush=True)
+PY
+"""
+
+
+def expected(name: str, blocks: int) -> bytes:
+    return b"".join(f"{name}:{i};".encode().ljust(BLOCK, b".") for i in range(blocks))
+
+
+def test_stage_in_and_out_go_through_the_buffer_nodes(cluster: Cluster) -> None:
+    source = cluster.pfs / "input.dat"
+    data = os.urandom(3 * BLOCK + 12345)
+    source.write_bytes(data)
+    source.chmod(0o644)
+    before = sum(n["received_bytes"] for n in cluster.nodes())
+    destination = cluster.pfs / "results" / "doubled.dat"
+    job = cluster.submit(
+        "#BB_LUA jobdw pool=harmonia capacity=64M priority=3 hint=flushable\n"
+        f"#BB_LUA stage_in source={source} destination=$HARMONIA_BB/in/input.dat\n"
+        f"#BB_LUA stage_out source=$HARMONIA_BB/doubled.dat destination={destination}\n"
+        'echo "LD_PRELOAD=$LD_PRELOAD HARMONIA_PRIORITY=$HARMONIA_PRIORITY"\n'
+        "/usr/bin/python3 - <<'PY'\n"
+        "import os\n"
+        "bb = os.environ['HARMONIA_BB']\n"
+        "data = open(bb + '/in/input.dat', 'rb').read()\n"
+        "fd = os.open(bb + '/doubled.dat', os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)\n"
+        "os.write(fd, data)\n"
+        "os.write(fd, data)\n"
+        "os.close(fd)\n"
+        "print('wrote', 2 * len(data), flush=True)\n"
+        "PY\n"
+        "scontrol show bbstat\n",
+        "stage",
+    )
+    wait(lambda: cluster.torn_down(job), f"job {job}'s teardown")
+    wait(lambda: cluster.job_state(job) == "COMPLETED", "job state COMPLETED")
+    assert destination.read_bytes() == data + data
+    output = (cluster.out / "stage.out").read_text()
+    assert "libharmonia.so" in output and "HARMONIA_PRIORITY=3" in output
+    assert f"wrote {2 * len(data)}" in output
+    assert "Harmonia pool harmonia" in output  # bbstat from inside the job
+    # Stage-in and the job's writes both reached the nodes, and all of it has drained.
+    nodes = cluster.nodes()
+    assert sum(n["received_bytes"] for n in nodes) - before >= 3 * len(data)
+    assert all(n["used"] == 0 for n in nodes)
+    assert not (cluster.pfs / ".harmonia-jobs" / job).exists()
+    burst = cluster.scontrol("show", "burst")
+    assert "PoolName[0]=harmonia" in burst and "UsedSpace=0" in burst
+
+
+@pytest.mark.parametrize(
+    ("directive", "named"),
+    [
+        ("#BB_LUA jobdw pool=harmonia capacity=16M colour=blue", "unknown key 'colour'"),
+        ("#BB_LUA jobdw pool=harmonia capacity=-5G", "capacity=-5G: must not be negative"),
+        ("#BB_LUA jobdw pool=harmonia capacity=900P", "capacity=900P: more than"),
+        (("#BB_LUA jobdw pool=harmonia capacity=16M\n"
+          "#BB_LUA stage_in source=/nonexistent/in.dat destination=$HARMONIA_BB/in.dat"),
+         "source=/nonexistent/in.dat: no such file"),
+        ("#BB_LUA jobdw pool=harmonia capacity=16M access=private", "access=private"),
+        ("#BB_LUA stage_out source=$HARMONIA_BB/x destination=/tmp/x", "need a `#BB_LUA jobdw`"),
+    ],
+)  # fmt: skip
+def test_bad_directives_are_refused_by_sbatch_naming_them(
+    cluster: Cluster, directive: str, named: str
+) -> None:
+    done = cluster.sbatch(directive + "\ntrue\n", "bad")
+    assert done.returncode != 0
+    assert named in done.stderr, done.stderr
+
+
+def test_scancel_mid_run_drains_and_releases(cluster: Cluster) -> None:
+    job = cluster.submit(
+        "#BB_LUA jobdw pool=harmonia capacity=32M\n"
+        + WRITER.format(name="cancelled", blocks=4, block=BLOCK)
+        + "sleep 120\n",
+        "cancelled",
+    )
+    output = cluster.out / "cancelled.out"
+    wait(
+        lambda: output.exists() and "written" in output.read_text(), "the job's writes"
+    )
+    subprocess.run(["scancel", job], env=cluster.env, check=True, timeout=30)
+    wait(lambda: cluster.torn_down(job), f"job {job}'s teardown")
+    wait(lambda: cluster.job_state(job) == "CANCELLED", "job state CANCELLED")
+    # Not staged out: what the nodes acknowledged stays, drained, in the job's space.
+    kept = cluster.pfs / ".harmonia-jobs" / job / "cancelled.dat"
+    assert kept.read_bytes() == expected("cancelled", 4)
+    assert all(n["used"] == 0 for n in cluster.nodes())
+    wait(
+        lambda: f"slurm-{job}" not in cluster.schedd_jobs(),
+        "harmonia-schedd to drop the job",
+    )
+
+
+def test_failed_job_is_torn_down_and_keeps_its_bytes(cluster: Cluster) -> None:
+    destination = cluster.pfs / "results" / "failed.dat"
+    job = cluster.submit(
+        "#BB_LUA jobdw pool=harmonia capacity=32M\n"
+        f"#BB_LUA stage_out source=$HARMONIA_BB/failed.dat destination={destination}\n"
+        + WRITER.format(name="failed", blocks=3, block=BLOCK)
+        + "exit 3\n",
+        "failed",
+    )
+    wait(lambda: cluster.torn_down(job), f"job {job}'s teardown")
+    wait(lambda: cluster.job_state(job) == "FAILED", "job state FAILED")
+    # Slurm stages a failed job's data out too: the bytes it wrote are on the PFS.
+    assert destination.read_bytes() == expected("failed", 3)
+    assert all(n["used"] == 0 for n in cluster.nodes())
+
+
+def test_slurmctld_restart_mid_job(cluster: Cluster) -> None:
+    destination = cluster.pfs / "results" / "restart.dat"
+    job = cluster.submit(
+        "#BB_LUA jobdw pool=harmonia capacity=32M\n"
+        f"#BB_LUA stage_out source=$HARMONIA_BB/restart.dat destination={destination}\n"
+        + WRITER.format(name="restart", blocks=5, block=BLOCK)
+        + "sleep 6\n",
+        "restart",
+    )
+    output = cluster.out / "restart.out"
+    wait(
+        lambda: output.exists() and "written" in output.read_text(), "the job's writes"
+    )
+    old = json.loads((cluster.dir / "cluster.json").read_text())["pids"]["slurmctld"]
+    new = cluster.cluster.restart_controller()
+    assert new != old and not pid_alive(old)
+    wait(lambda: cluster.torn_down(job), f"job {job}'s teardown after the restart", 150)
+    wait(lambda: cluster.job_state(job) == "COMPLETED", "job state COMPLETED")
+    assert destination.read_bytes() == expected("restart", 5)
+    assert all(n["used"] == 0 for n in cluster.nodes())
+
+
+def test_up_again_is_a_no_op_and_a_taken_port_is_refused(cluster: Cluster) -> None:
+    pids = json.loads((cluster.dir / "cluster.json").read_text())["pids"]
+    said: list[str] = []
+    cluster.cluster.up(progress=said.append)
+    assert said == [f"already running in {cluster.dir}"]
+    assert json.loads((cluster.dir / "cluster.json").read_text())["pids"] == pids
+    other = Path(tempfile.mkdtemp(prefix="harmonia-slurm-test-other-"))
+    try:
+        taken = json.loads((cluster.dir / "cluster.json").read_text())[
+            "controller_port"
+        ]
+        with pytest.raises(
+            SlurmClusterError, match=f"--controller-port {taken}: port already"
+        ):
+            SlurmCluster(SlurmSettings(other, controller_port=taken)).up(
+                lambda _l: None
+            )
+    finally:
+        shutil.rmtree(other, ignore_errors=True)
