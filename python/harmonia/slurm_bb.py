@@ -173,6 +173,11 @@ def _stage(request: Request, verb: str, pairs: dict[str, str]) -> None:
     for key in ("source", "destination"):
         if key not in pairs:
             raise ValueError(f"{key}=PATH is required")
+    for key in ("source", "destination"):
+        rest = pairs[key].removeprefix(BB_VARIABLE + "/")
+        if "$" in rest:
+            raise ValueError(f"{key}={pairs[key]}: variables are not expanded here "
+                             f"(only a leading {BB_VARIABLE}/)")  # fmt: skip
     kind = pairs.get("type", "file")
     if kind not in ("file", "directory"):
         raise ValueError(f"type={kind}: expected file or directory")

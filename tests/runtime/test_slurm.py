@@ -197,6 +197,9 @@ def test_stage_in_and_out_go_through_the_buffer_nodes(cluster: Cluster) -> None:
           "#BB_LUA stage_in source=/nonexistent/in.dat destination=$HARMONIA_BB/in.dat"),
          "source=/nonexistent/in.dat: no such file"),
         ("#BB_LUA jobdw pool=harmonia capacity=16M access=private", "access=private"),
+        (("#BB_LUA jobdw pool=harmonia capacity=16M\n"
+          "#BB_LUA stage_out source=$HARMONIA_BB/x destination=/tmp/x-$SLURM_JOB_ID"),
+         "variables are not expanded"),
         ("#BB_LUA stage_out source=$HARMONIA_BB/x destination=/tmp/x", "need a `#BB_LUA jobdw`"),
     ],
 )  # fmt: skip
@@ -289,3 +292,48 @@ def test_up_again_is_a_no_op_and_a_taken_port_is_refused(cluster: Cluster) -> No
             )
     finally:
         shutil.rmtree(other, ignore_errors=True)
+
+
+def test_datawarp_mode_holds_a_job_until_the_reservation_is_free() -> None:
+    """DataWarp mode: the capacity is reserved for the whole job, so of two jobs asking 160 MiB
+    of a 256 MiB pool the second waits (BurstBufferResources) until the first is torn down."""
+    try:
+        pwd.getpwnam(USER)
+    except KeyError:
+        pytest.skip(f"no user {USER} to run jobs as")
+    directory = Path(tempfile.mkdtemp(prefix="harmonia-slurm-test-dw-"))
+    directory.chmod(0o755)
+    c = Cluster(directory)
+    c.cluster = SlurmCluster(
+        SlurmSettings(
+            directory, nodes=2, buffers=2, capacity=128 << 20, policy="datawarp"
+        )
+    )
+    try:
+        c.cluster.up(progress=lambda _line: None)
+        c.out.mkdir()
+        shutil.chown(c.out, USER, _group())
+        assert json.loads((directory / "etc" / "harmonia-bb.json").read_text())[
+            "mode"
+        ] == ("datawarp")
+        jobs = [
+            c.submit(
+                "#BB_LUA jobdw pool=harmonia capacity=160M\n"
+                + WRITER.format(name=f"dw{k}", blocks=8, block=BLOCK)
+                + "sleep 4\n",
+                f"dw{k}",
+            )
+            for k in range(2)
+        ]
+        wait(lambda: c.job_state(jobs[0]) == "RUNNING", "the first job to run")
+        second = c.scontrol("show", "job", jobs[1], "-o")
+        assert "JobState=PENDING" in second and "BurstBufferResources" in second
+        wait(lambda: c.torn_down(jobs[0]), "the first job's teardown")
+        wait(lambda: c.torn_down(jobs[1]), "the second job's teardown")
+        for k, job in enumerate(jobs):
+            kept = c.pfs / ".harmonia-jobs" / job / f"dw{k}.dat"
+            assert kept.read_bytes() == expected(f"dw{k}", 8)
+        assert all(n["used"] == 0 for n in c.nodes())
+    finally:
+        c.cluster.down(progress=lambda _line: None)
+        shutil.rmtree(directory, ignore_errors=True)
