@@ -20,7 +20,7 @@ from typing import Any
 
 DIRECTIVE = "#BB_LUA"
 UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40, "P": 1 << 50}
-JOBDW_KEYS = ("pool", "capacity", "access", "priority", "hint")
+JOBDW_KEYS = ("pool", "capacity", "io", "access", "priority", "hint")
 STAGE_KEYS = ("source", "destination", "type")
 BB_VARIABLE = "$HARMONIA_BB"
 # The stage-in copier, run under libharmonia: reads the source, writes the target in 4 MiB pieces.
@@ -54,7 +54,8 @@ class Stage:
 class Request:
     """A job's directives."""
 
-    capacity: int = 0
+    capacity: int = 0  # reserved through Slurm for the whole job; 0: none
+    io: int = 0  # the job's declared output, for the policy's shares; 0: the capacity
     pool: str = ""
     priority: int = 0
     hint: str = "flushable"
@@ -135,21 +136,29 @@ def _jobdw(request: Request, pairs: dict[str, str], total: int, config: dict[str
     for key in pairs:
         if key not in JOBDW_KEYS:
             raise ValueError(f"unknown key {key!r} (expected {', '.join(JOBDW_KEYS)})")
-    if "capacity" not in pairs:
-        raise ValueError("capacity=SIZE is required")
-    capacity_text = pairs["capacity"]
-    if capacity_text.startswith("-"):
-        raise ValueError(f"capacity={capacity_text}: must not be negative")
-    request.capacity = parse_size(capacity_text)
-    if request.capacity <= 0:
-        raise ValueError(f"capacity={capacity_text}: must be more than 0 bytes")
-    if request.capacity > total:
-        raise ValueError(
-            f"capacity={capacity_text}: more than the {total} bytes all buffer nodes hold"
-        )
+    # DataWarp reserves for the whole job, so it needs the capacity; Harmonia's policies grant
+    # phases as they come, so there a job may only declare its output (io=) and Slurm then
+    # holds none of the pool for it.
+    if "capacity" not in pairs and (config["mode"] == "datawarp" or "io" not in pairs):
+        needs = "in DataWarp mode" if config["mode"] == "datawarp" else "(or io=SIZE)"
+        raise ValueError(f"capacity=SIZE is required {needs}")
+    for key in ("capacity", "io"):
+        if key not in pairs:
+            continue
+        text = pairs[key]
+        if text.startswith("-"):
+            raise ValueError(f"{key}={text}: must not be negative")
+        size = parse_size(text)
+        if size <= 0:
+            raise ValueError(f"{key}={text}: must be more than 0 bytes")
+        if key == "capacity" and size > total:
+            raise ValueError(f"{key}={text}: more than the {total} bytes all buffer nodes hold")
+        setattr(request, key, size)
     request.pool = pairs.get("pool", "")
-    if request.pool != config["pool"]:
+    if request.capacity and request.pool != config["pool"]:
         raise ValueError(f"pool={request.pool or '(missing)'}: expected pool={config['pool']}")
+    if not request.capacity and "pool" in pairs:
+        raise ValueError("pool= needs capacity=SIZE (Slurm accounts a pool by capacity)")
     access = pairs.get("access", "striped")
     if access != "striped":
         raise ValueError(
@@ -267,7 +276,9 @@ class Hooks:
             "HARMONIA_PRIORITY": str(request.priority),
             "HARMONIA_HINT": request.hint,
             # DataWarp reserves this x ranks for the whole job; Harmonia sizes phases by it.
-            "HARMONIA_BYTES_PER_PROCESS": str(max(1, request.capacity // request.ntasks)),
+            "HARMONIA_BYTES_PER_PROCESS": str(
+                max(1, (request.io or request.capacity) // request.ntasks)
+            ),
         }
 
     def data_in(self, job_id: str, job_script: str, *_ids: str) -> str:

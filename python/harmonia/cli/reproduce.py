@@ -10,6 +10,7 @@ from harmonia.cli.reproduce_buffers import reproduce_buffers
 from harmonia.cli.reproduce_forwarding import reproduce_forwarding
 from harmonia.cli.reproduce_network import reproduce_network
 from harmonia.cli.reproduce_phases import reproduce_phases
+from harmonia.cli.reproduce_slurm import reproduce_slurm
 from harmonia.cli.sim import run_scenario
 
 
@@ -18,8 +19,9 @@ def reproduce(
         str,
         typer.Argument(
             help='"harmonia" (section V), "buffers" (its VPIC draining case, for real on this '
-            'machine), "network" (MPI/I/O on fat-trees), "forwarding" (TWINS) or "phases" (the '
-            "accuracy of phase detection)."
+            'machine), "slurm" (that case as sbatch jobs, DataWarp and Harmonia mode), "network" '
+            '(MPI/I/O on fat-trees), "forwarding" (TWINS) or "phases" (the accuracy of phase '
+            "detection)."
         ),
     ] = "harmonia",
     out: Annotated[
@@ -33,10 +35,11 @@ def reproduce(
     only: Annotated[
         str | None,
         typer.Option(
-            help="network: comma-separated experiments; buffers: policies.", show_default=False
+            help="network: experiments; buffers: policies; slurm: modes (comma-separated).",
+            show_default=False,
         ),
     ] = None,
-    repeat: Annotated[int, typer.Option(min=1, help="buffers: real runs per policy.")] = 1,
+    repeat: Annotated[int, typer.Option(min=1, help="buffers, slurm: runs each.")] = 1,
 ) -> None:
     """Simulate every scenario of the paper's section V with every policy, then write
     report.md (paper next to ours) and the figures into OUT. `reproduce network` runs the
@@ -55,9 +58,12 @@ def reproduce(
     if paper == "phases":
         reproduce_phases(out or Path("results/phase-accuracy"))
         return
+    if paper == "slurm":
+        reproduce_slurm(out or Path("results/reproduction-slurm"), only, repeat)
+        return
     if paper != "harmonia":
         fail(
-            [f'PAPER: unknown "{paper}" (harmonia, buffers, network, forwarding, phases)'],
+            [f'PAPER: unknown "{paper}" (harmonia, buffers, slurm, network, forwarding, phases)'],
             EXIT_INVALID,
         )
     if only is not None or system != "scaled":

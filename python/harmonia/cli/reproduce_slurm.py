@@ -1,0 +1,41 @@
+"""`harmonia reproduce slurm`: the VPIC buffer-draining case as sbatch jobs on a `harmonia
+cluster`, in DataWarp and Harmonia mode, next to the simulator (harmonia.experiments.slurm)."""
+
+import os
+import shutil
+from pathlib import Path
+
+import typer
+
+from harmonia.buffers import ClusterError
+from harmonia.cli import EXIT_FAILED, EXIT_INVALID, fail
+from harmonia.experiments.buffers import DrainingCase
+from harmonia.experiments.slurm import MODES, run_case, write_outputs
+from harmonia.profiler import ProfileError
+from harmonia.scenario import ScenarioError
+from harmonia.simulator import SimulatorNotFound
+from harmonia.slurm import SlurmClusterError
+
+
+def reproduce_slurm(out: Path, only: str | None, repeat: int) -> None:
+    modes = tuple(only.split(",")) if only else tuple(MODES)
+    unknown = [m for m in modes if m not in MODES]
+    if unknown:
+        fail([f"--only {unknown[0]}: expected modes among {', '.join(MODES)}"], EXIT_INVALID)
+    if os.geteuid() != 0:
+        fail(["harmonia reproduce slurm: needs root (munged, slurmd, jobs submitted as nobody)"],
+             EXIT_INVALID)  # fmt: skip
+    if shutil.which("slurmctld") is None:
+        fail(["harmonia reproduce slurm: slurmctld not found (scripts/install-deps.sh)"],
+             EXIT_FAILED)  # fmt: skip
+    case = DrainingCase(policies=tuple(MODES[m] for m in modes), repeat=repeat)
+    out = out.absolute()
+    out.mkdir(parents=True, exist_ok=True)
+    try:
+        outcome = run_case(case, out, modes, lambda line: typer.echo(line, err=True))
+    except (ClusterError, SlurmClusterError, ProfileError, ScenarioError, SimulatorNotFound,
+            OSError) as error:  # fmt: skip
+        fail([f"harmonia reproduce slurm: {error}"], EXIT_FAILED)
+    files = write_outputs(outcome, out)
+    typer.echo(files[0].read_text())
+    typer.echo(f"results in {out}: " + ", ".join(f.name for f in files))
