@@ -197,6 +197,8 @@ def test_stage_in_and_out_go_through_the_buffer_nodes(cluster: Cluster) -> None:
           "#BB_LUA stage_in source=/nonexistent/in.dat destination=$HARMONIA_BB/in.dat"),
          "source=/nonexistent/in.dat: no such file"),
         ("#BB_LUA jobdw pool=harmonia capacity=16M access=private", "access=private"),
+        ("#BB_LUA jobdw io=-1M", "io=-1M: must not be negative"),
+        ("#BB_LUA jobdw priority=1", "capacity=SIZE is required (or io=SIZE)"),
         (("#BB_LUA jobdw pool=harmonia capacity=16M\n"
           "#BB_LUA stage_out source=$HARMONIA_BB/x destination=/tmp/x-$SLURM_JOB_ID"),
          "variables are not expanded"),
@@ -209,6 +211,23 @@ def test_bad_directives_are_refused_by_sbatch_naming_them(
     done = cluster.sbatch(directive + "\ntrue\n", "bad")
     assert done.returncode != 0
     assert named in done.stderr, done.stderr
+
+
+def test_harmonia_mode_io_declares_without_reserving(cluster: Cluster) -> None:
+    """io= declares the job's output for the policy; Slurm reserves none of the pool for it."""
+    job = cluster.submit(
+        "#BB_LUA jobdw io=48M\n"
+        + 'echo "HARMONIA_BYTES_PER_PROCESS=$HARMONIA_BYTES_PER_PROCESS"\n'
+        + "scontrol show burst\n"
+        + WRITER.format(name="declared", blocks=2, block=BLOCK),
+        "declared",
+    )
+    wait(lambda: cluster.torn_down(job), f"job {job}'s teardown")
+    output = (cluster.out / "declared.out").read_text()
+    assert f"HARMONIA_BYTES_PER_PROCESS={48 << 20}" in output
+    assert "UsedSpace=0" in output  # seen from inside the running job
+    kept = cluster.pfs / ".harmonia-jobs" / job / "declared.dat"
+    assert kept.read_bytes() == expected("declared", 2)
 
 
 def test_scancel_mid_run_drains_and_releases(cluster: Cluster) -> None:
@@ -316,6 +335,9 @@ def test_datawarp_mode_holds_a_job_until_the_reservation_is_free() -> None:
         assert json.loads((directory / "etc" / "harmonia-bb.json").read_text())[
             "mode"
         ] == ("datawarp")
+        refused = c.sbatch("#BB_LUA jobdw io=16M\ntrue\n", "dw-io")
+        assert refused.returncode != 0
+        assert "capacity=SIZE is required in DataWarp mode" in refused.stderr
         jobs = [
             c.submit(
                 "#BB_LUA jobdw pool=harmonia capacity=160M\n"

@@ -29,6 +29,7 @@ from harmonia.slurm import SlurmCluster, SlurmSettings
 
 JOB_USER, JOB_GROUP = "nobody", "nogroup"  # Slurm's burst-buffer plugins refuse root's jobs
 MODES = {"datawarp": "datawarp", "harmonia": "max-bandwidth"}  # mode -> harmonia-schedd policy
+START_DELAY = 6.0  # seconds from the submissions to the jobs' common start (Slurm starts them)
 
 
 @dataclass
@@ -36,7 +37,8 @@ class SlurmRun:
     mode: str
     repetition: int
     completions: list[float]  # per job: its last rank's end, from the common start (bench)
-    persisted: list[float]  # per job: until teardown, its data staged out (from submission)
+    persisted: list[float]  # per job: until teardown, its data staged out (from sbatch; the
+    # bench's common start is START_DELAY later)
     started: list[float]  # per job: when Slurm started it, from submission
     written: list[int]
 
@@ -106,7 +108,7 @@ def run_mode(case: DrainingCase, mode: str, repetition: int, work: Path,
         for d in (out, results):
             d.mkdir()
             shutil.chown(d, JOB_USER, JOB_GROUP)
-        start_at = time.time() + 6  # every rank's first step starts then
+        start_at = time.time() + START_DELAY  # every rank's first step starts then
         submitted = time.monotonic()
         jobs = []
         for k in range(case.jobs):
@@ -149,9 +151,9 @@ def run_mode(case: DrainingCase, mode: str, repetition: int, work: Path,
             written.append(int(result["apps"][0]["bytes"]))
         run = SlurmRun(mode, repetition, completions, [persisted[j] for j in jobs],
                        [started.get(j, math.nan) for j in jobs], written)  # fmt: skip
-        completions = ", ".join(f"{c:.1f}" for c in run.completions)
+        ends = ", ".join(f"{c:.1f}" for c in run.completions)
         on_pfs = ", ".join(f"{p:.1f}" for p in run.persisted)
-        progress(f"{mode} run {repetition + 1}: bench completions {completions} s; "
+        progress(f"{mode} run {repetition + 1}: bench completions {ends} s; "
                  f"data on the PFS after {on_pfs} s; every byte checked")  # fmt: skip
         return run
     finally:
@@ -223,7 +225,7 @@ def markdown(outcome: SlurmOutcome) -> str:
         f"loopback TCP {cal.link_bw / 1e9:.2f} GB/s.",
         "",
         "| mode (policy) | avg completion (s), spread over runs | simulated (s) "
-        "| / DataWarp | simulated / DataWarp | data on the PFS after (s) |",
+        "| / DataWarp | simulated / DataWarp | data on the PFS, s after sbatch (start: +6 s) |",
         "| --- | --- | --- | --- | --- | --- |",
     ]
     for mode, row in summary(outcome).items():
