@@ -375,6 +375,9 @@ class Hooks:
 
     def data_out(self, job_id: str, job_script: str, *_ids: str) -> str:
         request = self.request(job_script)
+        state = self.load(job_id)
+        if not state:
+            raise HookError(f"job {job_id}: data_out without setup")
         drained = self.drain_job(job_id)
         directory = self.job_dir(job_id)
         moved = 0
@@ -385,12 +388,23 @@ class Hooks:
                 raise HookError(f"stage_out source={stage.source}: the job wrote no such file")
             if stage.type == "directory" and not source.is_dir():
                 raise HookError(f"stage_out source={stage.source}: the job made no such directory")
-            moved += _persist(source, destination)
+            moved += self._persist(source, destination, state)
             self.log(job_id, f"stage_out {source} -> {destination}")
-        state = self.load(job_id)
         state.update(stage="staged_out", drained_files=drained, staged_out=moved)
         self.save(job_id, state)
         return ""
+
+    def _persist(self, source: Path, destination: Path, state: dict[str, Any]) -> int:
+        """Moves `source` to `destination` as the job's user (_MOVE); returns the bytes."""
+        as_root = os.getuid() == 0
+        done = subprocess.run(
+            [_system_python(), "-c", _MOVE, str(source), str(destination)],
+            capture_output=True, text=True, timeout=3600,
+            user=state["uid"] if as_root else None, group=state["gid"] if as_root else None,
+        )  # fmt: skip
+        if done.returncode != 0:
+            raise HookError(f"stage_out to {destination}: {done.stderr.strip()[-500:]}")
+        return int(done.stdout.strip())
 
     def teardown(self, job_id: str, job_script: str, *_rest: str) -> str:
         directory = self.job_dir(job_id)
@@ -499,36 +513,48 @@ def _has_files(directory: Path) -> bool:
     return any(p.is_file() for p in directory.rglob("*"))
 
 
-def _persist(source: Path, destination: Path) -> int:
-    """Moves a drained file or directory to its destination on the PFS, durably: a rename when
-    both are on one file system, else a copy that is fsynced before the source goes."""
-    size = (source.stat().st_size if source.is_file() else
-            sum(p.stat().st_size for p in source.rglob("*") if p.is_file()))  # fmt: skip
-    if destination.exists() and destination.is_dir() and source.is_dir():
-        shutil.rmtree(destination)
-    try:
-        os.replace(source, destination)
-    except OSError:
-        if source.is_dir():
-            shutil.copytree(source, destination, dirs_exist_ok=True)
-            for p in destination.rglob("*"):
-                if p.is_file():
-                    _fsync(p)
-            shutil.rmtree(source)
-        else:
-            shutil.copyfile(source, destination)
-            _fsync(destination)
-            source.unlink()
-    _fsync(destination.parent)
-    return size
-
-
-def _fsync(path: Path) -> None:
+# The stage-out mover, run as the job's user (never as SlurmUser: the user names the
+# destination, and only the kernel's permission checks may decide where their files go). Moves a
+# drained file or directory durably: a rename on one file system, else a copy fsynced before the
+# source goes. A directory destination must not exist yet. Prints the bytes moved.
+_MOVE = """
+import errno, os, shutil, sys
+source, destination = sys.argv[1], sys.argv[2]
+def fsync(path):
     fd = os.open(path, os.O_RDONLY)
     try:
         os.fsync(fd)
     finally:
         os.close(fd)
+is_dir = os.path.isdir(source) and not os.path.islink(source)
+if is_dir and os.path.lexists(destination):
+    sys.exit(f"destination={destination}: exists; a directory is staged out to a new name")
+files = [source] if not is_dir else [os.path.join(d, f) for d, _, fs in os.walk(source) for f in fs]
+size = sum(os.lstat(f).st_size for f in files)
+def move():
+    try:
+        os.replace(source, destination)
+    except OSError as error:
+        if error.errno != errno.EXDEV:  # only another file system calls for a copy
+            raise
+        if is_dir:
+            shutil.copytree(source, destination, symlinks=True)
+            for d, _, fs in os.walk(destination):
+                for f in fs:
+                    if not os.path.islink(os.path.join(d, f)):
+                        fsync(os.path.join(d, f))
+            shutil.rmtree(source)
+        else:
+            shutil.copyfile(source, destination, follow_symlinks=False)
+            fsync(destination)
+            os.unlink(source)
+    fsync(os.path.dirname(os.path.abspath(destination)))
+try:
+    move()
+except OSError as error:
+    sys.exit(f"{error.filename}: {error.strerror}")
+print(size)
+"""
 
 
 def main(argv: list[str]) -> int:

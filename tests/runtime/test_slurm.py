@@ -254,6 +254,28 @@ def test_scancel_mid_run_drains_and_releases(cluster: Cluster) -> None:
     )
 
 
+def test_stage_out_runs_with_the_users_permissions(cluster: Cluster) -> None:
+    """The hooks run as root, but the user names the destination: a directory the user may not
+    write gets nothing. Slurm holds a job whose stage-out failed in STAGE_OUT, the reason naming
+    the destination, until `scancel --hurry`; teardown then keeps the bytes in the job's space."""
+    closed = cluster.pfs / "root-only"
+    closed.mkdir(mode=0o755)
+    job = cluster.submit(
+        "#BB_LUA jobdw pool=harmonia capacity=16M\n"
+        f"#BB_LUA stage_out source=$HARMONIA_BB/denied.dat destination={closed}/denied.dat\n"
+        + WRITER.format(name="denied", blocks=1, block=BLOCK),
+        "denied",
+    )
+    wait(lambda: cluster.job_state(job) == "STAGE_OUT" and "Permission_denied" in
+         cluster.scontrol("show", "job", job, "-o"), "the failed stage-out")  # fmt: skip
+    assert f"{closed}/denied.dat" in cluster.scontrol("show", "job", job, "-o")
+    subprocess.run(["scancel", "--hurry", job], env=cluster.env, check=True, timeout=30)
+    wait(lambda: cluster.torn_down(job), f"job {job}'s teardown")
+    assert not (closed / "denied.dat").exists()
+    kept = cluster.pfs / ".harmonia-jobs" / job / "denied.dat"
+    assert kept.read_bytes() == expected("denied", 1)
+
+
 def test_failed_job_is_torn_down_and_keeps_its_bytes(cluster: Cluster) -> None:
     destination = cluster.pfs / "results" / "failed.dat"
     job = cluster.submit(
