@@ -26,6 +26,7 @@ BB_VARIABLE = "$HARMONIA_BB"
 # The stage-in copier, run under libharmonia: reads the source, writes the target in 4 MiB pieces.
 _COPY = """
 import os, sys
+os.makedirs(os.path.dirname(sys.argv[2]), exist_ok=True)
 src = os.open(sys.argv[1], os.O_RDONLY)
 dst = os.open(sys.argv[2], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
 copied = 0
@@ -294,11 +295,12 @@ class Hooks:
         for stage in request.stage_in:
             target = directory / _inside_bb(stage.destination, "destination")
             source = Path(stage.source)
-            files = ([(source, target)] if stage.type == "file" else
-                     [(p, target / p.relative_to(source)) for p in sorted(source.rglob("*"))
-                      if p.is_file()])  # fmt: skip
-            if stage.type == "directory":
-                target.mkdir(parents=True, exist_ok=True)
+            below = _files_below(source) if stage.type == "directory" else []
+            files = (
+                [(source, target)]
+                if stage.type == "file"
+                else [(p, target / p.relative_to(source)) for p in below]
+            )
             for src, dst in files:
                 staged += self._copy_through_buffers(src, dst, env, uid, gid)
                 copies.append(str(dst.relative_to(directory)))
@@ -313,8 +315,6 @@ class Hooks:
         """Copies `source` to `target` under libharmonia, as the job's user: the bytes land on
         the buffer nodes under the job's key. A plain descriptor, not dd's or cp's: libharmonia
         leaves writes to descriptors 0-2 and copy_file_range to plain I/O. Returns the bytes."""
-        target.parent.mkdir(parents=True, exist_ok=True)
-        os.chown(target.parent, uid, gid)
         size = source.stat().st_size
         done = subprocess.run(
             [_system_python(), "-c", _COPY, str(source), str(target)],
@@ -459,7 +459,7 @@ class Hooks:
         directory = self.job_dir(job_id)
         if not directory.is_dir():
             return 0
-        files = [p.relative_to(self.pfs) for p in directory.rglob("*") if not p.is_dir()]
+        files = [p.relative_to(self.pfs) for p in _files_below(directory)]
         for address in self.node_addresses():
             for name in files:
                 done = subprocess.run(
@@ -510,7 +510,22 @@ def _system_python() -> str:
 
 
 def _has_files(directory: Path) -> bool:
-    return any(p.is_file() for p in directory.rglob("*"))
+    """Whether anything but empty directories is under `directory` (links not followed)."""
+    return any(
+        names or any((Path(root) / d).is_symlink() for d in dirs)
+        for root, dirs, names in os.walk(directory, followlinks=False)
+    )
+
+
+def _files_below(directory: Path) -> list[Path]:
+    """Every regular file under `directory`, symbolic links never followed nor listed: the
+    job's user controls what is there, and the hooks run as SlurmUser."""
+    return sorted(
+        Path(root) / name
+        for root, _dirs, names in os.walk(directory, followlinks=False)
+        for name in names
+        if not (Path(root) / name).is_symlink()
+    )
 
 
 # The stage-out mover, run as the job's user (never as SlurmUser: the user names the

@@ -2,6 +2,7 @@
 slurmd and the buffer nodes; jobs ask for buffers with #BB_LUA directives and run as `nobody`
 (Slurm's burst_buffer plugins refuse root's jobs)."""
 
+import hashlib
 import json
 import os
 import pwd
@@ -252,6 +253,39 @@ def test_scancel_mid_run_drains_and_releases(cluster: Cluster) -> None:
         lambda: f"slurm-{job}" not in cluster.schedd_jobs(),
         "harmonia-schedd to drop the job",
     )
+
+
+def test_directory_stage_in_and_a_symlink_to_root_in_the_job_space(
+    cluster: Cluster,
+) -> None:
+    """A directory is staged in file by file (subdirectories too); a link the job leaves in its
+    space is neither followed nor drained by the hooks, which run as root."""
+    inputs = cluster.pfs / "inputs"
+    (inputs / "sub").mkdir(parents=True)
+    contents = {"a.dat": os.urandom(70000), "sub/b.dat": os.urandom(1 << 20)}
+    for name, data in contents.items():
+        (inputs / name).write_bytes(data)
+    (inputs / "sub").chmod(0o755)
+    job = cluster.submit(
+        "#BB_LUA jobdw pool=harmonia capacity=16M\n"
+        f"#BB_LUA stage_in source={inputs} destination=$HARMONIA_BB/in type=directory\n"
+        "ln -s / $HARMONIA_BB/root\n"
+        "/usr/bin/python3 - <<'PY'\n"
+        "import hashlib, os\n"
+        "bb = os.environ['HARMONIA_BB']\n"
+        "for name in ('a.dat', 'sub/b.dat'):\n"
+        "    print(name, hashlib.sha256(open(f'{bb}/in/{name}', 'rb').read()).hexdigest())\n"
+        "PY\n",
+        "tree",
+    )
+    wait(lambda: cluster.torn_down(job), f"job {job}'s teardown")
+    output = (cluster.out / "tree.out").read_text()
+    for name, data in contents.items():
+        assert f"{name} {hashlib.sha256(data).hexdigest()}" in output
+    space = cluster.pfs / ".harmonia-jobs" / job
+    assert (space / "root").is_symlink()  # kept (the user's), never followed
+    assert not (space / "in" / "a.dat").exists()  # stage-in's copies went at teardown
+    assert all(n["used"] == 0 for n in cluster.nodes())
 
 
 def test_stage_out_runs_with_the_users_permissions(cluster: Cluster) -> None:
