@@ -153,8 +153,8 @@ class SlurmCluster:
                     f"{self.dir}: partly running ({', '.join(sorted(alive))}); "
                     f"run `harmonia cluster down --dir {self.dir}` first"
                 )
+        # Everything that can refuse is checked before anything is written.
         self._check_directory()
-        self._make_layout()
         s = self.settings
         tools = {
             "libharmonia": str(find_tool("libharmonia.so", "HARMONIA_LIBRARY",
@@ -173,6 +173,7 @@ class SlurmCluster:
                 port = free_port()
             node_ports.append(port)
         names = [f"hn{k}" for k in range(s.nodes)]
+        self._make_layout()
         state = ClusterState(
             settings={k: str(v) if isinstance(v, Path) else v for k, v in asdict(s).items()},
             controller_port=controller_port, node_ports=node_ports, node_names=names,

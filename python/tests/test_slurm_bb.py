@@ -1,10 +1,12 @@
 """The #BB_LUA directive parser and the hooks' environment, without Slurm (the real cluster is
 tests/runtime/test_slurm.py)."""
 
+import socket
 from pathlib import Path
 
 import pytest
 
+from harmonia.slurm import SlurmCluster, SlurmClusterError, SlurmSettings
 from harmonia.slurm_bb import HookError, Hooks, parse_directives, parse_size
 
 CONFIG = {"capacity": 1 << 30, "buffers": 4, "pool": "harmonia", "mode": "harmonia"}
@@ -123,3 +125,23 @@ def test_real_size_is_the_reservation_in_datawarp_mode_and_staged_bytes_otherwis
         Hooks({**CONFIG, "state": str(tmp_path), "pfs": "/p", "jobs": "/p/j"}).real_size("3")
         == "4096"
     )
+
+
+def test_cluster_up_refuses_a_foreign_directory_and_a_taken_port(tmp_path: Path) -> None:
+    """Before anything starts or is written: the errors name the directory and the port."""
+    foreign = tmp_path / "foreign"
+    foreign.mkdir()
+    (foreign / "notes.txt").write_text("mine")
+    with pytest.raises(SlurmClusterError, match="not empty and not a Harmonia cluster's"):
+        SlurmCluster(SlurmSettings(foreign)).up(lambda _line: None)
+    assert sorted(p.name for p in foreign.iterdir()) == ["notes.txt"]
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        fresh = tmp_path / "fresh"
+        with pytest.raises(SlurmClusterError, match=f"--controller-port {port}: port already"):
+            SlurmCluster(SlurmSettings(fresh, controller_port=port)).up(lambda _line: None)
+        assert not fresh.exists() or not any(fresh.iterdir())
+    with pytest.raises(SlurmClusterError, match="exists and is not a directory"):
+        SlurmCluster(SlurmSettings(foreign / "notes.txt")).up(lambda _line: None)
