@@ -16,16 +16,21 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harmonia.buffers import ClusterError, verify
-from harmonia.experiments.buffers import (
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+from harmonia.buffers import ClusterError, verify  # noqa: E402
+from harmonia.experiments.buffers import (  # noqa: E402
     Calibration,
     DrainingCase,
     MiB,
     calibrate,
     simulate,
 )
-from harmonia.simulator import find_tool
-from harmonia.slurm import SlurmCluster, SlurmSettings
+from harmonia.simulator import find_tool  # noqa: E402
+from harmonia.slurm import SlurmCluster, SlurmSettings  # noqa: E402
 
 JOB_USER, JOB_GROUP = "nobody", "nogroup"  # Slurm's burst-buffer plugins refuse root's jobs
 MODES = {"datawarp": "datawarp", "harmonia": "max-bandwidth"}  # mode -> harmonia-schedd policy
@@ -238,6 +243,29 @@ def markdown(outcome: SlurmOutcome) -> str:
     return "\n".join(lines) + "\n"
 
 
+def plot(rows: dict[str, Any], path: Path) -> None:
+    """Average completion per mode under Slurm next to the simulator's, and when the data were
+    on the PFS (from the common start)."""
+    modes = list(rows)
+    xs = range(len(modes))
+    width = 0.27
+    figure, ax = plt.subplots(figsize=(7, 4))
+    ax.bar([x - width for x in xs], [rows[m]["completion"] for m in modes], width,
+           label="Slurm jobs (harmonia-bench)")  # fmt: skip
+    ax.bar(list(xs), [rows[m]["sim_completion"] for m in modes], width,
+           label="simulated (harmonia-sim)")  # fmt: skip
+    ax.bar([x + width for x in xs], [rows[m]["persisted"] - START_DELAY for m in modes], width,
+           label="data staged out to the PFS")  # fmt: skip
+    ax.set_xticks(list(xs), [f"{m} ({rows[m]['policy']})" for m in modes])
+    ax.set_ylabel("seconds from the jobs' common start (average)")
+    ax.set_title("VPIC draining case as sbatch jobs")
+    ax.grid(axis="y", alpha=0.3)
+    ax.legend()
+    figure.tight_layout()
+    figure.savefig(path, dpi=120)
+    plt.close(figure)
+
+
 def write_outputs(outcome: SlurmOutcome, out: Path) -> list[Path]:
     out.mkdir(parents=True, exist_ok=True)
     report = out / "report.md"
@@ -247,4 +275,6 @@ def write_outputs(outcome: SlurmOutcome, out: Path) -> list[Path]:
         "case": outcome.case.__dict__, "summary": summary(outcome),
         "runs": [r.__dict__ for r in outcome.runs], "simulated": outcome.simulated,
     }, indent=1) + "\n")  # fmt: skip
-    return [report, data]
+    figure = out / "slurm.png"
+    plot(summary(outcome), figure)
+    return [report, data, figure]
