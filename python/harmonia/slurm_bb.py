@@ -9,6 +9,7 @@ drains the job's files from every node to the PFS and then moves them to their d
 
 import json
 import os
+import pwd
 import re
 import shutil
 import subprocess
@@ -318,8 +319,7 @@ class Hooks:
         size = source.stat().st_size
         done = subprocess.run(
             [_system_python(), "-c", _COPY, str(source), str(target)],
-            env=env, capture_output=True, text=True, timeout=3600,
-            user=uid if os.getuid() == 0 else None, group=gid if os.getuid() == 0 else None,
+            env=env, capture_output=True, text=True, timeout=3600, **_as_user(uid, gid),
         )  # fmt: skip
         if done.returncode != 0:
             raise HookError(f"stage_in {source}: copy failed: {done.stderr.strip()[-500:]}")
@@ -396,11 +396,10 @@ class Hooks:
 
     def _persist(self, source: Path, destination: Path, state: dict[str, Any]) -> int:
         """Moves `source` to `destination` as the job's user (_MOVE); returns the bytes."""
-        as_root = os.getuid() == 0
         done = subprocess.run(
             [_system_python(), "-c", _MOVE, str(source), str(destination)],
             capture_output=True, text=True, timeout=3600,
-            user=state["uid"] if as_root else None, group=state["gid"] if as_root else None,
+            **_as_user(state["uid"], state["gid"]),
         )  # fmt: skip
         if done.returncode != 0:
             raise HookError(f"stage_out to {destination}: {done.stderr.strip()[-500:]}")
@@ -412,7 +411,7 @@ class Hooks:
         self.drain_job(job_id)
         # Stage-in's copies of PFS files go; the job's own files stay unless staged out.
         for copy in self.load(job_id).get("copies", []):
-            (directory / copy).unlink(missing_ok=True)
+            _unlink_beneath(directory, copy)
         if not directory.exists() or not _has_files(directory):
             shutil.rmtree(directory, ignore_errors=True)
             self.log(job_id, "teardown: buffer space released")
@@ -502,6 +501,35 @@ class Hooks:
                          f"{staged:>12} {int(live.get('processes', 0)):>10} "
                          f"{int(live.get('phases', 0)):>7}")  # fmt: skip
         return "\n".join(lines)
+
+
+def _as_user(uid: int, gid: int) -> dict[str, Any]:
+    """subprocess arguments that run a child as the job's user with that user's groups only
+    (not SlurmUser's supplementary groups); nothing when not root."""
+    if os.getuid() != 0:
+        return {}
+    try:
+        groups = os.getgrouplist(pwd.getpwuid(uid).pw_name, gid)
+    except KeyError:
+        groups = [gid]
+    return {"user": uid, "group": gid, "extra_groups": groups}
+
+
+def _unlink_beneath(directory: Path, relative: str) -> None:
+    """Removes directory/relative without following any link on the way (the job's user may
+    have swapped a directory for a link to elsewhere); a path that is not there is left."""
+    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    try:
+        parts = relative.split("/")
+        for part in parts[:-1]:
+            inner = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=fd)
+            os.close(fd)
+            fd = inner
+        os.unlink(parts[-1], dir_fd=fd)
+    except OSError:
+        pass  # gone, or a link or non-directory on the way: nothing of ours to remove
+    finally:
+        os.close(fd)
 
 
 def _system_python() -> str:

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from harmonia.slurm import SlurmCluster, SlurmClusterError, SlurmSettings
-from harmonia.slurm_bb import HookError, Hooks, parse_directives, parse_size
+from harmonia.slurm_bb import HookError, Hooks, _unlink_beneath, parse_directives, parse_size
 
 CONFIG = {"capacity": 1 << 30, "buffers": 4, "pool": "harmonia", "mode": "harmonia"}
 DATAWARP = {**CONFIG, "mode": "datawarp"}
@@ -145,3 +145,17 @@ def test_cluster_up_refuses_a_foreign_directory_and_a_taken_port(tmp_path: Path)
         assert not fresh.exists() or not any(fresh.iterdir())
     with pytest.raises(SlurmClusterError, match="exists and is not a directory"):
         SlurmCluster(SlurmSettings(foreign / "notes.txt")).up(lambda _line: None)
+
+
+def test_teardown_removes_copies_without_following_links(tmp_path: Path) -> None:
+    space, outside = tmp_path / "space", tmp_path / "outside"
+    (space / "in").mkdir(parents=True)
+    outside.mkdir()
+    (space / "in" / "a.dat").write_bytes(b"copy")
+    (outside / "b.dat").write_bytes(b"not the job's")
+    (space / "swapped").symlink_to(outside)
+    _unlink_beneath(space, "in/a.dat")
+    _unlink_beneath(space, "swapped/b.dat")
+    _unlink_beneath(space, "in/missing.dat")
+    assert not (space / "in" / "a.dat").exists()
+    assert (outside / "b.dat").read_bytes() == b"not the job's"

@@ -258,8 +258,12 @@ def test_scancel_mid_run_drains_and_releases(cluster: Cluster) -> None:
 def test_directory_stage_in_and_a_symlink_to_root_in_the_job_space(
     cluster: Cluster,
 ) -> None:
-    """A directory is staged in file by file (subdirectories too); a link the job leaves in its
-    space is neither followed nor drained by the hooks, which run as root."""
+    """A directory is staged in file by file (subdirectories too); links the job leaves in its
+    space are neither followed nor drained by the hooks, which run as root: not even when the
+    job swaps stage-in's directory for a link to another holding a file of the same name."""
+    victim = cluster.pfs / "victim"
+    victim.mkdir()
+    (victim / "a.dat").write_bytes(b"root's")
     inputs = cluster.pfs / "inputs"
     (inputs / "sub").mkdir(parents=True)
     contents = {"a.dat": os.urandom(70000), "sub/b.dat": os.urandom(1 << 20)}
@@ -284,7 +288,7 @@ def test_directory_stage_in_and_a_symlink_to_root_in_the_job_space(
         assert f"{name} {hashlib.sha256(data).hexdigest()}" in output
     space = cluster.pfs / ".harmonia-jobs" / job
     assert (space / "root").is_symlink()  # kept (the user's), never followed
-    assert not (space / "in" / "a.dat").exists()  # stage-in's copies went at teardown
+    assert (victim / "a.dat").read_bytes() == b"root's"  # teardown did not follow `in`
     assert all(n["used"] == 0 for n in cluster.nodes())
 
 
