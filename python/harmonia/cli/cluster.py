@@ -7,8 +7,8 @@ from typing import Annotated
 
 import typer
 
-from harmonia.buffers import POLICIES
 from harmonia.cli import EXIT_FAILED, EXIT_INVALID, fail
+from harmonia.names import policy_names
 from harmonia.simulator import SimulatorNotFound
 from harmonia.slurm import SlurmCluster, SlurmClusterError, SlurmSettings
 from harmonia.units import parse_size
@@ -39,8 +39,9 @@ def up(
     with their configuration generated in --dir; again on a running cluster, do nothing."""
     if mode not in ("datawarp", "harmonia"):
         fail([f"--mode {mode}: expected datawarp or harmonia"], EXIT_INVALID)
-    if mode == "harmonia" and (policy not in POLICIES or policy == "datawarp"):
-        choices = ", ".join(p for p in POLICIES if p != "datawarp")
+    scheduling = tuple(p for p in policy_names() if p != "datawarp")
+    if mode == "harmonia" and policy not in scheduling:
+        choices = ", ".join(scheduling)
         fail([f"--policy {policy}: expected one of {choices}"], EXIT_INVALID)
     try:
         size = parse_size(capacity)

@@ -9,15 +9,16 @@ import typer
 
 from harmonia.buffers import ClusterError
 from harmonia.cli import EXIT_FAILED, EXIT_INVALID, fail
-from harmonia.experiments.buffers import DrainingCase
-from harmonia.experiments.slurm import MODES, run_case, write_outputs
 from harmonia.profiler import ProfileError
-from harmonia.scenario import ScenarioError
 from harmonia.simulator import SimulatorNotFound
 from harmonia.slurm import SlurmClusterError
 
 
 def reproduce_slurm(out: Path, only: str | None, repeat: int) -> None:
+    from harmonia.experiments.buffers import DrainingCase
+    from harmonia.experiments.slurm import MODES, run_case, write_outputs
+    from harmonia.scenario import ScenarioError
+
     modes = tuple(only.split(",")) if only else tuple(MODES)
     unknown = [m for m in modes if m not in MODES]
     if unknown:
