@@ -9,7 +9,7 @@ cd "$(dirname "$0")/.."
 packages=(build-essential cmake ninja-build pkg-config libsimgrid-dev nlohmann-json3-dev
           libcli11-dev libgtest-dev libbenchmark-dev libxxhash-dev clang-format fio openmpi-bin
           libopenmpi-dev libprotobuf-dev protobuf-compiler libprotobuf-c-dev protobuf-c-compiler gfortran
-          sqlite3 ccache slurmctld slurmd slurm-client munge)
+          sqlite3 ccache slurmctld slurmd slurm-client munge libmunge-dev iproute2)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -67,8 +67,8 @@ struct Limits {
 /// many were left out since (a client opening connections in a loop must not fill the log).
 void log_limited(int kind, const std::string& line) {
   static std::mutex mutex;
-  static std::chrono::steady_clock::time_point last[4];
-  static unsigned skipped[4];
+  static std::chrono::steady_clock::time_point last[5];
+  static unsigned skipped[5];
   std::lock_guard lock(mutex);
   const auto now = std::chrono::steady_clock::now();
   if (last[kind].time_since_epoch().count() != 0 && now - last[kind] < std::chrono::seconds(1)) {
@@ -83,7 +83,7 @@ void log_limited(int kind, const std::string& line) {
     std::fprintf(stderr, "harmonia-bbd: %s\n", line.c_str());
   skipped[kind] = 0;
 }
-enum LogKind { kDescriptors = 0, kTooMany = 1, kThreads = 2, kMemory = 3 };
+enum LogKind { kDescriptors = 0, kTooMany = 1, kThreads = 2, kMemory = 3, kRefused = 4 };
 
 /// An ERROR response a connection gets before it is closed for want of resources.
 bb::Response refusal(const std::string& why) {
@@ -178,7 +178,7 @@ struct Received {
 };
 
 /// Reads the next request of `peer` into `slot`.
-void read_request(Store& store, Peer& peer, Buffer& body, Received& slot) {
+void read_request(Peer& peer, Buffer& body, Received& slot) {
   std::uint8_t header[control::kHeaderBytes];
   std::size_t length = 0;
   long long raw = 0;
@@ -190,7 +190,7 @@ void read_request(Store& store, Peer& peer, Buffer& body, Received& slot) {
   } else if (!peer.receive_growing(body, length)) {
     slot.last = true;
   } else if (!slot.request.ParseFromArray(body.data.get(), static_cast<int>(length))) {
-    slot.refusal = answer(store, std::string(body.data.get(), length));  // MALFORMED
+    slot.refusal = malformed();
   } else if ((raw = payload_bytes(slot.request)) < 0) {
     slot.refusal = refuse_oversized(
         "payload", static_cast<std::size_t>(slot.request.write().payload()), kMaxPayloadBytes);
@@ -204,8 +204,9 @@ void read_request(Store& store, Peer& peer, Buffer& body, Received& slot) {
 /// One client connection: frames in, one response each, in order. Two stages: this thread reads
 /// requests (frames and raw payloads, into buffers that grow as their bytes arrive) while a worker
 /// stores the previous one and answers it; two buffers go round between them.
-void serve(Store& store, int fd, const Limits& limits) {
+void serve(Store& store, int fd, const Limits& limits, const Access& access) {
   Peer peer{fd, limits.idle_timeout_ms};
+  Session session;  // the worker's: an Authenticate sets it, for the connection's life
   if (limits.idle_timeout_ms > 0) {  // a client that stops reading its replies times out too
     const timeval timeout{limits.idle_timeout_ms / 1000, (limits.idle_timeout_ms % 1000) * 1000};
     setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &timeout, sizeof(timeout));
@@ -237,8 +238,15 @@ void serve(Store& store, int fd, const Limits& limits) {
             peer.busy.store(true);
             bb::Response response;
             try {
-              response =
-                  answer(store, next->request, std::string_view(next->payload.data.get(), raw));
+              response = answer(store, access, session, next->request,
+                                std::string_view(next->payload.data.get(), raw));
+              if (response.code() == bb::Response::UNAUTHENTICATED ||
+                  response.code() == bb::Response::FORBIDDEN)
+                log_limited(kRefused,
+                            "refused a request of " +
+                                (session.who ? "uid " + std::to_string(session.who->uid)
+                                             : std::string("a connection with no identity")) +
+                                ": " + response.message());
             } catch (const std::bad_alloc&) {
               log_limited(kMemory, "out of memory answering a request: refused");
               response = refusal("the node is out of memory");
@@ -280,7 +288,7 @@ void serve(Store& store, int fd, const Limits& limits) {
     slot->refusal.reset();
     slot->last = false;
     try {
-      read_request(store, peer, body, *slot);
+      read_request(peer, body, *slot);
     } catch (const std::bad_alloc&) {
       log_limited(kMemory, "out of memory reading a request: connection closed");
       body = Buffer{};
@@ -301,7 +309,7 @@ void serve(Store& store, int fd, const Limits& limits) {
 
 /// Serves `fd` on a thread of its own, counted in open_connections; refuses it (an ERROR reply,
 /// then closed) beyond `limits.max_connections` or when no thread can be started.
-void start_connection(Store& store, int fd, const Limits& limits) {
+void start_connection(Store& store, int fd, const Limits& limits, const Access& access) {
   if (open_connections.fetch_add(1) >= limits.max_connections) {
     open_connections.fetch_sub(1);
     const std::string why = "too many connections (at most " +
@@ -311,8 +319,8 @@ void start_connection(Store& store, int fd, const Limits& limits) {
     return;
   }
   try {
-    std::thread([&store, fd, &limits] {
-      serve(store, fd, limits);
+    std::thread([&store, fd, &limits, &access] {
+      serve(store, fd, limits, access);
       open_connections.fetch_sub(1);
     }).detach();
   } catch (const std::system_error& error) {
@@ -344,14 +352,15 @@ class Reserve {
 
 /// Accepts connections for ever. Out of descriptors or memory, it refuses new connections with
 /// a logged error and keeps serving the open ones; only an unusable listening socket throws.
-[[noreturn]] void accept_loop(Store& store, int listener, const Limits& limits) {
+[[noreturn]] void accept_loop(Store& store, int listener, const Limits& limits,
+                              const Access& access) {
   Reserve reserve;
   for (;;) {
     const int fd = accept4(listener, nullptr, nullptr, SOCK_CLOEXEC);
     if (fd >= 0) {
       const int yes = 1;
       setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &yes, sizeof(yes));
-      start_connection(store, fd, limits);
+      start_connection(store, fd, limits, access);
       continue;
     }
     const int error = errno;
@@ -367,7 +376,7 @@ class Reserve {
           if (waiting >= 0 && reserve.held()) {  // descriptors were freed meanwhile: serve it
             const int yes = 1;
             setsockopt(waiting, IPPROTO_TCP, TCP_NODELAY, &yes, sizeof(yes));
-            start_connection(store, waiting, limits);
+            start_connection(store, waiting, limits, access);
             break;
           }
           log_limited(kDescriptors,
@@ -453,7 +462,28 @@ int main(int argc, char** argv) {
                  "a reply unread before the node closes it (0: never)")
       ->capture_default_str()
       ->check(CLI::Range(0.0, 86400.0));
+  static Access access;  // outlives the detached connection threads
+  std::string auth = "none", munge_socket = harmonia::common::munge_socket_from_environment();
+  double auth_window = 60;
+  cli.add_option("--auth", auth,
+                 "munge (every connection must authenticate with a MUNGE credential first) or "
+                 "none (connections that do not act as the node's own user)")
+      ->check(CLI::IsMember({"none", "munge"}))
+      ->capture_default_str();
+  cli.add_option("--munge-socket", munge_socket,
+                 "munged's socket (default: HARMONIA_MUNGE_SOCKET, else munged's own)");
+  cli.add_option("--auth-window", auth_window,
+                 "Seconds a MUNGE credential is accepted after its making")
+      ->check(CLI::Range(1.0, 3600.0))
+      ->capture_default_str();
+  cli.add_option("--admin-uid", access.admins.uids,
+                 "A user who may act on any user's files (repeatable; root always may)");
   CLI11_PARSE(cli, argc, argv);
+  access.require_identity = auth == "munge";
+  static harmonia::common::CredentialChecker checker("harmonia-bbd", munge_socket, auth_window);
+  access.check_credential = [](const std::string& credential, std::string& why) {
+    return checker.check(credential, why);
+  };
   google::protobuf::SetLogHandler(nullptr);
   // One descriptor per connection and per open log: raise the soft limit to the hard one.
   rlimit files{};
@@ -489,13 +519,13 @@ int main(int argc, char** argv) {
                  static_cast<unsigned long long>(*capacity));
     std::fprintf(stderr,
                  "harmonia-bbd: at most %u connections (--max-connections), %llu descriptors "
-                 "(RLIMIT_NOFILE), idle timeout %g s (--idle-timeout)\n",
-                 limits.max_connections, descriptors, idle_timeout);
+                 "(RLIMIT_NOFILE), idle timeout %g s (--idle-timeout), auth %s\n",
+                 limits.max_connections, descriptors, idle_timeout, auth.c_str());
     if (advertise.empty()) advertise = host_of(listen_on) + ":" + std::to_string(port);
     store.set_fence_node(advertise);
     Monitor monitor(store, schedd, advertise, threshold, in_flight);
     monitor.start();
-    accept_loop(store, listener, limits);
+    accept_loop(store, listener, limits, access);
   } catch (const std::exception& error) {
     std::fprintf(stderr, "harmonia-bbd: %s\n", error.what());
     return 2;

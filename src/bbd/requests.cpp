@@ -16,6 +16,8 @@ bb::Response::Code code_of(Status status) {
       return bb::Response::INVALID;
     case Status::Error:
       return bb::Response::ERROR;
+    case Status::Forbidden:
+      return bb::Response::FORBIDDEN;
   }
   return bb::Response::ERROR;
 }
@@ -32,22 +34,17 @@ void fill_status(Store& store, bb::NodeStatus& out) {
 
 }  // namespace
 
-bb::Response answer(Store& store, const std::string& body) {
+bb::Response malformed() {
+  bb::Response response;
+  response.set_code(bb::Response::MALFORMED);
+  response.set_message("the frame does not hold a valid Request");
+  return response;
+}
+
+bb::Response answer(Store& store, const Access& access, Session& session, const std::string& body) {
   bb::Request request;
-  if (!request.ParseFromString(body)) {
-    bb::Response response;
-    response.set_code(bb::Response::MALFORMED);
-    response.set_message("the frame does not hold a valid Request");
-    return response;
-  }
-  if (payload_bytes(request) != 0) {
-    bb::Response response;
-    response.set_seq(request.seq());
-    response.set_code(bb::Response::INVALID);
-    response.set_message("a payload was announced but none follows");
-    return response;
-  }
-  return answer(store, request, {});
+  if (!request.ParseFromString(body)) return malformed();
+  return answer(store, access, session, request, {});
 }
 
 long long payload_bytes(const bb::Request& request) {
@@ -56,9 +53,38 @@ long long payload_bytes(const bb::Request& request) {
   return n > kMaxPayloadBytes ? -1 : static_cast<long long>(n);
 }
 
-bb::Response answer(Store& store, const bb::Request& request, std::string_view payload) {
+bb::Response answer(Store& store, const Access& access, Session& session,
+                    const bb::Request& request, std::string_view payload) {
   bb::Response response;
   response.set_seq(request.seq());
+  if (request.has_authenticate()) {
+    if (session.who) {
+      response.set_code(bb::Response::INVALID);
+      response.set_message("this connection already acts for uid " +
+                           std::to_string(session.who->uid));
+      return response;
+    }
+    std::string why = "this node takes no credentials";
+    session.who = access.check_credential
+                      ? access.check_credential(request.authenticate().credential(), why)
+                      : std::nullopt;
+    response.set_code(session.who ? bb::Response::OK : bb::Response::UNAUTHENTICATED);
+    if (session.who)
+      response.set_uid(session.who->uid);
+    else
+      response.set_message(why);
+    return response;
+  }
+  if (!session.who && access.require_identity) {
+    response.set_code(bb::Response::UNAUTHENTICATED);
+    response.set_message(
+        "this connection has no identity: send Authenticate with a MUNGE credential first "
+        "(harmonia-bbd --auth munge)");
+    return response;
+  }
+  const Caller caller = session.who ? Caller{session.who->uid, session.who->gid,
+                                             access.admins.contains(session.who->uid)}
+                                    : Caller::node();
   std::string why;
   Status status = Status::Ok;
   switch (request.body_case()) {
@@ -70,20 +96,21 @@ bb::Response answer(Store& store, const bb::Request& request, std::string_view p
         break;
       }
       status = store.write(write.file(), write.offset(), payload.empty() ? write.data() : payload,
-                           write.job(), why);
+                           write.job(), why, caller);
       break;
     }
     case bb::Request::kRead:
       status = store.read(request.read().file(), request.read().offset(), request.read().length(),
-                          *response.mutable_data(), why);
+                          *response.mutable_data(), why, caller);
       if (status != Status::Ok) response.clear_data();
       break;
     case bb::Request::kDrain:
-      status = store.drain(request.drain().file(), why);
+      status = store.drain(request.drain().file(), why, caller);
       break;
     case bb::Request::kStatus:
       fill_status(store, *response.mutable_status());
       break;
+    case bb::Request::kAuthenticate:  // answered above
     case bb::Request::BODY_NOT_SET:
       response.set_code(bb::Response::MALFORMED);
       response.set_message("no request this node knows");

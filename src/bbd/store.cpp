@@ -18,6 +18,7 @@
 #include <stdexcept>
 
 #include "common/beneath.hpp"
+#include "common/identity.hpp"
 #include "core/requests/registry.hpp"
 #include "runtime/bbio/fences.hpp"
 #include "runtime/bbio/log_format.hpp"
@@ -125,11 +126,26 @@ struct Store::Log {
   std::uint64_t created = 0;  // order of creation: a drain's arrival order
   std::string job;            // the writer's job (empty when it named none)
   bool recovered = false;     // left by a previous run of the node
+  uid_t owner = 0;            // the user whose data this is (the log file's owner on the device)
+  gid_t group = 0;
   std::vector<Record> records;
   ~Log() {
     if (fd >= 0) close(fd);
   }
 };
+
+Caller Caller::node() { return Caller{geteuid(), getegid(), true}; }
+
+namespace {
+
+bool may_act_on(const Caller& caller, uid_t owner) { return caller.admin || caller.uid == owner; }
+
+std::string forbidden(const std::string& file, uid_t owner, const Caller& caller) {
+  return file + ": its data on this node belongs to uid " + std::to_string(owner) +
+         ", not to uid " + std::to_string(caller.uid);
+}
+
+}  // namespace
 
 bool Store::valid_name(const std::string& file) {
   if (file.empty() || file.size() > 4096 || file[0] == '/' || file.find('\0') != std::string::npos)
@@ -205,6 +221,10 @@ Store::Store(std::string device, std::string pfs_root, std::uint64_t capacity,
     log->end = at;
     if (ftruncate(log->fd, static_cast<off_t>(at)) != 0) continue;  // drop a torn tail
     log->job = read_job(device_fd_, job_name(name));
+    struct stat owner {};
+    if (fstat(log->fd, &owner) != 0) continue;
+    log->owner = owner.st_uid;
+    log->group = owner.st_gid;
     log->recovered = true;
     const auto older = logs_.find(scan.target);
     if (older != logs_.end()) {
@@ -230,12 +250,15 @@ Store::~Store() {
   common::close_fd(pfs_fd_);
 }
 
-Store::Log* Store::log_for(const std::string& file, const std::string& job, std::string& why) {
+Store::Log* Store::log_for(const std::string& file, const std::string& job, const Caller& caller,
+                           std::string& why) {
   auto found = logs_.find(file);
   if (found != logs_.end()) return found->second.get();
   auto log = std::make_unique<Log>();
   log->created = next_log_;
   log->job = job;
+  log->owner = caller.uid;
+  log->group = caller.gid;
   log->name = std::to_string(next_log_++) + kSuffix;
   log->path = device_ + "/" + log->name;
   // The writer's job beside the log, for the scheduler after a restart.
@@ -244,7 +267,11 @@ Store::Log* Store::log_for(const std::string& file, const std::string& job, std:
     return nullptr;
   }
   log->fd = common::open_beneath(device_fd_, log->name, O_RDWR | O_CREAT | O_EXCL, 0600);
-  if (log->fd < 0 || !bbio::write_log_header(log->fd, file)) {
+  // The log belongs to the data's owner, so that a restarted node knows whose it is (mode 0600
+  // in a directory of the node's: the owner cannot reach it there).
+  const bool owned =
+      log->fd >= 0 && (log->owner == geteuid() || fchown(log->fd, log->owner, log->group) == 0);
+  if (log->fd < 0 || !owned || !bbio::write_log_header(log->fd, file)) {
     why = log->path + ": " + std::strerror(errno);
     if (log->fd >= 0) unlinkat(device_fd_, log->name.c_str(), 0);
     unlinkat(device_fd_, job_name(log->name).c_str(), 0);
@@ -255,7 +282,7 @@ Store::Log* Store::log_for(const std::string& file, const std::string& job, std:
 }
 
 Status Store::write(const std::string& file, std::uint64_t offset, std::string_view data,
-                    const std::string& job, std::string& why) {
+                    const std::string& job, std::string& why, const Caller& caller) {
   if (!valid_name(file) || fences::reserved(file)) {
     why = "bad file name (relative, no . or .. parts, not under .harmonia/)";
     return Status::Invalid;
@@ -266,12 +293,20 @@ Status Store::write(const std::string& file, std::uint64_t offset, std::string_v
   }
   if (data.empty()) return Status::Ok;
   std::lock_guard lock(mutex_);
-  if (!logs_.count(file) && !drainable(file, why)) return Status::Invalid;
+  const auto held = logs_.find(file);
+  if (held != logs_.end() && !may_act_on(caller, held->second->owner)) {
+    why = forbidden(file, held->second->owner, caller);
+    return Status::Forbidden;
+  }
+  if (held == logs_.end()) {
+    if (!drainable(file, why)) return Status::Invalid;
+    if (const Status allowed = may_write(file, caller, why); allowed != Status::Ok) return allowed;
+  }
   if (used_ + data.size() > capacity_) {
     why = "capacity: " + std::to_string(capacity_ - used_) + " bytes left";
     return Status::Full;
   }
-  Log* log = log_for(file, job, why);
+  Log* log = log_for(file, job, caller, why);
   if (!log) return Status::Full;
   bbio::RecordHeader header;
   header.offset = offset;
@@ -297,7 +332,7 @@ Status Store::write(const std::string& file, std::uint64_t offset, std::string_v
 }
 
 Status Store::read(const std::string& file, std::uint64_t offset, std::uint64_t length,
-                   std::string& out, std::string& why) {
+                   std::string& out, std::string& why, const Caller& caller) {
   if (!valid_name(file) || length > (64ULL << 20)) {
     why = "bad file name or a read of more than 64 MiB";
     return Status::Invalid;
@@ -306,6 +341,10 @@ Status Store::read(const std::string& file, std::uint64_t offset, std::uint64_t 
   const auto found = logs_.find(file);
   if (found == logs_.end()) return Status::NotHeld;
   const Log& log = *found->second;
+  if (!may_act_on(caller, log.owner)) {
+    why = forbidden(file, log.owner, caller);
+    return Status::Forbidden;
+  }
   out.assign(length, '\0');
   std::vector<bool> covered(length, false);
   for (const auto& r : log.records) {  // in order: later writes win
@@ -342,16 +381,48 @@ bool Store::drainable(const std::string& file, std::string& why) const {
   return true;
 }
 
-Status Store::drain_one(const std::string& file, Log& log, std::string& why) {
-  const std::string target = pfs_root_ + "/" + file;
-  // Opened once, beneath the root with no link followed (the directories too, each made
-  // relative to its parent's descriptor); then only the descriptor is used, so a link swapped
-  // in meanwhile changes nothing. O_NONBLOCK: a FIFO there cannot hold the drain.
+Status Store::may_write(const std::string& file, const Caller& caller, std::string& why) const {
+  const common::ActAs as_caller(caller.uid, caller.gid);
+  if (!as_caller.ok()) {
+    why = pfs_root_ + "/" + file + ": " + as_caller.why();
+    return Status::Forbidden;
+  }
   const auto [parent, name] = common::split_last(file);
   const int dir = common::make_dirs_beneath(pfs_fd_, parent, 0755, O_PATH);
   const int fd =
       dir < 0 ? -1 : common::open_beneath(dir, name, O_WRONLY | O_CREAT | O_NONBLOCK, 0644);
+  const int error = errno;
   common::close_fd(dir);
+  if (fd >= 0) {
+    common::close_fd(fd);
+    return Status::Ok;
+  }
+  why = common::beneath_error(pfs_root_ + "/" + file, error) + " (as uid " +
+        std::to_string(caller.uid) + ")";
+  return error == EACCES || error == EPERM || error == EROFS ? Status::Forbidden : Status::Invalid;
+}
+
+Status Store::drain_one(const std::string& file, Log& log, std::string& why) {
+  const std::string target = pfs_root_ + "/" + file;
+  // Opened once, beneath the root with no link followed (the directories too, each made
+  // relative to its parent's descriptor), with the file-system identity of the data's owner:
+  // the PFS lets the node write only what that user could. Then only the descriptor is used,
+  // so a link swapped in meanwhile changes nothing. O_NONBLOCK: a FIFO there cannot hold the
+  // drain.
+  const auto [parent, name] = common::split_last(file);
+  int fd = -1;
+  {
+    const common::ActAs as_owner(log.owner, log.group);
+    if (!as_owner.ok()) {
+      why = target + ": " + as_owner.why();
+      return Status::Error;
+    }
+    const int dir = common::make_dirs_beneath(pfs_fd_, parent, 0755, O_PATH);
+    fd = dir < 0 ? -1 : common::open_beneath(dir, name, O_WRONLY | O_CREAT | O_NONBLOCK, 0644);
+    const int error = errno;
+    common::close_fd(dir);
+    errno = error;
+  }
   struct stat st {};
   if (fd >= 0 && (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode))) {
     common::close_fd(fd);
@@ -480,17 +551,24 @@ void Store::drop_stale_fences() {
                         [this](const std::string& file) { return logs_.count(file) > 0; });
 }
 
-Status Store::drain(const std::string& file, std::string& why) {
+Status Store::drain(const std::string& file, std::string& why, const Caller& caller) {
   if (!file.empty() && !valid_name(file)) {
     why = "bad file name";
     return Status::Invalid;
   }
   const FenceLock fence_lock{lock_fences()};  // before the store's mutex: clients take it first
   std::lock_guard lock(mutex_);
+  if (!file.empty()) {
+    const auto held = logs_.find(file);
+    if (held != logs_.end() && !may_act_on(caller, held->second->owner)) {
+      why = forbidden(file, held->second->owner, caller);
+      return Status::Forbidden;
+    }
+  }
   draining_ = true;
   Status result = Status::Ok;
   for (auto it = logs_.begin(); it != logs_.end();) {
-    if (!file.empty() && it->first != file) {
+    if ((!file.empty() && it->first != file) || !may_act_on(caller, it->second->owner)) {
       ++it;
       continue;
     }

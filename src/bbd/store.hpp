@@ -3,6 +3,8 @@
 /// (the staging log format of libharmonia, docs/staging-library.md), with capacity accounting,
 /// reads of held data, and drains to the PFS in written order. Thread-safe.
 
+#include <sys/types.h>
+
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -16,7 +18,21 @@
 
 namespace harmonia::bbd {
 
-enum class Status { Ok, Full, NotHeld, Invalid, Error };
+enum class Status { Ok, Full, NotHeld, Invalid, Error, Forbidden };
+
+/// Whom a request acts for (docs/security.md, "Identity"). A file's data held on the node
+/// belongs to the user whose write created its log: only that user, or an administrator, may
+/// write more of it, read it or drain it. The PFS file is opened with its owner's file-system
+/// identity, at the first write (created if missing, so the kernel decides whether the user may
+/// write it) and at every drain.
+struct Caller {
+  uid_t uid = 0;
+  gid_t gid = 0;
+  bool admin = false;
+  /// The node's own user, with every right (tests, and requests with no identity when the node
+  /// runs with --auth none).
+  static Caller node();
+};
 
 struct StoreStats {
   std::uint64_t capacity = 0, used = 0, drained = 0, received = 0;
@@ -42,15 +58,20 @@ class Store {
   /// bad name, a name whose PFS path has a symbolic link on the way (checked at the first write
   /// of the file; drains check again) or an end past the largest file offset. The data is in the
   /// log (the page cache) when Ok returns (on the device with sync_writes).
+  /// Forbidden when the file's data belongs to another user, or the PFS refuses the caller
+  /// the file.
   Status write(const std::string& file, std::uint64_t offset, std::string_view data,
-               const std::string& job, std::string& why);
-  /// The range when the node holds all of it (later writes win), else NotHeld.
+               const std::string& job, std::string& why, const Caller& caller = Caller::node());
+  /// The range when the node holds all of it (later writes win), else NotHeld; Forbidden when
+  /// it belongs to another user.
   Status read(const std::string& file, std::uint64_t offset, std::uint64_t length, std::string& out,
-              std::string& why);
+              std::string& why, const Caller& caller = Caller::node());
   /// Writes every record of `file` (all files when empty) to the PFS in order, syncs it, and
   /// frees the log. Error when the PFS fails, or the file's path there is refused (a symbolic
   /// link on the way, not a regular file): what is not drained stays held.
-  Status drain(const std::string& file, std::string& why);
+  /// Forbidden for a file of another user; all files, for a caller who is no administrator:
+  /// the caller's own.
+  Status drain(const std::string& file, std::string& why, const Caller& caller = Caller::node());
   /// Drains one file of `jobs` (or one recovered after a crash), chosen by the drain scheduler;
   /// NotHeld when there is none. `file` names the one drained.
   Status drain_next(const std::set<std::string>& jobs, std::string& file, std::string& why);
@@ -75,7 +96,11 @@ class Store {
 
  private:
   struct Log;
-  Log* log_for(const std::string& file, const std::string& job, std::string& why);
+  Log* log_for(const std::string& file, const std::string& job, const Caller& caller,
+               std::string& why);
+  /// Whether the caller may write the PFS file as its owner: opened (created if missing) with
+  /// the caller's file-system identity, beneath the root with no link followed.
+  Status may_write(const std::string& file, const Caller& caller, std::string& why) const;
   Status drain_one(const std::string& file, Log& log, std::string& why);
   /// Whether `file` can be drained to: beneath the PFS root with no symbolic link on the way,
   /// and a regular file if it exists; else false and `why` names the path.

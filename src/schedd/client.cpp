@@ -9,6 +9,7 @@
 #include <stdexcept>
 
 #include "common/frames.hpp"
+#include "common/identity.hpp"
 #include "common/tcp.hpp"
 #include "control/frame.hpp"
 
@@ -38,10 +39,26 @@ int connect_unix(const std::string& path) {
 }  // namespace
 
 Client::Client(const std::string& address) {
-  if (address.rfind("tcp:", 0) == 0)
-    fd_ = common::connect_tcp(address.substr(4), "tcp:");
-  else
+  if (address.rfind("tcp:", 0) != 0) {
     fd_ = connect_unix(address.rfind("unix:", 0) == 0 ? address.substr(5) : address);
+    return;  // the daemon reads who we are from the socket
+  }
+  fd_ = common::connect_tcp(address.substr(4), "tcp:");
+  // Over TCP a MUNGE credential says who we are; without munged none is sent, and a daemon that
+  // requires one refuses the requests (UNAUTHENTICATED, naming why).
+  std::string why;
+  const auto credential =
+      common::make_credential("harmonia-schedd", common::munge_socket_from_environment(), why);
+  if (!credential) return;
+  control::Envelope request;
+  request.mutable_authenticate()->set_credential(*credential);
+  const control::Envelope reply = call(std::move(request));
+  if (reply.has_error()) {
+    close(fd_);
+    fd_ = -1;
+    throw std::runtime_error("harmonia-schedd refused our MUNGE credential: " +
+                             reply.error().message());
+  }
 }
 
 Client::~Client() {

@@ -6,7 +6,9 @@
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <iostream>
+#include <memory>
 
+#include "common/identity.hpp"
 #include "common/size.hpp"
 #include "common/write_atomically.hpp"
 #include "schedd/server.hpp"
@@ -117,7 +119,31 @@ int main(int argc, char** argv) {
                     "(repeatable; root always may, and so does this daemon's own user)");
   group->add_flag("--trust-tcp-nodes", service.trust_tcp_nodes,
                   "Accept buffer nodes over TCP, which carries no identity (trusted networks)");
+  std::string auth = "none", munge_socket = harmonia::common::munge_socket_from_environment();
+  double auth_window = 60;
+  auto* identity = cli.add_option_group("Identity", "docs/security.md");
+  identity
+      ->add_option("--auth", auth,
+                   "TCP connections: munge (each must authenticate with a MUNGE credential "
+                   "first) or none (those that do not act with no identity)")
+      ->check(CLI::IsMember({"none", "munge"}))
+      ->capture_default_str();
+  identity->add_option("--munge-socket", munge_socket,
+                       "munged's socket (default: HARMONIA_MUNGE_SOCKET, else munged's own)");
+  identity
+      ->add_option("--auth-window", auth_window,
+                   "Seconds a MUNGE credential is accepted after its making")
+      ->check(CLI::Range(1.0, 3600.0))
+      ->capture_default_str();
+  identity->add_option("--admin-uid", service.admins.uids,
+                       "A user who may act for any job (repeatable; root always may)");
   CLI11_PARSE(cli, argc, argv);
+  service.require_identity = auth == "munge";
+  auto checker = std::make_shared<harmonia::common::CredentialChecker>("harmonia-schedd",
+                                                                       munge_socket, auth_window);
+  service.check_credential = [checker](const std::string& credential, std::string& why) {
+    return checker->check(credential, why);
+  };
   const auto output_cap = harmonia::common::parse_size(max_output);
   if (!output_cap || *output_cap < (1U << 20)) {
     std::fprintf(stderr, "harmonia-schedd: --max-output %s: expected a size of at least 1M\n",
@@ -170,12 +196,12 @@ int main(int argc, char** argv) {
     Service state(service, monotonic_seconds());
     Server listener(state, server);
     if (!server.tcp.empty()) std::printf("tcp_port=%u\n", listener.tcp_port());
-    std::fprintf(stderr, "harmonia-schedd: listening%s%s%s (strategy %s, flush order %s%s%s)\n",
-                 server.unix_path.empty() ? "" : " on ", server.unix_path.c_str(),
-                 server.tcp.empty() ? "" : (" on tcp " + server.tcp).c_str(),
-                 service.strategy.c_str(), flush_order.c_str(),
-                 service.buffers ? ", buffer policy " : "",
-                 service.buffers ? service.buffers->policy.c_str() : "");
+    std::fprintf(
+        stderr, "harmonia-schedd: listening%s%s%s (strategy %s, flush order %s%s%s; tcp auth %s)\n",
+        server.unix_path.empty() ? "" : " on ", server.unix_path.c_str(),
+        server.tcp.empty() ? "" : (" on tcp " + server.tcp).c_str(), service.strategy.c_str(),
+        flush_order.c_str(), service.buffers ? ", buffer policy " : "",
+        service.buffers ? service.buffers->policy.c_str() : "", auth.c_str());
     std::fflush(stdout);
     listener.run();
     if (!record.empty()) harmonia::common::write_atomically(record, state.buffer_results());

@@ -20,6 +20,7 @@
 #include <stdexcept>
 
 #include "common/frames.hpp"
+#include "common/identity.hpp"
 #include "common/tcp.hpp"
 #include "control/frame.hpp"
 
@@ -88,8 +89,8 @@ constexpr std::uint64_t kUnixKey = ~0ULL, kTcpKey = ~0ULL - 1, kSignalKey = ~0UL
 /// Writes "harmonia-schedd: LINE" to stderr at most once a second per `kind`, counting the
 /// lines left out (a client reconnecting in a loop must not fill the log).
 void log_limited(int kind, const std::string& line) {
-  static double last[3] = {-1e9, -1e9, -1e9};
-  static unsigned skipped[3];
+  static double last[4] = {-1e9, -1e9, -1e9, -1e9};
+  static unsigned skipped[4];
   const double now = monotonic_seconds();
   if (now - last[kind] < 1.0) {
     ++skipped[kind];
@@ -103,7 +104,21 @@ void log_limited(int kind, const std::string& line) {
     std::fprintf(stderr, "harmonia-schedd: %s\n", line.c_str());
   skipped[kind] = 0;
 }
-enum LogKind { kDescriptors = 0, kMemory = 1, kOutput = 2 };
+enum LogKind { kDescriptors = 0, kMemory = 1, kOutput = 2, kRequestRefused = 3 };
+
+/// Logs the requests refused for who sent them (no identity, a bad credential, another user's
+/// job), so that an administrator sees attempts.
+void log_refusals(ConnectionId id, bool is_tcp, const std::vector<Outgoing>& out) {
+  for (const Outgoing& message : out) {
+    if (message.to != id || !message.message.has_error()) continue;
+    const auto code = message.message.error().code();
+    if (code != control::Error::CODE_UNAUTHENTICATED && code != control::Error::CODE_FORBIDDEN)
+      continue;
+    log_limited(kRequestRefused, std::string("refused a request of connection ") +
+                                     std::to_string(id) + (is_tcp ? " (tcp)" : " (unix)") + ": " +
+                                     message.message.error().message());
+  }
+}
 
 int open_reserve() { return open("/dev/null", O_RDONLY | O_CLOEXEC); }
 
@@ -123,6 +138,7 @@ struct Server::Connection {
   size_t output_sent = 0;
   std::uint32_t armed = EPOLLIN | EPOLLRDHUP;  ///< the events epoll watches for it
   bool close_after = false;  ///< close once the output is sent (after a fatal error reply)
+  bool is_tcp = false;
 
   size_t unsent() const { return output.size() - output_sent; }
   /// Reading waits for the peer to read its replies.
@@ -282,10 +298,7 @@ void Server::accept_all(int listener, bool is_unix) {
     }
     std::optional<uid_t> uid;
     if (is_unix) {
-      ucred credentials{};
-      socklen_t length = sizeof(credentials);
-      if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &credentials, &length) == 0)
-        uid = credentials.uid;
+      if (const auto peer = common::peer_identity(fd)) uid = peer->uid;
     } else {
       const int yes = 1;
       setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &yes, sizeof(yes));
@@ -302,6 +315,7 @@ void Server::accept_all(int listener, bool is_unix) {
     }
     try {
       connections_[id] = std::make_unique<Connection>(Connection{id, fd, {}, {}, 0});
+      connections_[id]->is_tcp = !is_unix;
     } catch (const std::bad_alloc&) {
       log_limited(kMemory, "out of memory: connection refused");
       close(fd);
@@ -360,9 +374,10 @@ bool Server::handle_input(Connection& connection) {
     }
     control::Envelope request;
     const std::uint8_t* body = connection.input.data() + used + control::kHeaderBytes;
-    if (request.ParseFromArray(body, static_cast<int>(scan.body_length)))
+    if (request.ParseFromArray(body, static_cast<int>(scan.body_length))) {
       service_.on_message(id, request, now, out);
-    else
+      log_refusals(id, connection.is_tcp, out);
+    } else
       service_.on_malformed(id, now, out);
     used += control::kHeaderBytes + scan.body_length;
     queue_all(out, touched);

@@ -69,6 +69,16 @@ void Service::handle(ConnectionId id, Connection& connection, const Envelope& re
                      Envelope& reply, std::vector<Outgoing>& out) {
   using Body = Envelope::BodyCase;
   const Body body = request.body_case();
+  if (body == Body::kAuthenticate) {
+    authenticate(connection, request.authenticate(), reply);
+    return;
+  }
+  if (!connection.uid && config_.require_identity) {
+    set_error(reply, Error::CODE_UNAUTHENTICATED,
+              "this connection has no identity: over TCP, send Authenticate with a MUNGE "
+              "credential first (harmonia-schedd --auth munge)");
+    return;
+  }
   switch (body) {
     case Body::kRegisterProcess:
       register_process(id, connection, request.register_process(), now, reply);
@@ -105,8 +115,10 @@ void Service::handle(ConnectionId id, Connection& connection, const Envelope& re
     case Body::kSettleStarted:
     case Body::kSettleOrder:
     case Body::kSettleComplete:
+    case Body::kAuthenticated:
       set_error(reply, Error::CODE_NOT_A_REQUEST, "replies and pushes go from the daemon only");
       return;
+    case Body::kAuthenticate:  // handled above
     case Body::BODY_NOT_SET:
       set_error(reply, Error::CODE_UNKNOWN_MESSAGE,
                 "no message this daemon knows (protocol version " +
@@ -262,9 +274,16 @@ void Service::register_process(ConnectionId id, Connection& connection,
     return;
   }
   auto found = jobs_.find(request.job());
-  if (found != jobs_.end() && found->second.uid && connection.uid &&
-      *found->second.uid != *connection.uid) {
-    set_error(reply, Error::CODE_FORBIDDEN, "job " + request.job() + " belongs to another user");
+  // A job is its registering user's: only that user, or an administrator (root, a Slurm
+  // burst-buffer script acting for any job), may join it. A connection with no identity may
+  // join only a job registered with none.
+  if (found != jobs_.end() && found->second.uid &&
+      (!connection.uid ||
+       (*found->second.uid != *connection.uid && !config_.admins.contains(*connection.uid)))) {
+    set_error(reply, Error::CODE_FORBIDDEN,
+              "job " + request.job() + " belongs to uid " + std::to_string(*found->second.uid) +
+                  (connection.uid ? ", not to uid " + std::to_string(*connection.uid)
+                                  : ", and this connection has no identity"));
     return;
   }
   if (found == jobs_.end()) {
@@ -319,6 +338,27 @@ void Service::set_phase(Connection& connection, Job& job, bool in_phase, double 
   }
 }
 
+void Service::authenticate(Connection& connection, const control::Authenticate& request,
+                           Envelope& reply) {
+  if (connection.uid) {
+    set_error(reply, Error::CODE_ALREADY_REGISTERED,
+              "this connection already acts for uid " + std::to_string(*connection.uid) +
+                  " (a Unix socket's peer, or an earlier Authenticate)");
+    return;
+  }
+  std::string why = "this daemon takes no credentials (no munged configured)";
+  const auto identity =
+      config_.check_credential ? config_.check_credential(request.credential(), why) : std::nullopt;
+  if (!identity) {
+    set_error(reply, Error::CODE_UNAUTHENTICATED, why);
+    return;
+  }
+  connection.uid = identity->uid;
+  auto* authenticated = reply.mutable_authenticated();
+  authenticated->set_uid(identity->uid);
+  authenticated->set_gid(identity->gid);
+}
+
 void Service::register_buffer(ConnectionId id, Connection& connection,
                               const control::RegisterBuffer& request, Envelope& reply) {
   if (!broker_) {
@@ -343,8 +383,9 @@ void Service::register_buffer(ConnectionId id, Connection& connection,
   if (!connection.uid) {
     if (!config_.trust_tcp_nodes) {
       set_error(reply, Error::CODE_FORBIDDEN,
-                "RegisterBuffer over TCP carries no identity: register on the Unix socket, or "
-                "start harmonia-schedd with --trust-tcp-nodes on a trusted network");
+                "RegisterBuffer over TCP without Authenticate carries no identity: register on "
+                "the Unix socket, authenticate with MUNGE, or start harmonia-schedd with "
+                "--trust-tcp-nodes on a trusted network");
       return;
     }
   } else if (*connection.uid != 0 && std::find(config_.node_uids.begin(), config_.node_uids.end(),

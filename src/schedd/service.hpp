@@ -7,6 +7,7 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -15,6 +16,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "common/identity.hpp"
 #include "control/control.pb.h"
 #include "core/coordination/coordinator.hpp"
 #include "schedd/buffers.hpp"
@@ -37,6 +39,14 @@ struct ServiceConfig {
   bool trust_tcp_nodes = false;
   /// Processes a job may declare (RegisterProcess.ranks); more is refused.
   std::uint32_t max_ranks = 1U << 20;
+  /// Users who may act for any job (root always): join it, whatever user registered it.
+  common::Administrators admins;
+  /// A connection with no identity (TCP before Authenticate) gets only UNAUTHENTICATED: every
+  /// request but Authenticate is refused (--auth munge).
+  bool require_identity = false;
+  /// Decodes an Authenticate's credential: the user it names, or nothing and why. Unset: TCP
+  /// connections cannot authenticate.
+  std::function<std::optional<common::Identity>(const std::string&, std::string&)> check_credential;
 };
 
 /// A message for one connection.
@@ -50,7 +60,8 @@ class Service {
   /// Throws std::invalid_argument naming a bad strategy or setting.
   Service(ServiceConfig config, double now);
 
-  /// A new connection; `uid` is the peer's user on a Unix socket (nullopt over TCP).
+  /// A new connection; `uid` is the peer's user on a Unix socket (nullopt over TCP, until the
+  /// connection authenticates).
   void on_connect(ConnectionId connection, std::optional<uid_t> uid, double now);
   /// One decoded request: appends its reply, and the directives it changed, to `out`.
   void on_message(ConnectionId connection, const control::Envelope& request, double now,
@@ -109,6 +120,8 @@ class Service {
                         control::Envelope& reply);
   void set_phase(Connection& connection, Job& job, bool in_phase, double now,
                  double expected_bytes = 0);
+  void authenticate(Connection& connection, const control::Authenticate& request,
+                    control::Envelope& reply);
   void register_buffer(ConnectionId id, Connection& connection,
                        const control::RegisterBuffer& request, control::Envelope& reply);
   /// Lets the buffer policy decide, and refreshes the directive `reply` carries.

@@ -144,8 +144,10 @@ TEST_P(PathsTest, ALinkSwappedInAfterTheWriteIsNotFollowedByTheDrain) {
   auto store = open();
   ASSERT_EQ(store->write("run/out.dat", 0, "data", "", why_), Status::Ok) << why_;
   ASSERT_EQ(store->write("victim", 0, "data", "", why_), Status::Ok) << why_;
-  // Between the acknowledged writes and their drain, another user swaps links in.
-  fs::remove(pfs() / "run");
+  // Between the acknowledged writes and their drain, another user swaps links in for the
+  // directory and the file the first writes made.
+  fs::remove_all(pfs() / "run");
+  fs::remove(pfs() / "victim");
   fs::create_directory_symlink(outside(), pfs() / "run");
   fs::create_symlink(outside() / "victim", pfs() / "victim");
   EXPECT_EQ(store->drain("", why_), Status::Error);

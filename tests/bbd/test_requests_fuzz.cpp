@@ -20,8 +20,12 @@ namespace fs = std::filesystem;
 
 namespace {
 
+/// The one credential the fuzz node's checker accepts (as root): the fuzzer tests the node's
+/// handling of identities, not MUNGE's cryptography (tests/runtime/test_identity.py does).
+constexpr const char* kGoodCredential = "good";
+
 std::vector<std::string> seeds() {
-  std::vector<bb::Request> requests(7);
+  std::vector<bb::Request> requests(9);
   auto* w = requests[0].mutable_write();
   w->set_file("run/a.dat");
   w->set_offset(4096);
@@ -43,6 +47,8 @@ std::vector<std::string> seeds() {
   raw->set_offset(100);
   raw->set_payload(200);
   raw->set_job("job-2");
+  requests[7].mutable_authenticate()->set_credential(kGoodCredential);
+  requests[8].mutable_authenticate()->set_credential("forged");
   std::vector<std::string> out;
   for (auto& request : requests) {
     request.set_seq(out.size() + 1);
@@ -101,7 +107,19 @@ TEST(RequestFuzz, MutatedRequestsNeverCrashAndAcknowledgedWritesReachThePfs) {
   std::map<int, int> codes;
   {
     Store store((home / "dev").string(), (home / "pfs").string(), 64 << 20);
+    // Authentication on: a connection with no identity gets nothing but UNAUTHENTICATED.
+    Access access;
+    access.require_identity = true;
+    access.check_credential = [](const std::string& credential, std::string& why) {
+      if (credential == kGoodCredential) return std::optional<harmonia::common::Identity>({0, 0});
+      why = "forged";
+      return std::optional<harmonia::common::Identity>();
+    };
+    Session authenticated;
+    authenticated.who = harmonia::common::Identity{0, 0};
     for (int round = 0; round < 30000; ++round) {
+      Session fresh;  // a new connection that has not authenticated
+      Session& session = random() % 4 == 0 ? fresh : authenticated;
       const std::string body = mutate(corpus[random() % corpus.size()], random);
       bb::Request request;
       const bool decoded = request.ParseFromString(body);
@@ -113,10 +131,21 @@ TEST(RequestFuzz, MutatedRequestsNeverCrashAndAcknowledgedWritesReachThePfs) {
         for (long long k = payload_bytes(request); k > 0; --k)
           payload.push_back(static_cast<char>('a' + random() % 26));
       bb::Response response;
-      ASSERT_NO_THROW(response =
-                          payload.empty() ? answer(store, body) : answer(store, request, payload));
+      ASSERT_NO_THROW(response = payload.empty()
+                                     ? answer(store, access, session, body)
+                                     : answer(store, access, session, request, payload));
       ASSERT_TRUE(bb::Response::Code_IsValid(response.code()));
       codes[response.code()] += 1;
+      if (&session == &fresh && decoded && !request.has_authenticate()) {
+        ASSERT_TRUE(response.code() == bb::Response::UNAUTHENTICATED ||
+                    response.code() == bb::Response::MALFORMED)
+            << "a request with no identity got code " << response.code();
+        continue;
+      }
+      if (decoded && request.has_authenticate())
+        ASSERT_EQ(response.code() == bb::Response::OK,
+                  &session == &fresh && request.authenticate().credential() == kGoodCredential)
+            << "code " << response.code() << ": " << response.message();
       if (response.code() != bb::Response::OK || !request.has_write()) continue;
       const auto& w = request.write();
       const std::string& data = payload.empty() ? w.data() : payload;

@@ -1,9 +1,13 @@
 // Fuzzing the daemon's input path: frame scanning, Envelope decoding and the state machine, with
 // valid frames mutated at random (bit flips, truncation, insertions, length changes) and with
 // random bytes. Nothing may crash or throw; every decoded request gets exactly one reply.
+// Authentication is on: TCP connections (no peer credentials) must send a good credential
+// first, and until they do every reply they get is UNAUTHENTICATED (or a decoding error).
 #include <google/protobuf/stubs/logging.h>
 #include <gtest/gtest.h>
 
+#include <map>
+#include <optional>
 #include <random>
 
 #include "control/frame.hpp"
@@ -22,8 +26,17 @@ std::vector<std::uint8_t> frame_of(const Envelope& e) {
   return out;
 }
 
+/// The credentials the fuzz daemon's checker accepts, and the users they name: the fuzzer tests
+/// the daemon's handling of identities, not MUNGE (tests/runtime/test_identity.py does).
+std::optional<harmonia::common::Identity> check(const std::string& credential, std::string& why) {
+  if (credential == "uid:1000") return harmonia::common::Identity{1000, 1000};
+  if (credential == "uid:1001") return harmonia::common::Identity{1001, 1001};
+  why = "forged";
+  return std::nullopt;
+}
+
 std::vector<std::vector<std::uint8_t>> seeds() {
-  std::vector<Envelope> messages(8);
+  std::vector<Envelope> messages(11);
   auto* r = messages[0].mutable_register_process();
   r->set_protocol_version(1);
   r->set_job("job-1");
@@ -36,6 +49,9 @@ std::vector<std::vector<std::uint8_t>> seeds() {
   messages[5].mutable_status_request();
   messages[6].mutable_heartbeat();
   messages[7].mutable_unregister();
+  messages[8].mutable_authenticate()->set_credential("uid:1000");
+  messages[9].mutable_authenticate()->set_credential("uid:1001");
+  messages[10].mutable_authenticate()->set_credential("forged");
   std::vector<std::vector<std::uint8_t>> out;
   for (auto& m : messages) {
     m.set_seq(out.size() + 1);
@@ -45,8 +61,9 @@ std::vector<std::vector<std::uint8_t>> seeds() {
 }
 
 /// Feeds `stream` to `service` as the server does; returns the replies expected and produced.
+/// `identified`: whether the connection has an identity (updated as it authenticates).
 void feed(Service& service, ConnectionId id, const std::vector<std::uint8_t>& stream,
-          size_t& requests, size_t& replies) {
+          size_t& requests, size_t& replies, bool& identified) {
   size_t used = 0;
   for (;;) {
     const auto scan =
@@ -63,8 +80,21 @@ void feed(Service& service, ConnectionId id, const std::vector<std::uint8_t>& st
     }
     ++requests;
     // Pushes never go to the requester: what reaches it is its reply.
-    for (const auto& o : out)
-      replies += o.to == id && (!parsed || o.message.seq() == request.seq());
+    for (const auto& o : out) {
+      const bool reply = o.to == id && (!parsed || o.message.seq() == request.seq());
+      replies += reply;
+      if (!reply) continue;
+      if (!identified && parsed && !request.has_authenticate()) {
+        ASSERT_TRUE(o.message.has_error()) << "a request with no identity was served";
+        ASSERT_EQ(o.message.error().code(), control::Error::CODE_UNAUTHENTICATED);
+      }
+      if (o.message.has_authenticated()) {
+        ASSERT_FALSE(identified) << "a connection authenticated twice";
+        ASSERT_TRUE(request.authenticate().credential() == "uid:1000" ||
+                    request.authenticate().credential() == "uid:1001");
+        identified = true;
+      }
+    }
     used += control::kHeaderBytes + scan.body_length;
   }
 }
@@ -79,15 +109,24 @@ TEST(FrameFuzz, MutatedFramesNeverCrashAndAlwaysGetAReply) {
     ServiceConfig config;
     config.strategy = strategy;
     config.coordinator.flush_order = harmonia::core::coordination::FlushOrder::Token;
+    config.require_identity = true;
+    config.check_credential = check;
     Service service(config, 0);
     size_t requests = 0, replies = 0;
+    std::map<ConnectionId, bool> identified;
     for (int round = 0; round < 20000; ++round) {
       const ConnectionId id = 1 + random() % 8;
       if (random() % 50 == 0) {
         std::vector<Outgoing> out;
         service.on_disconnect(id, 0, out);
       }
-      service.on_connect(id, 1000 + random() % 2, 0);
+      if (random() % 3 == 0) {  // TCP: no identity until it authenticates
+        service.on_connect(id, std::nullopt, 0);
+        identified[id] = false;
+      } else {
+        service.on_connect(id, 1000 + random() % 2, 0);
+        identified[id] = true;
+      }
       std::vector<std::uint8_t> stream;
       for (int k = 0; k < 4; ++k) {
         auto frame = corpus[random() % corpus.size()];
@@ -121,7 +160,8 @@ TEST(FrameFuzz, MutatedFramesNeverCrashAndAlwaysGetAReply) {
         }
         stream.insert(stream.end(), frame.begin(), frame.end());
       }
-      ASSERT_NO_THROW(feed(service, id, stream, requests, replies));
+      ASSERT_NO_THROW(feed(service, id, stream, requests, replies, identified[id]));
+      ASSERT_FALSE(HasFatalFailure());
       std::vector<Outgoing> out;
       ASSERT_NO_THROW(service.on_tick(static_cast<double>(round) * 0.001, out));
     }

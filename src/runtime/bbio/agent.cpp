@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "common/frames.hpp"
+#include "common/identity.hpp"
 #include "control/control.pb-c.h"
 #include "control/frame.hpp"
 #include "runtime/bbio/config.hpp"
@@ -508,17 +509,40 @@ class Agent {
     Harmonia__Control__Envelope e = HARMONIA__CONTROL__ENVELOPE__INIT;
     e.body_case = HARMONIA__CONTROL__ENVELOPE__BODY_REGISTER_PROCESS;
     e.register_process = &body;
+    // Over TCP the daemon knows the user only from a MUNGE credential, sent first (pipelined
+    // with the registration). Without munged none is sent: a daemon that requires one refuses
+    // the registration, said below.
+    std::string frames;
+    std::string credential_problem;
+    if (address_.rfind("tcp:", 0) == 0) {
+      const auto credential = common::make_credential(
+          "harmonia-schedd", common::munge_socket_from_environment(), credential_problem);
+      if (credential) {
+        Harmonia__Control__Authenticate auth = HARMONIA__CONTROL__AUTHENTICATE__INIT;
+        auth.credential.data = reinterpret_cast<uint8_t*>(const_cast<char*>(credential->data()));
+        auth.credential.len = credential->size();
+        Harmonia__Control__Envelope a = HARMONIA__CONTROL__ENVELOPE__INIT;
+        a.body_case = HARMONIA__CONTROL__ENVELOPE__BODY_AUTHENTICATE;
+        a.authenticate = &auth;
+        std::lock_guard lock(mutex_);
+        a.seq = next_seq_++;
+        frames = frame_of(a);
+      }
+    }
     {
       std::lock_guard lock(mutex_);
       body.in_phase = in_phase_;
       body.wants_flush = wants_flush_;
       e.seq = next_seq_++;
     }
-    if (!common::send_all(fd, frame_of(e))) {
+    frames += frame_of(e);
+    if (!common::send_all(fd, frames)) {
       real().close(fd);
       return -1;
     }
-    // The reply: Registered, or an Error (wrong version, another user's job) that no retry fixes.
+    // The replies: Authenticated (or an Error: the registration then says whether an identity
+    // was needed), then Registered, or an Error (wrong version, another user's job, no
+    // identity) that no retry fixes.
     std::vector<uint8_t> input;
     const double deadline = now() + kReplyWait;
     while (now() < deadline) {
@@ -528,27 +552,43 @@ class Agent {
       const ssize_t n = recv(fd, chunk, sizeof(chunk), 0);
       if (n <= 0) break;
       input.insert(input.end(), chunk, chunk + n);
-      const auto scan = wire::scan_frame(input.data(), input.size(), wire::kMaxReplyBytes);
-      if (scan.kind != wire::FrameScan::Kind::Frame) continue;
-      Harmonia__Control__Envelope* reply = harmonia__control__envelope__unpack(
-          nullptr, scan.body_length, input.data() + wire::kHeaderBytes);
-      const bool registered =
-          reply && reply->body_case == HARMONIA__CONTROL__ENVELOPE__BODY_REGISTERED;
-      if (reply && !registered) {
-        report("HARMONIA_SCHEDD=" + address_ + ": registration refused: " +
-               (reply->body_case == HARMONIA__CONTROL__ENVELOPE__BODY_ERROR
-                    ? std::string(reply->error->message)
-                    : std::string("unexpected reply")) +
-               "; writing through without coordination");
-        refused_ = true;
+      bool done = false, registered = false;
+      for (;;) {
+        const auto scan = wire::scan_frame(input.data(), input.size(), wire::kMaxReplyBytes);
+        if (scan.kind != wire::FrameScan::Kind::Frame) {
+          done = scan.kind == wire::FrameScan::Kind::TooLarge;
+          break;
+        }
+        Harmonia__Control__Envelope* reply = harmonia__control__envelope__unpack(
+            nullptr, scan.body_length, input.data() + wire::kHeaderBytes);
+        const bool is_error = reply && reply->body_case == HARMONIA__CONTROL__ENVELOPE__BODY_ERROR;
+        if (reply && reply->seq == e.seq) {
+          registered = reply->body_case == HARMONIA__CONTROL__ENVELOPE__BODY_REGISTERED;
+          if (!registered) {
+            report(
+                "HARMONIA_SCHEDD=" + address_ + ": registration refused: " +
+                (is_error ? std::string(reply->error->message) : std::string("unexpected reply")) +
+                (credential_problem.empty() ? "" : " (" + credential_problem + ")") +
+                "; writing through without coordination");
+            refused_ = true;
+          } else {
+            std::lock_guard lock(mutex_);
+            receive(input.data() + wire::kHeaderBytes, scan.body_length);
+          }
+          done = true;
+        } else if (is_error) {
+          credential_problem = reply->error->message;  // the Authenticate's, said if it matters
+        }
+        if (reply) harmonia__control__envelope__free_unpacked(reply, nullptr);
+        input.erase(input.begin(),
+                    input.begin() + static_cast<long>(wire::kHeaderBytes + scan.body_length));
+        if (done || !reply) {
+          done = true;
+          break;
+        }
       }
-      if (registered) {
-        std::lock_guard lock(mutex_);
-        receive(input.data() + wire::kHeaderBytes, scan.body_length);
-      }
-      if (reply) harmonia__control__envelope__free_unpacked(reply, nullptr);
       if (registered) return fd;
-      break;
+      if (done) break;
     }
     real().close(fd);
     return -1;

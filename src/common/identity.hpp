@@ -1,0 +1,86 @@
+#pragma once
+/// @file Who sends a request, and acting as them on files (docs/security.md, "Identity").
+///
+/// On a Unix socket the kernel tells the peer's user (SO_PEERCRED). Over TCP a client proves its
+/// user with a MUNGE credential (libmunge, as Slurm does): the first frame of a connection
+/// carries one, the daemon decodes it with its munged once, and the user it names is bound to
+/// the connection for its life. A credential is accepted once (munged's replay cache, and this
+/// daemon's own: a credential seen before within the window is refused even where another
+/// munged decoded it), only for the service it was made for (its payload), and only within
+/// `window` seconds of its making (its encode time, checked here as well as munged's TTL).
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+namespace harmonia::common {
+
+struct Identity {
+  uid_t uid = 0;
+  gid_t gid = 0;
+};
+
+/// The user at the other end of a connected Unix socket, or nothing.
+std::optional<Identity> peer_identity(int unix_fd);
+
+/// The munged socket clients and daemons use: HARMONIA_MUNGE_SOCKET, else "" (munged's own
+/// default, /run/munge/munge.socket.2).
+std::string munge_socket_from_environment();
+
+/// A MUNGE credential for `service` ("harmonia-schedd", "harmonia-bbd"), made by the munged at
+/// `socket` ("" its default); nothing and `why` when munged cannot make one.
+std::optional<std::string> make_credential(const std::string& service, const std::string& socket,
+                                           std::string& why);
+
+/// Decodes credentials with one munged and remembers the ones it accepted. Thread-safe.
+class CredentialChecker {
+ public:
+  /// `service`: the payload a credential must carry; `window`: seconds a credential is good for
+  /// after its making (and before it, for clocks a little apart).
+  CredentialChecker(std::string service, std::string socket, double window_seconds);
+  /// The user the credential names, or nothing and `why` (forged, replayed, expired, made for
+  /// another service, or munged unreachable).
+  std::optional<Identity> check(const std::string& credential, std::string& why);
+  double window() const { return window_; }
+
+ private:
+  std::string service_, socket_;
+  double window_;
+  std::mutex mutex_;
+  /// Credentials accepted, until their window closes.
+  std::unordered_map<std::string, std::int64_t> seen_;
+};
+
+/// Who may act on any job and any file: root always, and the users an administrator names.
+struct Administrators {
+  std::vector<uid_t> uids;
+  bool contains(uid_t uid) const;
+};
+
+/// While it lives, the calling thread opens files with the file-system identity of `uid`: its
+/// uid, its primary group and its supplementary groups (passwd and group databases; a uid with
+/// no passwd entry: `gid` and no supplementary group). Only this thread changes (raw syscalls:
+/// glibc's setgroups would change every thread of the process). Does nothing when `uid` is the
+/// process's own; a process that is not root cannot act for another user. ok() false, why() saying
+/// why, when the identity could not be taken: nothing may then be opened for that user.
+class ActAs {
+ public:
+  ActAs(uid_t uid, gid_t gid);
+  ~ActAs();
+  ActAs(const ActAs&) = delete;
+  ActAs& operator=(const ActAs&) = delete;
+  bool ok() const { return ok_; }
+  const std::string& why() const { return why_; }
+
+ private:
+  bool ok_ = false, changed_ = false;
+  std::string why_;
+  std::vector<gid_t> saved_;
+};
+
+}  // namespace harmonia::common
