@@ -15,6 +15,7 @@
 
 #include "bbd/bb.pb.h"
 #include "common/frames.hpp"
+#include "common/identity.hpp"
 #include "common/tcp.hpp"
 #include "control/frame.hpp"
 
@@ -103,6 +104,14 @@ int main(int argc, char** argv) {
   CLI11_PARSE(cli, argc, argv);
   try {
     Connection node(harmonia::common::connect_tcp(address, "--node"));
+    // Who we are, when munged can say it (a node with --auth munge refuses everything else).
+    std::string why;
+    if (const auto credential = harmonia::common::make_credential(
+            "harmonia-bbd", harmonia::common::munge_socket_from_environment(), why)) {
+      bb::Request authenticate;
+      authenticate.mutable_authenticate()->set_credential(*credential);
+      if (const int failed = report(node.call(authenticate))) return failed;
+    }
     if (*put) {
       std::ifstream in(local, std::ios::binary);
       if (!in) throw std::runtime_error(local + ": cannot read");

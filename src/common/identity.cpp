@@ -84,9 +84,10 @@ std::optional<Identity> CredentialChecker::check(const std::string& credential, 
   gid_t gid = 0;
   const munge_err_t error =
       munge_decode(credential.c_str(), context, &payload, &payload_length, &uid, &gid);
-  int encoded_at = 0;
+  time_t encoded_at = 0;  // munge_ctx_get writes a time_t
   munge_ctx_get(context, MUNGE_OPT_ENCODE_TIME, &encoded_at);
-  const std::string message = munge_ctx_strerror(context) ? munge_ctx_strerror(context) : "";
+  const char* detail = munge_ctx_strerror(context);
+  const std::string message = detail && *detail ? detail : munge_strerror(error);
   munge_ctx_destroy(context);
   const std::string said(payload ? static_cast<const char*>(payload) : "",
                          payload ? static_cast<std::size_t>(payload_length) : 0);

@@ -19,6 +19,7 @@
 
 #include "bbd/bb.pb-c.h"
 #include "common/frames.hpp"
+#include "common/identity.hpp"
 #include "control/frame.hpp"
 #include "runtime/bbio/fences.hpp"
 #include "runtime/bbio/real.hpp"
@@ -361,7 +362,33 @@ std::unique_ptr<Channel> connect_tcp(const std::string& address) {
   }
   const int yes = 1;
   setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &yes, sizeof(yes));
-  return std::make_unique<TcpChannel>(fd);
+  auto channel = std::make_unique<TcpChannel>(fd);
+  // The node knows whose data it holds only from a MUNGE credential, sent first. Without munged
+  // none is sent: a node that requires one refuses the writes, and they go through.
+  std::string why;
+  const auto credential =
+      common::make_credential("harmonia-bbd", common::munge_socket_from_environment(), why);
+  if (!credential) return channel;
+  Harmonia__Bb__Authenticate body = HARMONIA__BB__AUTHENTICATE__INIT;
+  body.credential.data = reinterpret_cast<uint8_t*>(const_cast<char*>(credential->data()));
+  body.credential.len = credential->size();
+  Harmonia__Bb__Request request = HARMONIA__BB__REQUEST__INIT;
+  request.body_case = HARMONIA__BB__REQUEST__BODY_AUTHENTICATE;
+  request.authenticate = &body;
+  std::string reply;
+  if (!channel->send(common::packed_frame(request, harmonia__bb__request__get_packed_size,
+                                          harmonia__bb__request__pack),
+                     nullptr, 0) ||
+      !channel->receive(reply))
+    return nullptr;
+  Harmonia__Bb__Response* response = harmonia__bb__response__unpack(
+      nullptr, reply.size(), reinterpret_cast<const uint8_t*>(reply.data()));
+  const bool accepted = response && response->code == HARMONIA__BB__RESPONSE__CODE__OK;
+  if (!accepted)
+    report("buffer node " + address + ": our MUNGE credential was refused: " +
+           (response && response->message ? response->message : "no valid reply"));
+  if (response) harmonia__bb__response__free_unpacked(response, nullptr);
+  return accepted ? std::move(channel) : nullptr;
 }
 
 std::string relative_name(const std::string& path) {

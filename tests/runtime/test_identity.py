@@ -1,0 +1,435 @@
+"""Identity on every request (issue 15, docs/security.md "Identity"): two real users made for the
+test (A and B), a munged of the project's own (scripts/munged.sh), harmonia-bbd and
+harmonia-schedd with --auth munge. Every request B can make against A's job or A's files is
+refused and A's data stays intact and unreadable to B; forged, replayed, expired and misdirected
+credentials and unauthenticated clients are refused; root acts for anyone."""
+
+import os
+import pwd
+import shutil
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from bbio_support import BUILD, LIBRARY
+
+ROOT = Path(__file__).resolve().parents[2]
+BBD = BUILD / "src" / "bbd" / "harmonia-bbd"
+BBCTL = BUILD / "src" / "bbd" / "harmonia-bbctl"
+SCHEDD = BUILD / "src" / "schedd" / "harmonia-schedd"
+MUNGED = ROOT / "scripts" / "munged.sh"
+WRITER = Path(__file__).with_name("slow_writer.py")
+
+
+def _why_not() -> str:
+    if os.geteuid() != 0:
+        return "making users and acting as them needs root"
+    for tool in ("useradd", "userdel", "runuser", "munged", "munge", "mungekey"):
+        if shutil.which(tool) is None:
+            return f"{tool} is not installed (Debian: passwd, util-linux, munge)"
+    if not BBD.is_file() or not SCHEDD.is_file():
+        return "the daemons are not built"
+    return ""
+
+
+pytestmark = pytest.mark.skipif(bool(_why_not()), reason=_why_not() or "-")
+
+
+# --- a few protobuf fields by hand: the tests speak the wire format the daemons read ---------
+
+
+def _varint(n: int) -> bytes:
+    out = bytearray()
+    while True:
+        byte = n & 0x7F
+        n >>= 7
+        out.append(byte | (0x80 if n else 0))
+        if not n:
+            return bytes(out)
+
+
+def _field(number: int, payload: bytes) -> bytes:
+    return _varint(number << 3 | 2) + _varint(len(payload)) + payload
+
+
+def _seq(n: int) -> bytes:
+    return _varint(1 << 3) + _varint(n)
+
+
+def _decode(body: bytes) -> dict[int, int | bytes]:
+    fields: dict[int, int | bytes] = {}
+    at = 0
+    while at < len(body):
+        key, at = _read_varint(body, at)
+        kind = key & 7
+        if kind == 0:
+            fields[key >> 3], at = _read_varint(body, at)
+        elif kind == 2:
+            length, at = _read_varint(body, at)
+            fields[key >> 3] = body[at : at + length]
+            at += length
+        else:
+            raise AssertionError(f"unexpected wire type {kind}")
+    return fields
+
+
+def _read_varint(data: bytes, at: int) -> tuple[int, int]:
+    shift = value = 0
+    while True:
+        byte = data[at]
+        at += 1
+        value |= (byte & 0x7F) << shift
+        shift += 7
+        if not byte & 0x80:
+            return value, at
+
+
+def _call(sock: socket.socket, body: bytes) -> dict[int, int | bytes]:
+    sock.sendall(struct.pack(">I", len(body)) + body)
+    header = _receive(sock, 4)
+    return _decode(_receive(sock, struct.unpack(">I", header)[0]))
+
+
+def _receive(sock: socket.socket, n: int) -> bytes:
+    data = b""
+    while len(data) < n:
+        chunk = sock.recv(n - len(data))
+        assert chunk, "the daemon closed the connection"
+        data += chunk
+    return data
+
+
+# bb.proto: Request{seq=1, write=2, read=3, drain=4, status=5, authenticate=6};
+# Response{code=2 (OK 0, FORBIDDEN 6, UNAUTHENTICATED 7), message=3, data=4, uid=6}.
+BB_OK, BB_FORBIDDEN, BB_UNAUTHENTICATED = 0, 6, 7
+# control.proto: Error{code=1 (FORBIDDEN 6, UNAUTHENTICATED 9), message=2} in Envelope field 13.
+CONTROL_ERROR, CONTROL_AUTHENTICATED = 13, 24
+CONTROL_UNAUTHENTICATED = 9
+CONTROL_REQUESTS = {  # every request of the control protocol, by its Envelope field
+    "RegisterProcess": 2, "PhaseBegin": 4, "PhaseEnd": 5, "FlushRequest": 6, "FlushDone": 7,
+    "Heartbeat": 8, "Unregister": 9, "StatusRequest": 11, "RegisterBuffer": 14,
+    "BufferReport": 16, "SettleFile": 18, "SettleDone": 21,
+}  # fmt: skip
+
+
+def bb_authenticate(credential: bytes) -> bytes:
+    return _seq(1) + _field(6, _field(1, credential))
+
+
+def bb_write(file: str, data: bytes) -> bytes:
+    return _seq(2) + _field(2, _field(1, file.encode()) + _field(3, data))
+
+
+def bb_read(file: str, length: int) -> bytes:
+    return _seq(3) + _field(3, _field(1, file.encode()) + _varint(3 << 3) + _varint(length))
+
+
+def bb_drain(file: str) -> bytes:
+    return _seq(4) + _field(4, _field(1, file.encode()))
+
+
+# --- the users, munged and the daemons -------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def users() -> Iterator[dict[str, pwd.struct_passwd]]:
+    """Two users of their own (A owns the job and files, B attacks), removed afterwards."""
+    names = {"a": f"hmna{os.getpid() % 100000}", "b": f"hmnb{os.getpid() % 100000}"}
+    made = []
+    try:
+        for name in names.values():
+            subprocess.run(["useradd", "--no-create-home", "--shell", "/usr/sbin/nologin", name],
+                           check=True, capture_output=True)  # fmt: skip
+            made.append(name)
+        yield {key: pwd.getpwnam(name) for key, name in names.items()}
+    finally:
+        for name in made:
+            subprocess.run(["userdel", name], check=False, capture_output=True)
+
+
+@pytest.fixture
+def reachable() -> Iterator[Path]:
+    """A directory every user can pass through (pytest's own are root's, mode 0700)."""
+    where = Path(tempfile.mkdtemp(prefix="harmonia-identity-"))
+    where.chmod(0o711)
+    try:
+        yield where
+    finally:
+        shutil.rmtree(where, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def munge_socket() -> Iterator[str]:
+    base = Path(tempfile.mkdtemp(prefix="harmonia-munge-"))
+    base.chmod(0o711)
+    where = base / "munged"
+    started = subprocess.run([str(MUNGED), "start", str(where)], capture_output=True, text=True,
+                             check=False)  # fmt: skip
+    assert started.returncode == 0, started.stderr
+    try:
+        yield started.stdout.strip()
+    finally:
+        subprocess.run([str(MUNGED), "stop", str(where)], check=False)
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def credential(munge_socket: str, payload: str, user: str | None = None) -> bytes:
+    command = ["munge", "-S", munge_socket, "-s", payload]
+    if user:
+        command = ["runuser", "-u", user, "--", *command]
+    return subprocess.run(command, capture_output=True, check=True).stdout.strip()
+
+
+@pytest.fixture
+def node(
+    tmp_path: Path, users: dict[str, pwd.struct_passwd], munge_socket: str
+) -> Iterator[tuple[str, Path]]:
+    """harmonia-bbd --auth munge as root, its PFS root with a directory of A's (0700)."""
+    tmp_path.chmod(0o755)
+    pfs, device = tmp_path / "pfs", tmp_path / "dev"
+    pfs.mkdir(mode=0o755)
+    device.mkdir(mode=0o700)
+    (pfs / "a").mkdir(mode=0o700)
+    os.chown(pfs / "a", users["a"].pw_uid, users["a"].pw_gid)
+    (pfs / "shared").mkdir()
+    (pfs / "shared").chmod(0o1777)
+    daemon = subprocess.Popen(
+        [str(BBD), "--device", str(device), "--pfs", str(pfs), "--auth", "munge",
+         "--munge-socket", munge_socket, "--auth-window", "2", "--threshold", "1"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    assert daemon.stdout is not None
+    line = daemon.stdout.readline()
+    assert line.startswith("port="), daemon.stderr.read() if daemon.stderr else ""
+    try:
+        yield f"127.0.0.1:{line.strip().removeprefix('port=')}", pfs
+    finally:
+        daemon.terminate()
+        daemon.wait(timeout=10)
+
+
+def connect(address: str) -> socket.socket:
+    host, port = address.rsplit(":", 1)
+    return socket.create_connection((host, int(port)), timeout=10)
+
+
+def as_user(address: str, cred: bytes) -> socket.socket:
+    sock = connect(address)
+    reply = _call(sock, bb_authenticate(cred))
+    assert reply.get(2, 0) == BB_OK, reply
+    return sock
+
+
+def bbctl(address: str, munge_socket: str, user: str | None, *args: str) -> subprocess.CompletedProcess[str]:
+    command = [str(BBCTL), "--node", address, *args]
+    if user:
+        command = ["runuser", "-u", user, "--", *command]
+    env = {**os.environ, "HARMONIA_MUNGE_SOCKET": munge_socket}
+    return subprocess.run(command, capture_output=True, text=True, env=env, timeout=60, check=False)
+
+
+# --- the buffer node -------------------------------------------------------------------------
+
+
+def test_user_b_can_do_nothing_to_user_as_files(
+    node: tuple[str, Path], users: dict[str, pwd.struct_passwd], munge_socket: str
+) -> None:
+    address, pfs = node
+    a, b = users["a"].pw_name, users["b"].pw_name
+    secret = os.urandom(70_000)
+    writer = as_user(address, credential(munge_socket, "harmonia-bbd", a))
+    for file in ("a/secret.dat", "shared/a.dat"):
+        assert _call(writer, bb_write(file, secret)).get(2, 0) == BB_OK
+    # The first write made the PFS files as A.
+    assert (pfs / "a/secret.dat").stat().st_uid == users["a"].pw_uid
+    assert (pfs / "shared/a.dat").stat().st_uid == users["a"].pw_uid
+
+    attacker = as_user(address, credential(munge_socket, "harmonia-bbd", b))
+    for file in ("a/secret.dat", "shared/a.dat"):
+        for request in (bb_write(file, b"B was here"), bb_read(file, 100), bb_drain(file)):
+            reply = _call(attacker, request)
+            assert reply.get(2, 0) == BB_FORBIDDEN, (file, reply)
+            assert 4 not in reply, "no byte of A's data goes to B"
+            assert f"uid {users['a'].pw_uid}".encode() in reply[3]  # type: ignore[operator]
+    # A new file in A's directory: the PFS refuses it to B, so the node does too.
+    reply = _call(attacker, bb_write("a/new.dat", b"x"))
+    assert reply.get(2, 0) == BB_FORBIDDEN and b"as uid" in reply[3], reply  # type: ignore[operator]
+    assert not (pfs / "a/new.dat").exists()
+    # "Drain everything" by B drains only B's files: A's stay held, untouched.
+    assert _call(attacker, _seq(5) + _field(4, b"")).get(2, 0) == BB_OK
+    assert (pfs / "a/secret.dat").stat().st_size == 0
+    # The same through the real tool run as B.
+    for args in (("get", "a/secret.dat", "0", "100"), ("drain", "a/secret.dat")):
+        done = bbctl(address, munge_socket, b, *args)
+        assert done.returncode != 0 and "FORBIDDEN" in done.stderr, done
+        assert done.stdout == ""
+    # A reads and drains its own; the bytes are intact, the files A's.
+    assert _call(writer, bb_read("a/secret.dat", len(secret))).get(4) == secret
+    assert _call(writer, bb_drain("")).get(2, 0) == BB_OK
+    assert (pfs / "a/secret.dat").read_bytes() == secret
+    assert (pfs / "shared/a.dat").read_bytes() == secret
+    assert (pfs / "a/secret.dat").stat().st_uid == users["a"].pw_uid
+
+
+def test_root_acts_for_any_user(
+    node: tuple[str, Path], users: dict[str, pwd.struct_passwd], munge_socket: str
+) -> None:
+    address, pfs = node
+    writer = as_user(address, credential(munge_socket, "harmonia-bbd", users["a"].pw_name))
+    assert _call(writer, bb_write("a/x.dat", b"0123456789")).get(2, 0) == BB_OK
+    admin = as_user(address, credential(munge_socket, "harmonia-bbd"))
+    assert _call(admin, bb_read("a/x.dat", 10)).get(4) == b"0123456789"
+    assert _call(admin, bb_drain("a/x.dat")).get(2, 0) == BB_OK
+    # Drained as A: the file stays A's.
+    assert (pfs / "a/x.dat").read_bytes() == b"0123456789"
+    assert (pfs / "a/x.dat").stat().st_uid == users["a"].pw_uid
+
+
+def test_bad_credentials_and_no_credential_are_refused(
+    node: tuple[str, Path], users: dict[str, pwd.struct_passwd], munge_socket: str
+) -> None:
+    address, pfs = node
+    a = users["a"].pw_name
+    # No credential: every request is refused, nothing written.
+    sock = connect(address)
+    for request in (bb_write("shared/u.dat", b"x"), bb_read("shared/u.dat", 1),
+                    bb_drain(""), _seq(5) + _field(5, b"")):  # fmt: skip
+        reply = _call(sock, request)
+        assert reply.get(2, 0) == BB_UNAUTHENTICATED and b"Authenticate" in reply[3], reply  # type: ignore[operator]
+    # The tool without munged: refused, with the reason.
+    done = bbctl(address, "/nonexistent/munge.socket", None, "status")
+    assert done.returncode != 0 and "UNAUTHENTICATED" in done.stderr, done
+    good = credential(munge_socket, "harmonia-bbd", a)
+    refused = {
+        "forged": good[:-12] + b"AAAAAAAAAAA:",
+        "garbage": b"MUNGE:not-a-credential:",
+        "for another daemon": credential(munge_socket, "harmonia-schedd", a),
+    }
+    for what, bad in refused.items():
+        sock = connect(address)
+        reply = _call(sock, bb_authenticate(bad))
+        assert reply.get(2, 0) == BB_UNAUTHENTICATED, (what, reply)
+        assert _call(sock, bb_write("shared/u.dat", b"x")).get(2, 0) == BB_UNAUTHENTICATED, what
+    # Replayed: accepted once, then refused on any connection.
+    as_user(address, good)
+    reply = _call(connect(address), bb_authenticate(good))
+    assert reply.get(2, 0) == BB_UNAUTHENTICATED and b"replayed" in reply[3].lower(), reply  # type: ignore[union-attr]
+    # Too old for the node's window (--auth-window 2), though munged's TTL would still take it.
+    old = credential(munge_socket, "harmonia-bbd", a)
+    time.sleep(3.2)
+    reply = _call(connect(address), bb_authenticate(old))
+    assert reply.get(2, 0) == BB_UNAUTHENTICATED and b"window" in reply[3], reply  # type: ignore[operator]
+    assert not (pfs / "shared/u.dat").exists()
+
+
+def test_path_escapes_are_refused_for_users(
+    node: tuple[str, Path], users: dict[str, pwd.struct_passwd], munge_socket: str, tmp_path: Path
+) -> None:
+    address, pfs = node
+    outside = tmp_path / "outside"
+    outside.mkdir(mode=0o777)
+    (pfs / "shared/link").symlink_to(outside)
+    sock = as_user(address, credential(munge_socket, "harmonia-bbd", users["a"].pw_name))
+    for name in ("../outside/x", "shared/../../outside/x", str(outside / "x"), "shared/link/x"):
+        reply = _call(sock, bb_write(name, b"escape"))
+        assert reply.get(2, 0) != BB_OK, (name, reply)
+    # A directory swapped for a link between the write and its drain: the drain refuses it.
+    (pfs / "shared/run").mkdir()
+    (pfs / "shared/run").chmod(0o777)
+    assert _call(sock, bb_write("shared/run/out.dat", b"data")).get(2, 0) == BB_OK
+    shutil.rmtree(pfs / "shared/run")
+    (pfs / "shared/run").symlink_to(outside)
+    assert _call(sock, bb_drain("shared/run/out.dat")).get(2, 0) != BB_OK
+    assert list(outside.iterdir()) == []
+
+
+# --- the scheduler ---------------------------------------------------------------------------
+
+
+@pytest.fixture
+def schedd(reachable: Path, munge_socket: str) -> Iterator[tuple[Path, str]]:
+    unix = reachable / "schedd.sock"
+    daemon = subprocess.Popen(
+        [str(SCHEDD), "--socket", str(unix), "--tcp", "127.0.0.1:0", "--auth", "munge",
+         "--munge-socket", munge_socket, "--tick", "0.01"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    assert daemon.stdout is not None
+    line = daemon.stdout.readline()
+    assert line.startswith("tcp_port="), daemon.stderr.read() if daemon.stderr else ""
+    try:
+        yield unix, f"127.0.0.1:{line.strip().removeprefix('tcp_port=')}"
+    finally:
+        daemon.terminate()
+        _, err = daemon.communicate(timeout=10)
+        print(err)
+
+
+def job(
+    address: str, key: str, path: Path, user: str | None, munge_socket: str, hold: float
+) -> subprocess.Popen[str]:
+    env = {
+        "PATH": os.environ["PATH"], "LD_PRELOAD": str(LIBRARY.resolve()),
+        "HARMONIA_SCHEDD": address, "HARMONIA_JOB": key, "HARMONIA_MUNGE_SOCKET": munge_socket,
+    }  # fmt: skip
+    command = [sys.executable, str(WRITER), str(path), "1", "0", str(hold)]
+    if user:
+        command = ["runuser", "-u", user, "--", "env", *[f"{k}={v}" for k, v in env.items()],
+                   "/usr/bin/python3", str(WRITER), str(path), "1", "0", str(hold)]  # fmt: skip
+    return subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=env)  # fmt: skip
+
+
+def test_user_b_cannot_join_user_as_job(
+    schedd: tuple[Path, str], users: dict[str, pwd.struct_passwd], munge_socket: str,
+    reachable: Path,
+) -> None:
+    unix, tcp = schedd
+    out = reachable / "out"
+    out.mkdir()
+    out.chmod(0o1777)
+    a, b = users["a"].pw_name, users["b"].pw_name
+    owner = job(f"tcp:{tcp}", "job-of-a", out / "a.dat", a, munge_socket, hold=4)
+    time.sleep(1.0)
+    try:
+        for address in (f"tcp:{tcp}", str(unix)):
+            intruder = job(address, "job-of-a", out / "b.dat", b, munge_socket, hold=0)
+            _, err = intruder.communicate(timeout=30)
+            assert intruder.returncode == 0, err  # it falls back to plain I/O
+            assert "registration refused" in err and f"uid {users['a'].pw_uid}" in err, err
+        # Root (the Slurm burst-buffer script) acts for any job.
+        admin = job(str(unix), "job-of-a", out / "r.dat", None, munge_socket, hold=0)
+        _, err = admin.communicate(timeout=30)
+        assert admin.returncode == 0 and "refused" not in err, err
+    finally:
+        _, err = owner.communicate(timeout=30)
+    assert owner.returncode == 0 and "refused" not in err, err
+    assert (out / "a.dat").read_bytes() == b"A" * 1_000_000
+
+
+def test_an_unauthenticated_tcp_client_gets_nothing(
+    schedd: tuple[Path, str], munge_socket: str
+) -> None:
+    _, tcp = schedd
+    sock = connect(tcp)
+    for name, field in CONTROL_REQUESTS.items():
+        reply = _call(sock, _seq(field) + _field(field, b""))
+        assert CONTROL_ERROR in reply, (name, reply)
+        error = _decode(reply[CONTROL_ERROR])  # type: ignore[arg-type]
+        assert error.get(1) == CONTROL_UNAUTHENTICATED, (name, error)
+    forged = credential(munge_socket, "harmonia-schedd")[:-12] + b"AAAAAAAAAAA:"
+    reply = _call(sock, _seq(99) + _field(23, _field(1, forged)))
+    assert _decode(reply[CONTROL_ERROR]).get(1) == CONTROL_UNAUTHENTICATED  # type: ignore[arg-type]
+    good = credential(munge_socket, "harmonia-schedd")
+    assert CONTROL_AUTHENTICATED in _call(sock, _seq(100) + _field(23, _field(1, good)))
+    status = _call(sock, _seq(101) + _field(11, b""))
+    assert CONTROL_ERROR not in status and 12 in status, status
+    # Replayed on a second connection: refused.
+    again = _call(connect(tcp), _seq(1) + _field(23, _field(1, good)))
+    assert _decode(again[CONTROL_ERROR]).get(1) == CONTROL_UNAUTHENTICATED  # type: ignore[arg-type]
