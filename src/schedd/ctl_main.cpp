@@ -64,13 +64,16 @@ int status(const std::string& address, bool json) {
   return 0;
 }
 
-/// Round trips of the three calls a job makes at its start (register, phase begin, and the
-/// directive that comes with every reply), each on a fresh job.
+/// Connection set-up (over TCP with munged: connect and authenticate) and the round trips of
+/// the three calls a job makes at its start (register, phase begin, and the directive that comes
+/// with every reply), each on a fresh job.
 int round_trips(const std::string& address, int count) {
-  std::vector<double> reg, begin, end;
+  std::vector<double> connect, reg, begin, end;
   for (int k = 0; k < count; ++k) {
+    const double before = monotonic_seconds();
     Client client(address);
     double t0 = monotonic_seconds();
+    connect.push_back((t0 - before) * 1e6);
     expect_ok(
         client.call(registration("rtt-" + std::to_string(getpid()) + "-" + std::to_string(k), 0)),
         "register");
@@ -88,8 +91,9 @@ int round_trips(const std::string& address, int count) {
     end.push_back((t3 - t2) * 1e6);
   }
   std::printf("{\"count\": %d", count);
-  for (const auto& [name, values] : {std::pair{"register", &reg}, std::pair{"phase_begin", &begin},
-                                     std::pair{"phase_end", &end}})
+  for (const auto& [name, values] :
+       {std::pair{"connect", &connect}, std::pair{"register", &reg},
+        std::pair{"phase_begin", &begin}, std::pair{"phase_end", &end}})
     std::printf(", \"%s_us\": {\"p50\": %.1f, \"p99\": %.1f, \"max\": %.1f}", name,
                 percentile(*values, 0.5), percentile(*values, 0.99),
                 *std::max_element(values->begin(), values->end()));
