@@ -27,7 +27,9 @@ from pathlib import Path
 from typing import Any
 
 STATE = Path("/run/harmonia-testbed")
-NAME = re.compile(r"^[a-z][a-z0-9]{0,7}$")  # short: interface names are at most 15 bytes
+NAME = re.compile(
+    r"^[a-z][a-z0-9]{0,7}$"
+)  # short: interface names are at most 15 bytes
 RATE = re.compile(r"^\d+(\.\d+)?(bit|kbit|mbit|gbit)$")
 TIME = re.compile(r"^\d+(\.\d+)?(us|ms|s)$")
 SIZE = re.compile(r"^\d+(b|kb|mb)$")
@@ -62,22 +64,34 @@ def load(path: Path) -> dict[str, Any]:
     except ValueError as error:
         raise TestbedError(f"{path}: testbed.subnet: {error}") from error
     if not subnet.is_private or subnet.version != 4:
-        raise TestbedError(f"{path}: testbed.subnet: {subnet} is not a private IPv4 network")
+        raise TestbedError(
+            f"{path}: testbed.subnet: {subnet} is not a private IPv4 network"
+        )
     counts = {}
     for key, default in (("schedulers", 1), ("buffer_nodes", 4), ("compute_hosts", 2)):
         value = bed.get(key, default)
         if not isinstance(value, int) or not 0 <= value <= 32:
-            raise TestbedError(f"{path}: testbed.{key}: expected an integer from 0 to 32")
+            raise TestbedError(
+                f"{path}: testbed.{key}: expected an integer from 0 to 32"
+            )
         counts[key] = value
     first = bed.get("first_host", 10)
-    if not isinstance(first, int) or first < 1 or first + sum(counts.values()) >= subnet.num_addresses - 1:
-        raise TestbedError(f"{path}: testbed.first_host: the hosts do not fit in {subnet}")
+    if (
+        not isinstance(first, int)
+        or first < 1
+        or first + sum(counts.values()) >= subnet.num_addresses - 1
+    ):
+        raise TestbedError(
+            f"{path}: testbed.first_host: the hosts do not fit in {subnet}"
+        )
     shaping = {"rate": link.get("rate", "1gbit"), "latency": link.get("latency", "0ms"),
                "burst": link.get("burst", "64kb")}  # fmt: skip
     for key, pattern, example in (("rate", RATE, "1gbit"), ("latency", TIME, "0.2ms"),
                                   ("burst", SIZE, "64kb")):  # fmt: skip
         if not isinstance(shaping[key], str) or not pattern.match(shaping[key]):
-            raise TestbedError(f"{path}: link.{key}: {shaping[key]!r}: expected e.g. {example!r}")
+            raise TestbedError(
+                f"{path}: link.{key}: {shaping[key]!r}: expected e.g. {example!r}"
+            )
     return {"subnet": subnet, "first": first, "counts": counts, "link": shaping}
 
 
@@ -145,7 +159,11 @@ def up(name: str, config: Path) -> dict[str, Any]:
         run("ip", "-n", switch, "link", "set", "lo", "up")
         index = settings["first"]
         prefix = settings["subnet"].prefixlen
-        for role, key in (("schedd", "schedulers"), ("bb", "buffer_nodes"), ("c", "compute_hosts")):
+        for role, key in (
+            ("schedd", "schedulers"),
+            ("bb", "buffer_nodes"),
+            ("c", "compute_hosts"),
+        ):
             for k in range(settings["counts"][key]):
                 namespace = f"{name}-{role}{k}"
                 address = str(settings["subnet"].network_address + index)
@@ -161,7 +179,16 @@ def up(name: str, config: Path) -> dict[str, Any]:
                 run("ip", "-n", switch, "link", "set", port, "master", "br0")
                 run("ip", "-n", switch, "link", "set", port, "up")
                 run("ip", "-n", namespace, "link", "set", "lo", "up")
-                run("ip", "-n", namespace, "addr", "add", f"{address}/{prefix}", "dev", "eth0")
+                run(
+                    "ip",
+                    "-n",
+                    namespace,
+                    "addr",
+                    "add",
+                    f"{address}/{prefix}",
+                    "dev",
+                    "eth0",
+                )
                 run("ip", "-n", namespace, "link", "set", "eth0", "up")
                 shape(namespace, "eth0", settings["link"], netem)  # host -> switch
                 shape(switch, port, settings["link"], netem)  # switch -> host
@@ -183,9 +210,14 @@ def up(name: str, config: Path) -> dict[str, Any]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("action", choices=("up", "down", "show"))
-    parser.add_argument("name", help="a short name: a lowercase letter, then up to 7 of [a-z0-9]")
-    parser.add_argument("--config", type=Path,
-                        default=Path(__file__).resolve().parents[1] / "examples/testbed/testbed.toml")
+    parser.add_argument(
+        "name", help="a short name: a lowercase letter, then up to 7 of [a-z0-9]"
+    )
+    parser.add_argument(
+        "--config",
+        type=Path,
+        default=Path(__file__).resolve().parents[1] / "examples/testbed/testbed.toml",
+    )
     args = parser.parse_args()
     if not NAME.match(args.name):
         print(f"testbed: name {args.name!r}: a lowercase letter, then up to 7 of [a-z0-9]",
@@ -202,7 +234,11 @@ def main() -> int:
             print(f"testbed {args.name}: removed {len(removed)} namespaces")
         else:
             record = STATE / f"{args.name}.json"
-            print(record.read_text() if record.exists() else f"testbed {args.name}: not up")
+            print(
+                record.read_text()
+                if record.exists()
+                else f"testbed {args.name}: not up"
+            )
     except TestbedError as error:
         print(f"testbed: {error}", file=sys.stderr)
         return 1

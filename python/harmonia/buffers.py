@@ -32,6 +32,46 @@ class ClusterError(Exception):
     """A daemon did not start or a job failed; the message says which and why."""
 
 
+#: Ports of the daemons on hosts of their own: each namespace is ours alone, so fixed ports
+#: cannot clash (and a restarted daemon keeps its address).
+SCHEDD_PORT, NODE_PORT = 7000, 7080
+
+
+@dataclass(frozen=True)
+class Hosts:
+    """Daemons and jobs on hosts of their own (scripts/testbed.py): each host a network
+    namespace with its own address. The scheduler listens on its address (and on its Unix
+    socket, for status), the nodes on theirs, and jobs run in the compute hosts' namespaces
+    and reach the daemons by address. With `munge_socket` every TCP connection authenticates
+    (--auth munge); without, the scheduler trusts TCP nodes (--trust-tcp-nodes)."""
+
+    schedd: tuple[str, str]  # namespace, address
+    buffers: tuple[tuple[str, str], ...]
+    compute: tuple[tuple[str, str], ...]
+    munge_socket: str = ""
+
+    @classmethod
+    def from_testbed(cls, description: dict[str, Any], munge_socket: str = "") -> "Hosts":
+        """From the JSON `scripts/testbed.py up` prints."""
+        by_role: dict[str, list[tuple[str, str]]] = {"schedd": [], "bb": [], "c": []}
+        for host in description["hosts"]:
+            by_role[host["role"]].append((host["namespace"], host["address"]))
+        if not by_role["schedd"] or not by_role["c"]:
+            raise ClusterError("the test bed needs a scheduler host and a compute host")
+        return cls(by_role["schedd"][0], tuple(by_role["bb"]), tuple(by_role["c"]), munge_socket)
+
+    @staticmethod
+    def run_in(namespace: str) -> list[str]:
+        return ["ip", "netns", "exec", namespace]
+
+    @property
+    def schedd_address(self) -> str:
+        return f"{self.schedd[1]}:{SCHEDD_PORT}"
+
+    def auth(self) -> list[str]:
+        return ["--auth", "munge", "--munge-socket", self.munge_socket] if self.munge_socket else []
+
+
 @dataclass(frozen=True)
 class ClusterSettings:
     directory: Path  # holds pfs/, bb0/.., the socket, logs and the policy's record
@@ -48,6 +88,7 @@ class ClusterSettings:
     device_root: Path | None = None  # where the nodes' devices bb0/.. go (default: directory)
     sync: str = "none"  # when nodes acknowledge: none (page cache) or data (on the device)
     idle_timeout: float | None = None  # seconds before a node closes an idle connection
+    hosts: Hosts | None = None  # hosts of their own (network namespaces); None: all on loopback
 
     def __post_init__(self) -> None:
         # Absolute: jobs run elsewhere, and libharmonia takes only absolute path prefixes.
@@ -89,9 +130,15 @@ class BufferCluster:
     def env(self) -> dict[str, str]:
         """What a job needs to write through the buffer nodes."""
         library = find_tool("libharmonia.so", "HARMONIA_LIBRARY", "src/runtime/bbio/libharmonia.so")
+        hosts = self.settings.hosts
         return {
             "LD_PRELOAD": str(library.resolve()),
-            "HARMONIA_SCHEDD": str(self.socket),
+            "HARMONIA_SCHEDD": f"tcp:{hosts.schedd_address}" if hosts else str(self.socket),
+            **(
+                {"HARMONIA_MUNGE_SOCKET": hosts.munge_socket}
+                if hosts and hosts.munge_socket
+                else {}
+            ),  # fmt: skip
             "HARMONIA_BUFFER_ROOT": str(self.pfs),
             # Only the PFS's files: writes elsewhere (MPI's session files) are no I/O phase.
             "HARMONIA_STAGE_INCLUDE": str(self.pfs),
@@ -110,6 +157,9 @@ class BufferCluster:
             raise ClusterError(f"policy {s.policy!r}: expected one of {', '.join(policy_names())}")
         if s.buffers < 1:
             raise ClusterError("buffers: at least 1")
+        if s.hosts is not None and len(s.hosts.buffers) < s.buffers:
+            raise ClusterError(f"buffers: {s.buffers}, but the test bed has "
+                               f"{len(s.hosts.buffers)} buffer hosts")  # fmt: skip
         self.pfs.mkdir(parents=True, exist_ok=True)
         self.start_schedd()
         self.nodes = [None] * s.buffers
@@ -126,8 +176,15 @@ class BufferCluster:
         s = self.settings
         schedd = find_tool("harmonia-schedd", "HARMONIA_SCHEDD_BIN", "src/schedd/harmonia-schedd")
         self.socket.unlink(missing_ok=True)
+        where: list[str] = []
+        if s.hosts is not None:
+            auth = s.hosts.auth() or ["--trust-tcp-nodes"]
+            where = [*s.hosts.run_in(s.hosts.schedd[0]), str(schedd),
+                     "--tcp", s.hosts.schedd_address, *auth]  # fmt: skip
+        else:
+            where = [str(schedd)]
         self.schedd = subprocess.Popen(
-            [str(schedd), "--socket", str(self.socket), "--tick", "0.01",
+            [*where, "--socket", str(self.socket), "--tick", "0.01",
              "--buffers", str(s.buffers), "--policy", s.policy,
              "--buffer-capacity", str(s.capacity), "--buffer-write-bw", str(s.write_bw),
              "--interference-slope", str(s.interference_slope),
@@ -173,17 +230,25 @@ class BufferCluster:
         device.mkdir(parents=True, exist_ok=True)
         bbd = find_tool("harmonia-bbd", "HARMONIA_BBD", "src/bbd/harmonia-bbd")
         port_file = self.settings.directory / f"bb{k}.port"
-        command = [str(bbd), "--device", str(device), "--pfs", str(self.pfs),
-                   "--capacity", str(self.settings.capacity), "--schedd", f"unix:{self.socket}",
+        hosts = self.settings.hosts
+        where = hosts.run_in(hosts.buffers[k][0]) if hosts is not None else []
+        schedd = f"tcp:{hosts.schedd_address}" if hosts is not None else f"unix:{self.socket}"
+        command = [*where, str(bbd), "--device", str(device), "--pfs", str(self.pfs),
+                   "--capacity", str(self.settings.capacity), "--schedd", schedd,
                    "--drain-scheduler", self.settings.drain_scheduler,
                    "--sync", self.settings.sync]  # fmt: skip
+        if hosts is not None:
+            command += hosts.auth()
+            port_file.write_text(f"{NODE_PORT}\n")
         if self.settings.idle_timeout is not None:
             command += ["--idle-timeout", str(self.settings.idle_timeout)]
         if port_file.exists():  # a restart keeps its address, hence its slot
-            command += ["--listen", f"127.0.0.1:{port_file.read_text().strip()}"]
+            command += ["--listen", f"{self.node_host(k)}:{port_file.read_text().strip()}"]
         node = subprocess.Popen(
-            command, stdout=subprocess.PIPE, stderr=self._log(f"bb{k}"), text=True
-        )
+            command, stdout=subprocess.PIPE, stderr=self._log(f"bb{k}"), text=True,
+            env={**os.environ, **({"HARMONIA_MUNGE_SOCKET": hosts.munge_socket}
+                                  if hosts and hosts.munge_socket else {})},
+        )  # fmt: skip
         line = node.stdout.readline() if node.stdout else ""
         if not line.startswith("port="):
             node.kill()
@@ -193,6 +258,11 @@ class BufferCluster:
         port_file.write_text(line.split("=", 1)[1].strip())
         (self.settings.directory / f"bb{k}.pid").write_text(f"{node.pid}\n")
         self.nodes[k] = node
+
+    def node_host(self, k: int) -> str:
+        """The address node k listens on."""
+        hosts = self.settings.hosts
+        return hosts.buffers[k][1] if hosts is not None else "127.0.0.1"
 
     def kill_node(self, k: int) -> None:
         node = self.nodes[k]
@@ -241,9 +311,12 @@ class BufferCluster:
             if node is None:
                 continue
             port = (self.settings.directory / f"bb{k}.port").read_text().strip()
+            hosts = self.settings.hosts
+            where = hosts.run_in(hosts.compute[0][0]) if hosts is not None else []
             done = subprocess.run(
-                [str(ctl), "--node", f"127.0.0.1:{port}", "drain"],
-                capture_output=True, text=True, check=False, timeout=timeout,
+                [*where, str(ctl), "--node", f"{self.node_host(k)}:{port}", "drain"],
+                capture_output=True, text=True, check=False, timeout=timeout, env=os.environ
+                | ({"HARMONIA_MUNGE_SOCKET": hosts.munge_socket} if hosts else {}),
             )  # fmt: skip
             if done.returncode != 0:
                 failures.append(f"bb{k}: {done.stderr.strip() or done.stdout.strip()}")
@@ -316,7 +389,11 @@ def run_jobs(
             exported = {**cluster.env(), "HARMONIA_JOB": f"job{k}",
                         # What DataWarp reserves for the job: all it will write.
                         "HARMONIA_BYTES_PER_PROCESS": str(spec.bytes_per_rank)}  # fmt: skip
-            command = [mpirun, "--allow-run-as-root", "--oversubscribe", "-np", str(spec.ranks),
+            hosts = cluster.settings.hosts
+            # On a test bed, jobs take the compute hosts in turn.
+            where = hosts.run_in(hosts.compute[k % len(hosts.compute)][0]) if hosts else []
+            command = [*where, mpirun, "--allow-run-as-root", "--oversubscribe",
+                       "-np", str(spec.ranks),
                        "--mca", "orte_tmpdir_base", str(sessions / str(k))]  # fmt: skip
             for name, value in exported.items():
                 command += ["-x", f"{name}={value}"]

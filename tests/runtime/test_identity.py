@@ -127,7 +127,9 @@ def bb_write(file: str, data: bytes) -> bytes:
 
 
 def bb_read(file: str, length: int) -> bytes:
-    return _seq(3) + _field(3, _field(1, file.encode()) + _varint(3 << 3) + _varint(length))
+    return _seq(3) + _field(
+        3, _field(1, file.encode()) + _varint(3 << 3) + _varint(length)
+    )
 
 
 def bb_drain(file: str) -> bytes:
@@ -226,12 +228,16 @@ def as_user(address: str, cred: bytes) -> socket.socket:
     return sock
 
 
-def bbctl(address: str, munge_socket: str, user: str | None, *args: str) -> subprocess.CompletedProcess[str]:
+def bbctl(
+    address: str, munge_socket: str, user: str | None, *args: str
+) -> subprocess.CompletedProcess[str]:
     command = [str(BBCTL), "--node", address, *args]
     if user:
         command = ["runuser", "-u", user, "--", *command]
     env = {**os.environ, "HARMONIA_MUNGE_SOCKET": munge_socket}
-    return subprocess.run(command, capture_output=True, text=True, env=env, timeout=60, check=False)
+    return subprocess.run(
+        command, capture_output=True, text=True, env=env, timeout=60, check=False
+    )
 
 
 # --- the buffer node -------------------------------------------------------------------------
@@ -252,7 +258,11 @@ def test_user_b_can_do_nothing_to_user_as_files(
 
     attacker = as_user(address, credential(munge_socket, "harmonia-bbd", b))
     for file in ("a/secret.dat", "shared/a.dat"):
-        for request in (bb_write(file, b"B was here"), bb_read(file, 100), bb_drain(file)):
+        for request in (
+            bb_write(file, b"B was here"),
+            bb_read(file, 100),
+            bb_drain(file),
+        ):
             reply = _call(attacker, request)
             assert reply.get(2, 0) == BB_FORBIDDEN, (file, reply)
             assert 4 not in reply, "no byte of A's data goes to B"
@@ -281,7 +291,9 @@ def test_root_acts_for_any_user(
     node: tuple[str, Path], users: dict[str, pwd.struct_passwd], munge_socket: str
 ) -> None:
     address, pfs = node
-    writer = as_user(address, credential(munge_socket, "harmonia-bbd", users["a"].pw_name))
+    writer = as_user(
+        address, credential(munge_socket, "harmonia-bbd", users["a"].pw_name)
+    )
     assert _call(writer, bb_write("a/x.dat", b"0123456789")).get(2, 0) == BB_OK
     admin = as_user(address, credential(munge_socket, "harmonia-bbd"))
     assert _call(admin, bb_read("a/x.dat", 10)).get(4) == b"0123456789"
@@ -301,7 +313,9 @@ def test_bad_credentials_and_no_credential_are_refused(
     for request in (bb_write("shared/u.dat", b"x"), bb_read("shared/u.dat", 1),
                     bb_drain(""), _seq(5) + _field(5, b"")):  # fmt: skip
         reply = _call(sock, request)
-        assert reply.get(2, 0) == BB_UNAUTHENTICATED and b"Authenticate" in reply[3], reply  # type: ignore[operator]
+        assert reply.get(2, 0) == BB_UNAUTHENTICATED and b"Authenticate" in reply[3], (
+            reply
+        )  # type: ignore[operator]
     # The tool without munged: refused, with the reason.
     done = bbctl(address, "/nonexistent/munge.socket", None, "status")
     assert done.returncode != 0 and "UNAUTHENTICATED" in done.stderr, done
@@ -315,11 +329,15 @@ def test_bad_credentials_and_no_credential_are_refused(
         sock = connect(address)
         reply = _call(sock, bb_authenticate(bad))
         assert reply.get(2, 0) == BB_UNAUTHENTICATED, (what, reply)
-        assert _call(sock, bb_write("shared/u.dat", b"x")).get(2, 0) == BB_UNAUTHENTICATED, what
+        assert (
+            _call(sock, bb_write("shared/u.dat", b"x")).get(2, 0) == BB_UNAUTHENTICATED
+        ), what
     # Replayed: accepted once, then refused on any connection.
     as_user(address, good)
     reply = _call(connect(address), bb_authenticate(good))
-    assert reply.get(2, 0) == BB_UNAUTHENTICATED and b"replayed" in reply[3].lower(), reply  # type: ignore[union-attr]
+    assert reply.get(2, 0) == BB_UNAUTHENTICATED and b"replayed" in reply[3].lower(), (
+        reply
+    )  # type: ignore[union-attr]
     # Too old for the node's window (--auth-window 2), though munged's TTL would still take it.
     old = credential(munge_socket, "harmonia-bbd", a)
     time.sleep(3.2)
@@ -329,14 +347,24 @@ def test_bad_credentials_and_no_credential_are_refused(
 
 
 def test_path_escapes_are_refused_for_users(
-    node: tuple[str, Path], users: dict[str, pwd.struct_passwd], munge_socket: str, tmp_path: Path
+    node: tuple[str, Path],
+    users: dict[str, pwd.struct_passwd],
+    munge_socket: str,
+    tmp_path: Path,
 ) -> None:
     address, pfs = node
     outside = tmp_path / "outside"
     outside.mkdir(mode=0o777)
     (pfs / "shared/link").symlink_to(outside)
-    sock = as_user(address, credential(munge_socket, "harmonia-bbd", users["a"].pw_name))
-    for name in ("../outside/x", "shared/../../outside/x", str(outside / "x"), "shared/link/x"):
+    sock = as_user(
+        address, credential(munge_socket, "harmonia-bbd", users["a"].pw_name)
+    )
+    for name in (
+        "../outside/x",
+        "shared/../../outside/x",
+        str(outside / "x"),
+        "shared/link/x",
+    ):
         reply = _call(sock, bb_write(name, b"escape"))
         assert reply.get(2, 0) != BB_OK, (name, reply)
     # A directory swapped for a link between the write and its drain: the drain refuses it.
@@ -387,7 +415,9 @@ def job(
 
 
 def test_user_b_cannot_join_user_as_job(
-    schedd: tuple[Path, str], users: dict[str, pwd.struct_passwd], munge_socket: str,
+    schedd: tuple[Path, str],
+    users: dict[str, pwd.struct_passwd],
+    munge_socket: str,
     reachable: Path,
 ) -> None:
     unix, tcp = schedd
@@ -402,7 +432,9 @@ def test_user_b_cannot_join_user_as_job(
             intruder = job(address, "job-of-a", out / "b.dat", b, munge_socket, hold=0)
             _, err = intruder.communicate(timeout=30)
             assert intruder.returncode == 0, err  # it falls back to plain I/O
-            assert "registration refused" in err and f"uid {users['a'].pw_uid}" in err, err
+            assert (
+                "registration refused" in err and f"uid {users['a'].pw_uid}" in err
+            ), err
         # Root (the Slurm burst-buffer script) acts for any job.
         admin = job(str(unix), "job-of-a", out / "r.dat", None, munge_socket, hold=0)
         _, err = admin.communicate(timeout=30)
