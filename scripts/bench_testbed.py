@@ -84,7 +84,7 @@ def main() -> int:
             )
         link = bits_per_second(description["link"]["rate"])
         print(
-            f"| link rate | MiB per put | runs | ingest median | min | max | median / rate |"
+            "| link rate | MiB per put | runs | ingest median | min | max | median / rate |"
         )
         print("|---|---|---|---|---|---|---|")
         print(f"| {description['link']['rate']} | {args.mib} | {args.repeat} "
