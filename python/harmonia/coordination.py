@@ -35,7 +35,7 @@ class _Table(BaseModel):
 
 class Schedd(_Table):
     socket: str = DEFAULT_SOCKET  # "" to listen on TCP only
-    tcp: str = ""  # "HOST:PORT"; TCP has no authentication: keep it on a trusted network
+    tcp: str = ""  # "HOST:PORT"; with auth = "munge" every TCP client must authenticate
     strategy: Annotated[str, one_of(strategy_names)] = "none"
     flush_order: Annotated[str, one_of(flush_order_names)] = "free"
     # seconds, flush_order=window
@@ -61,6 +61,11 @@ class Schedd(_Table):
         allow_inf_nan=False,
     )
     max_ranks: int = Field(default=1 << 20, ge=1, le=1 << 30)  # processes a job may declare
+    # Identity (docs/security.md): TCP clients prove their user with MUNGE ("munge") or not.
+    auth: Literal["none", "munge"] = "none"
+    munge_socket: str = ""  # munged's socket ("": HARMONIA_MUNGE_SOCKET, else munged's own)
+    auth_window: float = Field(default=60.0, ge=1, le=3600, allow_inf_nan=False)  # seconds
+    admin_uids: list[Annotated[int, Field(ge=0, le=(1 << 32) - 2)]] = []  # act for any job
 
 
 class SiteConfig(_Table):
@@ -96,7 +101,13 @@ def daemon_command(config: SiteConfig) -> list[str]:
         "--max-output", str(s.max_output),
         "--max-token-seconds", repr(s.max_token_seconds),
         "--max-ranks", str(s.max_ranks),
+        "--auth", s.auth,
+        "--auth-window", repr(s.auth_window),
     ]  # fmt: skip
+    if s.munge_socket:
+        command += ["--munge-socket", s.munge_socket]
+    for uid in s.admin_uids:
+        command += ["--admin-uid", str(uid)]
     return command
 
 

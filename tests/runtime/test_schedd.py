@@ -328,8 +328,22 @@ def test_the_example_site_file_validates_and_bad_ones_are_refused(
     assert "--strategy 2a" in shown.stdout and "--flush-order token" in shown.stdout
     bad = tmp_path / "bad.toml"
     assert f"--max-output {256 << 20}" in shown.stdout
+    assert "--auth none" in shown.stdout
+    identity = tmp_path / "identity.toml"
+    identity.write_text(
+        '[schedd]\nauth = "munge"\nadmin_uids = [450, 451]\nmunge_socket = "/m"\n'
+    )
+    shown = subprocess.run(
+        [str(harmonia), "schedd", "--config", str(identity), "--print-command"],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert "--auth munge" in shown.stdout and "--munge-socket /m" in shown.stdout, (
+        shown.stdout
+    )
+    assert "--admin-uid 450 --admin-uid 451" in shown.stdout
     bad.write_text(
         '[schedd]\nstrategy = "4c"\nlease = -1\nsockets = "x"\nmax_output = "1 KiB"\n'
+        'auth = "kerberos"\nadmin_uids = [-1]\n'
     )
     refused = subprocess.run(
         [str(harmonia), "schedd", "--config", str(bad)], capture_output=True, text=True,
@@ -341,6 +355,8 @@ def test_the_example_site_file_validates_and_bad_ones_are_refused(
         "schedd.lease",
         "schedd.sockets",
         "schedd.max_output",
+        "schedd.auth",
+        "schedd.admin_uids[0]",
     ):
         assert f"{bad}: {key}:" in refused.stderr
 
