@@ -2,6 +2,7 @@
 // capacity, recovery of the logs after a crash, and the names and offsets it refuses.
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -248,4 +249,42 @@ TEST(Fences, UncoveredPartsOfARange) {
   EXPECT_EQ(parts[2].length, 5u);
   EXPECT_TRUE(uncovered(12, 5, fenced).empty());
   EXPECT_EQ(uncovered(40, 8, fenced).size(), 1u);
+}
+
+// Identity (docs/security.md): the data is its writer's, and the PFS is opened as its owner.
+// Needs root to act as other users; uids 61000 and 61001 need no passwd entry.
+TEST_F(StoreTest, AFilesDataIsItsWritersAndThePfsIsOpenedAsItsOwner) {
+  if (geteuid() != 0) GTEST_SKIP() << "acting as other users needs root";
+  const Caller a{61000, 61000, false}, b{61001, 61001, false}, admin{0, 0, true};
+  fs::create_directories(pfs() / "open");
+  fs::permissions(pfs() / "open", fs::perms::all);
+  auto store = open();
+  ASSERT_EQ(store->write("open/a.dat", 0, "secret", "", why_, a), Status::Ok) << why_;
+  // The first write made the PFS file, as its writer.
+  struct stat st {};
+  ASSERT_EQ(stat((pfs() / "open/a.dat").c_str(), &st), 0);
+  EXPECT_EQ(st.st_uid, a.uid);
+  std::string out;
+  EXPECT_EQ(store->write("open/a.dat", 0, "B", "", why_, b), Status::Forbidden);
+  EXPECT_NE(why_.find("uid 61000"), std::string::npos) << why_;
+  EXPECT_EQ(store->read("open/a.dat", 0, 6, out, why_, b), Status::Forbidden);
+  EXPECT_TRUE(out.empty()) << "no byte of A's data for B";
+  EXPECT_EQ(store->drain("open/a.dat", why_, b), Status::Forbidden);
+  EXPECT_EQ(store->drain("", why_, b), Status::Ok) << "B's drain of everything drains B's files";
+  EXPECT_EQ(store->stats().used, 6u);
+  // The PFS refuses B a file in root's 0755 root: so does the node, and nothing is made.
+  EXPECT_EQ(store->write("b.dat", 0, "x", "", why_, b), Status::Forbidden);
+  EXPECT_NE(why_.find("as uid 61001"), std::string::npos) << why_;
+  EXPECT_FALSE(fs::exists(pfs() / "b.dat"));
+  ASSERT_EQ(store->read("open/a.dat", 0, 6, out, why_, admin), Status::Ok);
+  EXPECT_EQ(out, "secret");
+  ASSERT_EQ(store->read("open/a.dat", 0, 6, out, why_, a), Status::Ok);
+  // A restarted node knows whose each log is.
+  store.reset();
+  store = open();
+  EXPECT_EQ(store->read("open/a.dat", 0, 6, out, why_, b), Status::Forbidden);
+  ASSERT_EQ(store->drain("", why_, a), Status::Ok) << why_;
+  EXPECT_EQ(pfs_file("open/a.dat"), "secret");
+  ASSERT_EQ(stat((pfs() / "open/a.dat").c_str(), &st), 0);
+  EXPECT_EQ(st.st_uid, a.uid) << "drained as its owner";
 }

@@ -122,6 +122,83 @@ TEST(Service, AJobBelongsToTheUserWhoRegisteredIt) {
   EXPECT_TRUE(h.call(3, registration("A")).has_registered()) << "the same user: one more process";
 }
 
+Envelope authenticate(const std::string& credential) {
+  Envelope e;
+  e.mutable_authenticate()->set_credential(credential);
+  return e;
+}
+
+/// A credential checker for the tests: "uid:N" names user N, anything else is refused.
+ServiceConfig with_identity(bool required) {
+  ServiceConfig c = config("2a");
+  c.require_identity = required;
+  c.admins.uids = {450};
+  c.check_credential = [](const std::string& credential, std::string& why) {
+    if (credential.rfind("uid:", 0) == 0) {
+      const auto uid = static_cast<uid_t>(std::stoul(credential.substr(4)));
+      return std::optional<harmonia::common::Identity>({uid, uid});
+    }
+    why = "forged";
+    return std::optional<harmonia::common::Identity>();
+  };
+  return c;
+}
+
+TEST(Service, OnlyTheOwnerOrAnAdministratorJoinsAJob) {
+  Harness h(with_identity(false));
+  h.connect(1, 1000);
+  ASSERT_TRUE(h.call(1, registration("A")).has_registered());
+  h.connect(2, 1001);
+  const Envelope refused = h.call(2, registration("A"));
+  EXPECT_EQ(refused.error().code(), Error::CODE_FORBIDDEN);
+  EXPECT_NE(refused.error().message().find("uid 1000"), std::string::npos);
+  h.connect(3, 0);  // root: the Slurm burst-buffer script
+  EXPECT_TRUE(h.call(3, registration("A")).has_registered());
+  h.connect(4, 450);  // --admin-uid 450
+  EXPECT_TRUE(h.call(4, registration("A")).has_registered());
+  h.connect(5, std::nullopt);  // TCP, no credential
+  EXPECT_EQ(h.call(5, registration("A")).error().code(), Error::CODE_FORBIDDEN);
+  // Over TCP the credential's user is the connection's.
+  h.connect(6, std::nullopt);
+  const Envelope who = h.call(6, authenticate("uid:1000"));
+  ASSERT_TRUE(who.has_authenticated());
+  EXPECT_EQ(who.authenticated().uid(), 1000u);
+  EXPECT_TRUE(h.call(6, registration("A")).has_registered());
+  h.connect(7, std::nullopt);
+  ASSERT_TRUE(h.call(7, authenticate("uid:1001")).has_authenticated());
+  EXPECT_EQ(h.call(7, registration("A")).error().code(), Error::CODE_FORBIDDEN);
+}
+
+TEST(Service, WithIdentityRequiredOnlyAuthenticateIsServedUntilItSucceeds) {
+  Harness h(with_identity(true));
+  h.connect(1, std::nullopt);
+  for (const Envelope& request : {registration("A"), phase_begin(), flush_request()})
+    EXPECT_EQ(h.call(1, request).error().code(), Error::CODE_UNAUTHENTICATED);
+  Envelope status;
+  status.mutable_status_request();
+  EXPECT_EQ(h.call(1, status).error().code(), Error::CODE_UNAUTHENTICATED);
+  const Envelope forged = h.call(1, authenticate("forged"));
+  EXPECT_EQ(forged.error().code(), Error::CODE_UNAUTHENTICATED);
+  EXPECT_EQ(forged.error().message(), "forged");
+  EXPECT_EQ(h.call(1, registration("A")).error().code(), Error::CODE_UNAUTHENTICATED);
+  ASSERT_TRUE(h.call(1, authenticate("uid:1000")).has_authenticated());
+  EXPECT_TRUE(h.call(1, registration("A")).has_registered());
+  EXPECT_EQ(h.call(1, authenticate("uid:0")).error().code(), Error::CODE_ALREADY_REGISTERED)
+      << "an identity, once bound, is the connection's for its life";
+  // A Unix socket's peer has its identity from the kernel: no credential needed, none taken.
+  h.connect(2, 1001);
+  EXPECT_TRUE(h.call(2, registration("B")).has_registered());
+  EXPECT_EQ(h.call(2, authenticate("uid:0")).error().code(), Error::CODE_ALREADY_REGISTERED);
+}
+
+TEST(Service, WithoutIdentityRequiredAConnectionWithNoneJoinsOnlyJobsWithNone) {
+  Harness h(with_identity(false));
+  h.connect(1, std::nullopt);
+  EXPECT_TRUE(h.call(1, registration("T")).has_registered());
+  h.connect(2, std::nullopt);
+  EXPECT_TRUE(h.call(2, registration("T")).has_registered());
+}
+
 TEST(Service, Strategy2aStagesTheSecomComerAndPushesChanges) {
   Harness h(config("2a"));
   h.connect(1);
