@@ -12,8 +12,9 @@ from harmonia.scenario import ScenarioError, builtin_devices, load_scenario, nor
 
 # Burst-buffer scenarios only: examples/site/ holds daemon site files (tested in
 # tests/runtime/test_schedd.py), examples/network network scenarios (harmonia netsim, tested in
-# test_netsim.py), examples/forwarding forwarding scenarios (test_fwdsim.py).
-NOT_SCENARIOS = {"bad", "site", "network", "forwarding"}
+# test_netsim.py), examples/forwarding forwarding scenarios (test_fwdsim.py), examples/testbed
+# the test bed of network namespaces (scripts/testbed.py, tests/runtime/test_testbed.py).
+NOT_SCENARIOS = {"bad", "site", "network", "forwarding", "testbed"}
 GOOD_EXAMPLES = sorted(p for p in EXAMPLES.rglob("*.toml") if not NOT_SCENARIOS & set(p.parts))
 
 
