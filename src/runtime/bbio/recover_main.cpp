@@ -12,10 +12,8 @@
 // reported on stdout and stderr, and the exit status is 1.
 #include <dirent.h>
 #include <fcntl.h>
-#include <grp.h>
 #include <pwd.h>
 #include <signal.h>
-#include <sys/fsuid.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -28,6 +26,7 @@
 #include <vector>
 
 #include "common/beneath.hpp"
+#include "common/identity.hpp"
 #include "runtime/bbio/log_format.hpp"
 #include "runtime/bbio/real.hpp"
 
@@ -89,63 +88,20 @@ std::string quoted(const std::string& s) {
   return out + "\"";
 }
 
-/// While it lives, this process (root) opens files with the file-system identity of `uid`: its
-/// uid, its primary group and its groups (from the passwd and group databases). ok() false (and
-/// why() says why) when that identity could not be taken; the destructor returns to root's.
-class Identity {
- public:
-  explicit Identity(uid_t uid) {
-    const passwd* user = getpwuid(uid);
-    if (!user) {
-      why_ = "uid " + std::to_string(uid) + " has no passwd entry (its groups are unknown)";
-      return;
-    }
-    int count = 64;
-    std::vector<gid_t> groups(static_cast<std::size_t>(count));
-    while (getgrouplist(user->pw_name, user->pw_gid, groups.data(), &count) < 0)
-      groups.resize(static_cast<std::size_t>(count));
-    groups.resize(static_cast<std::size_t>(count));
-    saved_.resize(static_cast<std::size_t>(std::max(getgroups(0, nullptr), 0)));
-    if (getgroups(static_cast<int>(saved_.size()), saved_.data()) < 0 ||
-        setgroups(groups.size(), groups.data()) != 0) {
-      why_ = std::string("setgroups: ") + std::strerror(errno);
-      return;
-    }
-    changed_ = true;
-    setfsgid(user->pw_gid);
-    setfsuid(uid);
-    // Both calls return the previous value; asking with -1 (never valid) tells the current one.
-    if (static_cast<gid_t>(setfsgid(static_cast<gid_t>(-1))) != user->pw_gid ||
-        static_cast<uid_t>(setfsuid(static_cast<uid_t>(-1))) != uid) {
-      why_ = "setfsuid/setfsgid to uid " + std::to_string(uid) + " failed";
-      return;
-    }
-    ok_ = true;
-  }
-  ~Identity() {
-    if (!changed_) return;
-    setfsuid(0);
-    setfsgid(getegid());
-    (void)setgroups(saved_.size(), saved_.data());
-  }
-  Identity(const Identity&) = delete;
-  Identity& operator=(const Identity&) = delete;
-  bool ok() const { return ok_; }
-  const std::string& why() const { return why_; }
-
- private:
-  std::vector<gid_t> saved_;
-  bool changed_ = false, ok_ = false;
-  std::string why_;
-};
-
 /// Opens the target of a log owned by `owner` for writing (created if missing): never through a
 /// symbolic link at its last part, only a regular file, and, run by root for another user's log,
 /// as that user. The descriptor, or -1 and `why`.
 int open_target(const std::string& path, uid_t owner, std::string& why) {
-  std::optional<Identity> as_owner;
+  std::optional<harmonia::common::ActAs> as_owner;
   if (geteuid() == 0 && owner != 0) {
-    as_owner.emplace(owner);
+    // The owner's groups come from the passwd and group databases: a uid with no entry is
+    // refused rather than given groups it may not have.
+    if (!getpwuid(owner)) {
+      why = "refused: cannot act as the log's owner: uid " + std::to_string(owner) +
+            " has no passwd entry (its groups are unknown)";
+      return -1;
+    }
+    as_owner.emplace(owner, 0);  // the group: the passwd entry's
     if (!as_owner->ok()) {
       why = "refused: cannot act as the log's owner: " + as_owner->why();
       return -1;
