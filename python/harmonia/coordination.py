@@ -4,7 +4,7 @@ daemon listens, and how to run a job under libharmonia (docs/control.md)."""
 import json
 import os
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 

@@ -142,10 +142,11 @@ TEST(RequestFuzz, MutatedRequestsNeverCrashAndAcknowledgedWritesReachThePfs) {
             << "a request with no identity got code " << response.code();
         continue;
       }
-      if (decoded && request.has_authenticate())
+      if (decoded && request.has_authenticate()) {
         ASSERT_EQ(response.code() == bb::Response::OK,
                   &session == &fresh && request.authenticate().credential() == kGoodCredential)
             << "code " << response.code() << ": " << response.message();
+      }
       if (response.code() != bb::Response::OK || !request.has_write()) continue;
       const auto& w = request.write();
       const std::string& data = payload.empty() ? w.data() : payload;
