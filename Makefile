@@ -14,7 +14,7 @@ SANITIZE_PROGRAMS := harmonia-bbd harmonia-bbctl harmonia-schedd harmonia-schedc
 SANITIZE_ENV := ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:quarantine_size_mb=16 \
   UBSAN_OPTIONS=print_stacktrace=1
 
-.PHONY: setup build demo test test-cpp test-py sanitize lint format bench clean
+.PHONY: setup build demo test test-cpp test-py sanitize lint format bench mutate clean
 
 setup:
 	scripts/install-deps.sh
@@ -70,6 +70,13 @@ bench: build
 	scripts/bench-control.sh
 	scripts/bench-netsim.sh
 	$(VENV)/bin/python scripts/bench_bbd.py
+
+## Mutation testing of the policy core (docs/benchmarks.md): every policy's cost made constant
+## and its queue reversed, plus a seeded sample of universalmutator's operator mutants
+## (MUTANTS=0: all of them), each built into core_tests and run. About 7 s per mutant.
+MUTANTS ?= 150
+mutate: setup
+	$(VENV)/bin/python scripts/mutate.py --sample $(MUTANTS) --out results/mutation
 
 clean:
 	rm -rf $(BUILD) $(SANITIZE_BUILD) results

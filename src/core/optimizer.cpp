@@ -102,6 +102,14 @@ Plan optimize(const OptimizerInput& in, const Objective& obj) {
   const auto idx = [m](int p, int q) { return static_cast<size_t>(p * (m + 1) + q); };
   std::vector<double> best(static_cast<size_t>((n + 1) * (m + 1)), identity(obj.combine));
   std::vector<Choice> choice(best.size());
+  // Phases the best plan from (p, q) schedules. A bottleneck objective is worth only its worst
+  // part, so once one candidate must wait, every plan that defers it ties, starting three phases
+  // or six; among equal values such an objective prefers the plan that starts the most phases.
+  std::vector<int> started(best.size(), 0);
+  const auto better = [&](double v, int n_started, double than, int than_started) {
+    if (obj.combine == Combine::Min && v == than) return n_started >= than_started;
+    return v >= than;
+  };
 
   std::vector<double> deferred(static_cast<size_t>(n));
   for (size_t p = 0; p < deferred.size(); ++p)
@@ -113,9 +121,11 @@ Plan optimize(const OptimizerInput& in, const Objective& obj) {
       // Ties go to scheduling (the widest group), then to leaving a buffer idle, then to
       // deferring, so that equal plans start earlier candidates (the policy's order) first.
       double value = combine(obj.combine, deferred[static_cast<size_t>(p)], best[idx(p + 1, q)]);
+      int value_started = started[idx(p + 1, q)];
       Choice chosen{Choice::Defer, 0, 0};
-      if (q < m && best[idx(p, q + 1)] >= value) {
+      if (q < m && better(best[idx(p, q + 1)], started[idx(p, q + 1)], value, value_started)) {
         value = best[idx(p, q + 1)];
+        value_started = started[idx(p, q + 1)];
         chosen = {Choice::SkipBuffer, 0, 0};
       }
       const int max_phases = std::min(in.max_colocated, n - p);
@@ -150,13 +160,15 @@ Plan optimize(const OptimizerInput& in, const Objective& obj) {
                std::span<const BufferSlot>(in.buffers.data() + q, static_cast<size_t>(j)),
                total_buffers});
           const double total = combine(obj.combine, group, best[idx(p + i, q + j)]);
-          if (total >= value) {
+          if (better(total, i + started[idx(p + i, q + j)], value, value_started)) {
             value = total;
+            value_started = i + started[idx(p + i, q + j)];
             chosen = {Choice::Schedule, i, j};
           }
         }
       }
       best[idx(p, q)] = value;
+      started[idx(p, q)] = value_started;
       choice[idx(p, q)] = chosen;
     }
   }

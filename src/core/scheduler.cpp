@@ -36,6 +36,8 @@ Scheduler::Scheduler(SchedulerConfig config, Actions& actions)
   if (config_.min_buffers < 1 || config_.min_buffers > config_.buffer_count)
     throw std::invalid_argument("min_buffers must be in [1, buffer_count]");
   if (max_colocated_ < 1) throw std::invalid_argument("max_colocated must be >= 1");
+  if (config_.max_running_apps && *config_.max_running_apps < 0)
+    throw std::invalid_argument("max_running_apps must be >= 0 (0: no limit)");
   for (auto& b : buffers_) b.capacity = config_.buffer_capacity;
 }
 
@@ -47,7 +49,28 @@ AppId Scheduler::on_app_register(const AppInfo& info, double now) {
   return id;
 }
 
-void Scheduler::admit_on_register(AppId app, double now) { admit(app, now); }
+void Scheduler::admit_on_register(AppId app, double now) {
+  waiting_.push_back(app);
+  admit_waiting(now);
+}
+
+int Scheduler::max_running_apps() const {
+  return config_.max_running_apps ? *config_.max_running_apps : default_max_running_apps();
+}
+
+void Scheduler::admit_waiting(double now) {
+  const int limit = max_running_apps();
+  while (!waiting_.empty()) {
+    if (limit > 0) {
+      const auto running = std::count_if(apps_.begin(), apps_.end(),
+                                         [](const AppState& a) { return a.admitted && !a.ended; });
+      if (running >= limit) return;
+    }
+    const AppId app = waiting_.front();
+    waiting_.pop_front();
+    admit(app, now);
+  }
+}
 
 void Scheduler::admit(AppId app, double now) {
   apps_.at(static_cast<size_t>(app)).admitted = true;
@@ -162,6 +185,9 @@ void Scheduler::on_app_end(AppId app, double now) {
     for (auto& h : buf.held)
       if (h.app == app) h.drainable = true;
   settle_if_drained(app, now);
+  // The paper's admission limit: "the rest of the apps will be scheduled once one of the
+  // previous apps finishes" (IV-B1).
+  admit_waiting(now);
 }
 
 void Scheduler::on_held_reported(BufferId buffer, AppId app, double bytes, double now) {

@@ -49,6 +49,10 @@ struct SchedulerConfig {
   double if_limit = 5.0;
   int min_buffers = 1;  ///< Y
   PriorityTie priority_tie = PriorityTie::Share;
+  /// Admission limit: applications a policy runs at once (admitted and not ended); the others
+  /// wait in line, first come first served. 0: no limit; absent: the policy's default, from the
+  /// paper's examples (docs/scheduling-model.md, section 5). DataWarp admits by capacity instead.
+  std::optional<int> max_running_apps;
   uint64_t seed = 1;
 
   int resolved_max_colocated() const;
@@ -153,10 +157,14 @@ class Scheduler {
   /// Policy hook: an application's data has all drained after it ended.
   virtual void on_app_drained(AppId app, double now);
   virtual DrainMode drain_mode() const { return DrainMode::Overlap; }
+  /// The policy's admission limit when the configuration sets none; 0: no limit.
+  virtual int default_max_running_apps() const { return 0; }
   virtual double flush_threshold() const { return config_.flush_threshold; }
   virtual int backup_flushers() const { return config_.backup_flushers; }
 
   void admit(AppId app, double now);
+  /// The admission limit in force (0: none).
+  int max_running_apps() const;
   /// Start the pending phase (app, index) on `buffers`.
   void grant(AppId app, int index, const std::vector<BufferId>& buffers, double now);
   /// Buffers a new phase of `app` may use: not flushing exclusively, not holding another
@@ -184,6 +192,10 @@ class Scheduler {
   void settle_if_drained(AppId app, double now);
   void update_drains(double now);
   bool capacity_pressure() const;
+  /// Admits waiting applications, first come first served, while the admission limit allows.
+  void admit_waiting(double now);
+
+  std::deque<AppId> waiting_;  ///< registered, not admitted yet (admission limit)
 
   Recorder recorder_;
 };

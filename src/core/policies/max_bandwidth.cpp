@@ -21,10 +21,15 @@ Objective max_bandwidth_objective() {
   return objective;
 }
 
+// IV-B3: "To be able to offer maximum bandwidth, we can see that up to 2 concurrent applications
+// are scheduled."
+constexpr int kRunningApps = 2;
+
 std::unique_ptr<Scheduler> make_max_bandwidth(SchedulerConfig config, Actions& actions) {
   return std::make_unique<OptimizingPolicy>(
       std::move(config), actions,
-      PolicyTraits{max_bandwidth_objective(), CandidateOrder::Random, true, DrainMode::YieldToIO});
+      PolicyTraits{max_bandwidth_objective(), CandidateOrder::Random, true, DrainMode::YieldToIO,
+                   kRunningApps});
 }
 
 }  // namespace harmonia::core

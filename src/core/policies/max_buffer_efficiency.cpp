@@ -20,11 +20,15 @@ Objective max_buffer_efficiency_objective(double total_capacity) {
   return objective;
 }
 
+// IV-B1's example runs app 1, then app 2 overlapping its computation with app 1's I/O: "The rest
+// of the apps will be scheduled once one of the previous apps finishes."
+constexpr int kRunningApps = 2;
+
 std::unique_ptr<Scheduler> make_max_buffer_efficiency(SchedulerConfig config, Actions& actions) {
   auto objective = max_buffer_efficiency_objective(config.buffer_capacity * config.buffer_count);
   return std::make_unique<OptimizingPolicy>(
       std::move(config), actions,
-      PolicyTraits{objective, CandidateOrder::Fcfs, false, DrainMode::Overlap});
+      PolicyTraits{objective, CandidateOrder::Fcfs, false, DrainMode::Overlap, kRunningApps});
 }
 
 }  // namespace harmonia::core

@@ -20,6 +20,7 @@ struct PolicyTraits {
   CandidateOrder order = CandidateOrder::Fcfs;
   bool exclusive = false;  ///< X = 1 whatever the device allows
   DrainMode drain_mode = DrainMode::Overlap;
+  int max_running_apps = 0;  ///< the paper's admission limit for this policy; 0: none
 };
 
 class OptimizingPolicy : public Scheduler {
@@ -32,6 +33,7 @@ class OptimizingPolicy : public Scheduler {
  protected:
   void decide(double now) override;
   DrainMode drain_mode() const override { return traits_.drain_mode; }
+  int default_max_running_apps() const override { return traits_.max_running_apps; }
 
  private:
   double order_key(const PendingPhase& p);
