@@ -186,6 +186,8 @@ class PriorityOptions(_Table):
 
 class Scheduler(_Table):
     max_colocated: int | None = Field(default=None, ge=1, le=INT32_MAX)
+    # Applications a policy runs at once; 0: no limit; None: the policy's paper default.
+    max_running_apps: int | None = Field(default=None, ge=0, le=INT32_MAX)
     if_limit: float = Field(default_factory=lambda: scheduler_default("if_limit"), gt=1)
     min_buffers: int = Field(
         default_factory=lambda: scheduler_default("min_buffers"), ge=1, le=INT32_MAX
@@ -614,6 +616,8 @@ def normalize(scenario: Scenario) -> dict[str, Any]:
     }
     if scenario.scheduler.max_colocated is not None:
         scheduler["max_colocated"] = scenario.scheduler.max_colocated
+    if scenario.scheduler.max_running_apps is not None:
+        scheduler["max_running_apps"] = scenario.scheduler.max_running_apps
 
     apps = []
     for app in scenario.apps:

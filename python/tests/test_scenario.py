@@ -329,6 +329,7 @@ interference_slope = 0
 
 [scheduler]
 max_colocated = 2
+max_running_apps = 3
 min_buffers = 2
 [scheduler.priority]
 tie = "fcfs"
@@ -354,6 +355,7 @@ tie = "fcfs"
         "min_buffers": 2,
         "priority_tie": "fcfs",
         "max_colocated": 2,
+        "max_running_apps": 3,
     }
     # The time slice uses the custom buffer device: 8 GB / (2 x 2 GB/s) = 2 s.
     assert normalized["apps"][0]["phases"][0]["compute"] == 2.0

@@ -46,6 +46,7 @@ core::SchedulerConfig BufferConfig::scheduler_config() const {
   cfg.flush_threshold = flush_threshold;
   cfg.backup_flushers = backup_flushers;
   cfg.max_colocated = max_colocated;
+  cfg.max_running_apps = max_running_apps;
   cfg.min_buffers = min_buffers;
   return cfg;
 }

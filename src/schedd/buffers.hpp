@@ -32,6 +32,7 @@ struct BufferConfig {
   double flush_threshold = 0.5;
   int backup_flushers = 0;
   std::optional<int> max_colocated;
+  std::optional<int> max_running_apps;  ///< jobs a policy runs at once (0: none; policy default)
   int min_buffers = 1;
   double phase_bytes = 64e6;  ///< per process, for a phase that declares no size
   /// Most bytes one job's phase (and a DataWarp reservation) may ask for, whatever it declares;

@@ -101,6 +101,11 @@ int main(int argc, char** argv) {
       ->add_option("--max-colocated", buffers.max_colocated,
                    "Phases per node at most (default: from the interference limit)")
       ->check(CLI::Range(1, 1 << 20));
+  group
+      ->add_option("--max-running-apps", buffers.max_running_apps,
+                   "Jobs the policy runs at once, the others wait in line (0: no limit; "
+                   "default: the policy's, docs/scheduling-model.md)")
+      ->check(CLI::Range(0, 1 << 20));
   group->add_option("--min-buffers", buffers.min_buffers, "Nodes per phase at least")
       ->capture_default_str()
       ->check(CLI::Range(1, kMaxBuffers));

@@ -153,6 +153,7 @@ Scenario parse_scenario(const std::string& json_text, const std::string& source)
     cfg.buffer_link_bw = plat.link_bw;
     cfg.client_node_bw = plat.link_bw;
     if (sched.has("max_colocated")) cfg.max_colocated = sched.integer("max_colocated", 1);
+    if (sched.has("max_running_apps")) cfg.max_running_apps = sched.integer("max_running_apps", 0);
     cfg.if_limit = sched.has("if_limit") ? sched.number("if_limit", 1, false) : 5.0;
     cfg.min_buffers = sched.has("min_buffers") ? sched.integer("min_buffers", 1) : 1;
     if (cfg.min_buffers > cfg.buffer_count) sched.fail("min_buffers", "must be <= buffers.count");

@@ -365,3 +365,25 @@ TEST(Buffers, AJobDeclaringEnormousPhasesReservesNoMoreThanTheSiteAllows) {
         << (bound == 0 ? "unbounded: the hog holds every buffer" : "bounded: room for both");
   }
 }
+
+TEST(Buffers, AdmissionLimitQueuesJobsUntilOneEnds) {
+  // --max-running-apps 1: the second job's phase waits for the first job to end, not for
+  // capacity (there is plenty), as the policy core's admission limit says.
+  auto cfg = buffered("max-bandwidth", 2, 512 * kMiB);
+  cfg.buffers->max_running_apps = 1;
+  Harness h(cfg);
+  h.node(1, "n0:7100");
+  h.node(2, "n1:7100");
+  h.job(10, "first", 8 * kMiB);
+  h.job(11, "second", 8 * kMiB);
+  EXPECT_FALSE(h.begin(10, 8 * kMiB).await_grant());
+  EXPECT_TRUE(h.begin(11, 8 * kMiB).await_grant()) << "one job at a time";
+  h.end(10);
+  h.now = 1;
+  EXPECT_FALSE(h.pushed(11).has_value()) << "the first job's phase ended, not the job";
+  std::vector<Outgoing> out;
+  h.service.on_disconnect(10, h.now, out);
+  h.pushes.insert(h.pushes.end(), out.begin(), out.end());
+  ASSERT_TRUE(h.pushed(11).has_value());
+  EXPECT_FALSE(h.pushed(11)->await_grant());
+}

@@ -1,5 +1,6 @@
 """The simulator against closed-form times for single-application and symmetric cases."""
 
+import itertools
 import json
 import subprocess
 from pathlib import Path
@@ -104,6 +105,10 @@ def test_same_seed_gives_identical_bytes(simulator: Path, tmp_path: Path) -> Non
         (lambda d: d["buffers"].pop("capacity"), "buffers.capacity: missing"),
         (lambda d: d["apps"][0]["phases"][0].update(size=-1), "apps[0].phases[0].size"),
         (lambda d: d["buffers"].update(device="tape"), "devices.tape"),
+        (
+            lambda d: d["scheduler"].update(max_running_apps=-1),
+            "scheduler.max_running_apps",
+        ),
         (lambda d: d["platform"].update(compute_nodes=2), "platform.compute_nodes"),
         (
             lambda d: d["platform"].update(
@@ -229,3 +234,26 @@ def test_any_malformed_scenario_is_rejected_cleanly(
         assert done.stderr.startswith("harmonia-sim: ") and not out.exists()
     else:
         json.loads(out.read_text())
+
+
+def test_admission_limit_makes_the_rest_wait_until_one_ends(run_sim: RunSim) -> None:
+    # Three jobs at once under max-buffer-efficiency: by default (the paper's two at once) the
+    # third starts when the first one ends; with the limit off all three start at 0.
+    apps = [app(name, [(10.0, 4 * GB), (10.0, 4 * GB)]) for name in "abc"]
+    limited = run_sim(scenario(apps), "max-buffer-efficiency")
+    starts = sorted(a["start"] for a in limited["apps"])
+    ends = sorted(a["end"] for a in limited["apps"])
+    assert starts[:2] == [0.0, 0.0]
+    assert starts[2] == pytest.approx(ends[0])
+    unlimited = run_sim(
+        scenario(apps, scheduler={"max_colocated": 3, "max_running_apps": 0}),
+        "max-buffer-efficiency",
+    )
+    assert [a["start"] for a in unlimited["apps"]] == [0.0, 0.0, 0.0]
+    one = run_sim(
+        scenario(apps, scheduler={"max_colocated": 3, "max_running_apps": 1}),
+        "fairness",
+    )
+    spans = sorted((a["start"], a["end"]) for a in one["apps"])
+    for (_, end), (start, _) in itertools.pairwise(spans):
+        assert start == pytest.approx(end), "one job at a time"

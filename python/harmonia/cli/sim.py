@@ -13,8 +13,20 @@ from harmonia.policies import parse_policies
 from harmonia.simulator import RunOutcome, SimulatorNotFound, find_simulator, run_policies
 
 
-def run_scenario(scenario: Path, policy_spec: str, out: Path | None, jobs: int) -> None:
+def run_scenario(
+    scenario: Path,
+    policy_spec: str,
+    out: Path | None,
+    jobs: int,
+    seed: int | None = None,
+    max_running_apps: int | None = None,
+    quiet: bool = False,
+) -> None:
     """Validate, simulate every policy, then write summary.json, the table and the plots.
+
+    `seed` and `max_running_apps` replace the scenario's own (`scenario.seed`,
+    `scheduler.max_running_apps`); `quiet` leaves out the table and the per-run plots (runs
+    over many seeds).
 
     Nothing is written unless the scenario and policies are valid and the simulator is found, and
     nothing is left behind when a run fails: the files appear in `out` once all are written.
@@ -26,6 +38,10 @@ def run_scenario(scenario: Path, policy_spec: str, out: Path | None, jobs: int) 
         normalized = normalize(load_scenario(scenario))
     except ScenarioError as error:
         fail(error.lines, EXIT_INVALID)
+    if seed is not None:
+        normalized["seed"] = seed
+    if max_running_apps is not None:
+        normalized["scheduler"]["max_running_apps"] = max_running_apps
     try:
         policies = parse_policies(policy_spec)
     except ValueError as error:
@@ -41,7 +57,7 @@ def run_scenario(scenario: Path, policy_spec: str, out: Path | None, jobs: int) 
     try:
         # Everything is written in a staging directory first: a failed run leaves no output.
         with staged_directory(out_dir) as staging:
-            _simulate(normalized, policies, simulator, staging, out_dir, jobs)
+            _simulate(normalized, policies, simulator, staging, out_dir, jobs, quiet)
     except OSError as error:
         fail([f"--out {out_dir}: cannot write: {error.strerror or error}"], EXIT_FAILED)
 
@@ -53,6 +69,7 @@ def _simulate(
     staging: Path,
     out_dir: Path,
     jobs: int,
+    quiet: bool,
 ) -> None:
     """Run every policy on `normalized` into `staging`, then summarize and plot there."""
     from harmonia.results import ResultsError, load_results, summary, write_json
@@ -91,7 +108,8 @@ def _simulate(
     try:
         results = load_results(staging, policies)
         write_json(staging / "summary.json", summary(results))
-        show_report(staging, results, shown_as=out_dir)
+        if not quiet:
+            show_report(staging, results, shown_as=out_dir)
     except ResultsError as error:
         fail([str(error)], EXIT_FAILED)
 
@@ -108,6 +126,19 @@ def sim(
         ),
     ] = None,
     jobs: Annotated[int, typer.Option(min=1, help="Simulator processes run at once.")] = 2,
+    seed: Annotated[
+        int | None,
+        typer.Option(min=0, help="Replaces the scenario's seed.", show_default=False),
+    ] = None,
+    max_running_apps: Annotated[
+        int | None,
+        typer.Option(
+            min=0,
+            help="Applications a policy runs at once (0: no limit); replaces the scenario's "
+            "scheduler.max_running_apps (default: each policy's, docs/scheduling-model.md).",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
     """Simulate a scenario under each policy, then compare the policies in a table and plots."""
-    run_scenario(scenario, policy, out, jobs)
+    run_scenario(scenario, policy, out, jobs, seed, max_running_apps)
