@@ -220,6 +220,7 @@ def operator_mutants(
             ],
             capture_output=True,
             check=True,
+            cwd=out,  # it writes its scratch files into the working directory
         )
         original = (tree / relative).read_text()
         seen = {" ".join(original.split())}
