@@ -40,11 +40,33 @@ def reproduce(
         ),
     ] = None,
     repeat: Annotated[int, typer.Option(min=1, help="buffers, slurm: runs each.")] = 1,
+    seeds: Annotated[
+        str,
+        typer.Option(
+            help='harmonia: the seeds every scenario runs with, "1-10" or "1,2,5"; the report '
+            "gives the mean and range over them."
+        ),
+    ] = "1-10",
+    max_running_apps: Annotated[
+        int | None,
+        typer.Option(
+            min=0,
+            help="harmonia: applications a policy runs at once (0: no limit; default: each "
+            "policy's, from the paper).",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
-    """Simulate every scenario of the paper's section V with every policy, then write
-    report.md (paper next to ours) and the figures into OUT. `reproduce network` runs the
-    experiments of the MPI/I-O interference paper instead (docs/reproduction.md)."""
-    from harmonia.experiments.reproduce import markdown_report, scenario_files, write_plots
+    """Simulate every scenario of the paper's section V with every policy over SEEDS, then write
+    report.md (paper next to ours, mean and range over the seeds) and the figures into OUT.
+    `reproduce network` runs the experiments of the MPI/I-O interference paper instead
+    (docs/reproduction.md)."""
+    from harmonia.experiments.reproduce import (
+        markdown_report,
+        parse_seeds,
+        scenario_files,
+        write_plots,
+    )
 
     if paper == "network":
         reproduce_network(out or Path("results/reproduction-network"), jobs, system, only)
@@ -68,14 +90,22 @@ def reproduce(
         )
     if only is not None or system != "scaled":
         fail(["--system and --only apply to `harmonia reproduce network` only"], EXIT_INVALID)
+    try:
+        seed_values = parse_seeds(seeds)
+    except ValueError as error:
+        fail([f"--seeds {seeds}: {error}"], EXIT_INVALID)
     out = out or Path("results/reproduction")
     files = scenario_files()
-    dirs = {key: out / key for key in files}
-    for number, (key, path) in enumerate(files.items(), start=1):
-        typer.echo(f"[{number}/{len(files)}] {path.name}", err=True)
-        run_scenario(path, "all", dirs[key], jobs)
-    report = markdown_report(dirs)
+    per_seed = [{key: out / f"seed-{seed}" / key for key in files} for seed in seed_values]
+    total = len(files) * len(seed_values)
+    number = 0
+    for seed, dirs in zip(seed_values, per_seed, strict=True):
+        for key, path in files.items():
+            number += 1
+            typer.echo(f"[{number}/{total}] seed {seed}: {path.name}", err=True)
+            run_scenario(path, "all", dirs[key], jobs, seed, max_running_apps, quiet=True)
+    report = markdown_report(per_seed, seed_values)
     (out / "report.md").write_text(report, encoding="utf-8")
-    plots = write_plots(dirs, out)
+    plots = write_plots(per_seed, out)
     typer.echo(report)
     typer.echo(f"report and figures in {out}: report.md, " + ", ".join(p.name for p in plots))

@@ -29,6 +29,22 @@ FIG10 = {f"{t} %": f"hacc-flush-{t}.toml" for t in (100, 75, 50, 0)}
 HARMONIA_POLICIES = [p for p in POLICIES if p != "datawarp"]
 
 
+def parse_seeds(text: str) -> list[int]:
+    """Seeds from "1-10", "3" or "1,2,5" (ranges and single values, comma-separated)."""
+    seeds: list[int] = []
+    for part in text.split(","):
+        low, dash, high = part.strip().partition("-")
+        if not low.isdigit() or (dash and not high.isdigit()):
+            raise ValueError(f'expected seeds like "1-10" or "1,2,5", got "{part.strip()}"')
+        first, last = int(low), int(high or low)
+        if last < first:
+            raise ValueError(f'"{part.strip()}": the range ends before it starts')
+        seeds += [s for s in range(first, last + 1) if s not in seeds]
+    if len(seeds) > 1000:
+        raise ValueError("at most 1000 seeds")
+    return seeds
+
+
 def run_key(relative: str) -> str:
     """Where a scenario's results go, relative to the reproduction's output directory."""
     return relative.removesuffix(".toml")
@@ -43,7 +59,11 @@ def scenario_files() -> dict[str, Path]:
     }
 
 
-def _runs(dirs: dict[str, Path], relative: str) -> dict[str, RunResult]:
+# One seed's result directories, keyed by `run_key`; the reproduction has one per seed.
+SeedDirs = dict[str, Path]
+
+
+def _runs(dirs: SeedDirs, relative: str) -> dict[str, RunResult]:
     return load_results(dirs[run_key(relative)])
 
 
@@ -61,20 +81,33 @@ def _metric(runs: dict[str, RunResult], policy: str, key: str) -> float:
     return METRIC_DISPLAYS[key].value(runs[policy])
 
 
+def spread(values: list[float], digits: int = 0, unit: str = "") -> str:
+    """Mean over seeds and its range, e.g. "35 (21 to 40) %"; one value alone when all agree."""
+    mean = float(np.mean(values))
+    low, high = min(values), max(values)
+    suffix = f" {unit}" if unit else ""
+    if round(low, digits) == round(high, digits):
+        return f"{mean:.{digits}f}{suffix}"
+    return f"{mean:.{digits}f} ({low:.{digits}f} to {high:.{digits}f}){suffix}"
+
+
 def _best_harmonia(runs: dict[str, RunResult]) -> str:
     """The Harmonia policy with the lowest average completion."""
     return min(HARMONIA_POLICIES, key=lambda p: _metric(runs, p, "avg_completion"))
 
 
-def _faster(runs: dict[str, RunResult], policy: str) -> str:
-    """How much lower the policy's average completion is than DataWarp's."""
+def _gain(runs: dict[str, RunResult], policy: str) -> float:
+    """How much lower (%) the policy's average completion is than DataWarp's."""
     base = _metric(runs, "datawarp", "avg_completion")
-    gain = (1 - _metric(runs, policy, "avg_completion") / base) * 100
-    return f"{gain:.0f} % faster" if gain >= 0 else f"{-gain:.0f} % slower"
+    return (1 - _metric(runs, policy, "avg_completion") / base) * 100
 
 
-def fig6_rows(dirs: dict[str, Path]) -> list[Row]:
-    runs = _runs(dirs, FIG6["8 instances"])
+def _faster(gains: list[float]) -> str:
+    return spread(gains, unit="% faster" if np.mean(gains) >= 0 else "% (negative: slower)")
+
+
+def fig6_rows(seeds: list[SeedDirs]) -> list[Row]:
+    eight = [_runs(dirs, FIG6["8 instances"]) for dirs in seeds]
     paper_faster = {
         "max-buffer-efficiency": "30 % faster",
         "max-bandwidth": "40 % faster",
@@ -85,21 +118,42 @@ def fig6_rows(dirs: dict[str, Path]) -> list[Row]:
         Row(
             "DataWarp avg completion, 8 instances",
             "about 6000 s",
-            f"{_metric(runs, 'datawarp', 'avg_completion'):.0f} s",
+            spread([_metric(r, "datawarp", "avg_completion") for r in eight], unit="s"),
         )
     ]
     rows += [
-        Row(f"{policy} vs DataWarp, 8 instances", paper, _faster(runs, policy))
+        Row(f"{policy} vs DataWarp, 8 instances", paper, _faster([_gain(r, policy) for r in eight]))
         for policy, paper in paper_faster.items()
     ]
+    rows.append(
+        Row(
+            "fairness: avg wait / avg I/O, 8 instances",
+            "zero waiting time; about 4100 s of I/O",
+            spread([_metric(r, "fairness", "avg_wait") for r in eight], unit="s")
+            + " / "
+            + spread([_metric(r, "fairness", "avg_io") for r in eight], unit="s"),
+        )
+    )
+    for label in ("2 instances", "4 instances"):
+        small = [_runs(dirs, FIG6[label]) for dirs in seeds]
+        rows.append(
+            Row(
+                f"max-buffer-efficiency vs DataWarp, {label}",
+                "competitive",
+                _faster([_gain(r, "max-buffer-efficiency") for r in small]),
+            )
+        )
     for label, relative in FIG6.items():
-        small = _runs(dirs, relative)
-        best = _best_harmonia(small)
+        per_seed = [_runs(dirs, relative) for dirs in seeds]
+        best = [_best_harmonia(r) for r in per_seed]
+        counts = {p: best.count(p) for p in HARMONIA_POLICIES if p in best}
+        chosen = ", ".join(f"{p} in {n}/{len(best)} seeds" for p, n in counts.items())
+        gains = [_gain(r, "max-bandwidth") for r in per_seed]
         rows.append(
             Row(
                 f"best policy, {label}",
                 "max-bandwidth (best at every scale)",
-                f"{best} ({_faster(small, best)})",
+                f"{chosen}; max-bandwidth {_faster(gains)}",
             )
         )
     return rows
@@ -114,25 +168,37 @@ FIG78_COMPARISONS = [
 ]
 
 
-def fig78_rows(dirs: dict[str, Path]) -> list[Row]:
+def _best_at(runs: dict[str, RunResult], key: str, lower_is_better: bool) -> str:
+    """The policy (DataWarp included) with the best value of one metric."""
+    values = {policy: _metric(runs, policy, key) for policy in POLICIES}
+    pick = min if lower_is_better else max
+    return pick(values, key=lambda policy: values[policy])
+
+
+def fig78_rows(seeds: list[SeedDirs]) -> list[Row]:
     rows = []
     for workload, relative in FIG78.items():
-        runs = _runs(dirs, relative)
+        per_seed = [_runs(dirs, relative) for dirs in seeds]
         for key, policy, paper in FIG78_COMPARISONS:
             display = METRIC_DISPLAYS[key]
-            ours = f"{_metric(runs, policy, key):.0f} / {_metric(runs, 'datawarp', key):.0f}"
+            ours = [_metric(r, policy, key) for r in per_seed]
+            base = [_metric(r, "datawarp", key) for r in per_seed]
+            lower_is_better = key in ("fairness", "avg_stall")
+            best = [_best_at(r, key, lower_is_better) for r in per_seed]
+            wins = best.count(policy)
             rows.append(
                 Row(
                     f"{workload}: {display.label}, {policy} / datawarp",
                     paper,
-                    f"{ours} {display.unit}",
+                    f"{spread(ours)} / {spread(base)} {display.unit}; best of all policies "
+                    f"in {wins}/{len(per_seed)} seeds",
                 )
             )
     return rows
 
 
-def fig9_rows(dirs: dict[str, Path]) -> list[Row]:
-    runs = _runs(dirs, FIG9["VPIC"])
+def fig9_rows(seeds: list[SeedDirs]) -> list[Row]:
+    per_seed = [_runs(dirs, FIG9["VPIC"]) for dirs in seeds]
     minutes = 1 / 60
     paper = {  # the slides' table, minutes: DataWarp, Harmonia
         "min_completion": ("76.9", "59.2"),
@@ -140,24 +206,23 @@ def fig9_rows(dirs: dict[str, Path]) -> list[Row]:
         "avg_completion": ("116", "70"),
         "avg_wait": ("38.45", "7.45"),
     }
-    best = _best_harmonia(runs)
     rows = []
     for key, (dw, hm) in paper.items():
-        dw_ours = float(getattr(runs["datawarp"].metrics, key)) * minutes
-        hm_ours = float(getattr(runs[best].metrics, key)) * minutes
+        dw_ours = [float(getattr(r["datawarp"].metrics, key)) * minutes for r in per_seed]
+        hm_ours = [float(getattr(r[_best_harmonia(r)].metrics, key)) * minutes for r in per_seed]
         rows.append(
             Row(
-                f"{key.replace('_', ' ')} (min), DataWarp / Harmonia ({best})",
+                f"{key.replace('_', ' ')} (min), DataWarp / Harmonia (best policy of each seed)",
                 f"{dw} / {hm}",
-                f"{dw_ours:.1f} / {hm_ours:.1f}",
+                f"{spread(dw_ours, 1)} / {spread(hm_ours, 1)}",
             )
         )
     return rows
 
 
-def fig10_rows(dirs: dict[str, Path]) -> list[Row]:
+def fig10_rows(seeds: list[SeedDirs]) -> list[Row]:
     rows = []
-    full = _runs(dirs, FIG10["100 %"])
+    full = [_runs(dirs, FIG10["100 %"]) for dirs in seeds]
     paper = {
         "100 %": "same as DataWarp",
         "75 %": "about 20 % faster than 100 % (one backup flusher)",
@@ -165,24 +230,28 @@ def fig10_rows(dirs: dict[str, Path]) -> list[Row]:
         "0 %": "interference from concurrent draining",
     }
     for label, relative in FIG10.items():
-        runs = _runs(dirs, relative)
+        per_seed = [_runs(dirs, relative) for dirs in seeds]
         parts = []
         for policy in ("min-stall", "max-bandwidth"):
-            ratio = _metric(runs, policy, "avg_completion") / _metric(
-                full, policy, "avg_completion"
-            )
+            times = [_metric(r, policy, "avg_completion") for r in per_seed]
+            gains = [
+                (1 - _metric(r, policy, "avg_completion") / _metric(f, policy, "avg_completion"))
+                * 100
+                for r, f in zip(per_seed, full, strict=True)
+            ]
+            versus_dw = [_gain(r, policy) for r in per_seed]
             parts.append(
-                f"{policy} {_metric(runs, policy, 'avg_completion'):.0f} s "
-                f"({(1 - ratio) * 100:+.0f} % vs 100 %)"
+                f"{policy} {spread(times, unit='s')}, {spread(gains)} % faster than 100 %, "
+                f"{spread(versus_dw)} % faster than DataWarp"
             )
-        dw = _metric(runs, "datawarp", "avg_completion")
+        dw = [_metric(r, "datawarp", "avg_completion") for r in per_seed]
         rows.append(
-            Row(f"threshold {label}", paper[label], "; ".join(parts) + f"; datawarp {dw:.0f} s")
+            Row(f"threshold {label}", paper[label], "; ".join(parts) + f"; datawarp {spread(dw)} s")
         )
     return rows
 
 
-SECTIONS: dict[str, Callable[[dict[str, Path]], list[Row]]] = {
+SECTIONS: dict[str, Callable[[list[SeedDirs]], list[Row]]] = {
     "Fig. 6: average completion time (balanced input)": fig6_rows,
     "Fig. 7-8: scheduling metrics, 8 instances": fig78_rows,
     "Fig. 9 and slides: VPIC, buffer draining": fig9_rows,
@@ -190,60 +259,75 @@ SECTIONS: dict[str, Callable[[dict[str, Path]], list[Row]]] = {
 }
 
 
-def markdown_report(dirs: dict[str, Path]) -> str:
-    """The comparison tables as Markdown."""
-    lines: list[str] = []
+def markdown_report(seeds: list[SeedDirs], seed_values: list[int]) -> str:
+    """The comparison tables as Markdown: means over the seeds with their range."""
+    lines = [
+        f"Seeds {', '.join(map(str, seed_values))}: each value is the mean over the seeds, "
+        "with its range (lowest to highest) in parentheses when the seeds differ.",
+        "",
+    ]
     for title, rows_of in SECTIONS.items():
         lines += [f"### {title}", "", "| what | paper | ours |", "| --- | --- | --- |"]
-        lines += [f"| {r.what} | {r.paper} | {r.ours} |" for r in rows_of(dirs)]
+        lines += [f"| {r.what} | {r.paper} | {r.ours} |" for r in rows_of(seeds)]
         lines.append("")
     return "\n".join(lines)
 
 
-def _policy_bars(axes: Axes, dirs: dict[str, Path], scenarios: dict[str, str], key: str) -> None:
-    """Bars of one metric, grouped by scenario (labelled), one bar per policy in each group."""
+def _policy_bars(axes: Axes, seeds: list[SeedDirs], scenarios: dict[str, str], key: str) -> None:
+    """Bars of one metric's mean over seeds, with its range as error bars, grouped by scenario
+    (labelled), one bar per policy in each group."""
     display = METRIC_DISPLAYS[key]
     labels = list(scenarios)
     width = 0.8 / len(POLICIES)
     for k, policy in enumerate(POLICIES):
-        values = [display.value(_runs(dirs, scenarios[label])[policy]) for label in labels]
+        per_seed = np.array(
+            [
+                [display.value(_runs(dirs, scenarios[label])[policy]) for label in labels]
+                for dirs in seeds
+            ]
+        )
+        mean = per_seed.mean(axis=0)
+        error = [mean - per_seed.min(axis=0), per_seed.max(axis=0) - mean]
         x = np.arange(len(labels)) + k * width
-        axes.bar(x, values, width, label=policy, color=policy_color(policy))
+        axes.bar(x, mean, width, yerr=error, capsize=2, label=policy, color=policy_color(policy))
     axes.set_xticks(np.arange(len(labels)) + 0.4 - width / 2, labels)
     axes.set_ylabel(f"{display.label} ({display.unit})")
 
 
-def plot_metric_grid(dirs: dict[str, Path], out: Path) -> None:
+def plot_metric_grid(seeds: list[SeedDirs], out: Path) -> None:
     """Fig. 7-8 style: one panel per metric, bars per policy grouped by input workload."""
     figure = Figure(figsize=(14, 8), layout="constrained")
     panels = figure.subplots(2, 2).flatten()
     for axes, (key, _, _) in zip(panels, FIG78_COMPARISONS, strict=True):
-        _policy_bars(axes, dirs, FIG78, key)
+        _policy_bars(axes, seeds, FIG78, key)
         axes.set_title(METRIC_DISPLAYS[key].label)
     panels[1].legend(loc="upper left", bbox_to_anchor=(1.0, 1.0))
-    figure.suptitle("Scheduling metrics, 8 instances, by input workload (paper Fig. 7-8)")
+    figure.suptitle(
+        f"Scheduling metrics, 8 instances, by input workload (paper Fig. 7-8); "
+        f"mean and range over {len(seeds)} seeds"
+    )
     figure.savefig(out, dpi=110)
 
 
-def plot_thresholds(dirs: dict[str, Path], out: Path) -> None:
+def plot_thresholds(seeds: list[SeedDirs], out: Path) -> None:
     """Fig. 10 style: average completion per flushing threshold, per policy."""
     figure = Figure(figsize=(9, 4.5), layout="constrained")
     axes = figure.subplots()
-    _policy_bars(axes, dirs, FIG10, "avg_completion")
+    _policy_bars(axes, seeds, FIG10, "avg_completion")
     axes.set_xlabel("flushing threshold")
     axes.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0))
-    figure.suptitle("HACC-IO, 2 instances: flushing threshold (paper Fig. 10)")
+    figure.suptitle(f"HACC-IO, 2 instances: flushing threshold (paper Fig. 10); {len(seeds)} seeds")
     figure.savefig(out, dpi=110)
 
 
-def write_plots(dirs: dict[str, Path], out: Path) -> list[Path]:
-    """The reproduction's figures, written into `out`."""
+def write_plots(seeds: list[SeedDirs], out: Path) -> list[Path]:
+    """The reproduction's figures, written into `out` (the breakdown of the first seed)."""
     written = {
         "fig6-breakdown.png": lambda path: plot_breakdown(
-            {label: dirs[run_key(rel)] for label, rel in FIG6.items()}, path
+            {label: seeds[0][run_key(rel)] for label, rel in FIG6.items()}, path
         ),
-        "fig7-8-metrics.png": lambda path: plot_metric_grid(dirs, path),
-        "fig10-thresholds.png": lambda path: plot_thresholds(dirs, path),
+        "fig7-8-metrics.png": lambda path: plot_metric_grid(seeds, path),
+        "fig10-thresholds.png": lambda path: plot_thresholds(seeds, path),
     }
     paths = []
     for name, draw in written.items():
