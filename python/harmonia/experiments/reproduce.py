@@ -287,7 +287,8 @@ def _policy_bars(axes: Axes, seeds: list[SeedDirs], scenarios: dict[str, str], k
             ]
         )
         mean = per_seed.mean(axis=0)
-        error = [mean - per_seed.min(axis=0), per_seed.max(axis=0) - mean]
+        # Clipped: the mean of equal values can exceed their minimum by a rounding error.
+        error = np.maximum([mean - per_seed.min(axis=0), per_seed.max(axis=0) - mean], 0)
         x = np.arange(len(labels)) + k * width
         axes.bar(x, mean, width, yerr=error, capsize=2, label=policy, color=policy_color(policy))
     axes.set_xticks(np.arange(len(labels)) + 0.4 - width / 2, labels)
