@@ -16,7 +16,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from harmonia.policies import POLICIES
+from harmonia.policies import EVERY_POLICY
 
 
 class _Record(BaseModel):
@@ -124,10 +124,10 @@ def load_results(directory: Path, policies: list[str] | None = None) -> dict[str
     """Results in a run directory, keyed by policy.
 
     With `policies`, each of them must have a `<policy>.json`; without, every policy that has one
-    is loaded, in the order of POLICIES.
+    is loaded, in the order of EVERY_POLICY.
     """
     if policies is None:
-        policies = [policy for policy in POLICIES if (directory / f"{policy}.json").exists()]
+        policies = [policy for policy in EVERY_POLICY if (directory / f"{policy}.json").exists()]
         if not policies:
             raise ResultsError(f"{directory}: no result files (<policy>.json) found")
     return {policy: load_run(directory / f"{policy}.json") for policy in policies}

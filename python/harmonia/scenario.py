@@ -295,6 +295,8 @@ class App(_Table):
     arrival_interval: Duration = 0.0
     priority: int = Field(default=0, ge=MIN_PRIORITY, le=INT32_MAX)
     hint: Literal["flushable", "cached"] = "flushable"
+    user: str = Field(default="", max_length=256)  # who submits it (ThemisIO's user-fair)
+    walltime: Duration | None = None  # requested time limit (Slurm EASY backfilling)
     workload: Literal["synthetic", "periodic", "explicit", "imported"]
     synthetic: Synthetic | None = None
     periodic: Periodic | None = None
@@ -622,17 +624,20 @@ def normalize(scenario: Scenario) -> dict[str, Any]:
     apps = []
     for app in scenario.apps:
         for k, name in enumerate(app.instance_names()):
-            apps.append(
-                {
-                    "name": name,
-                    "ranks": app.resolved_ranks(),
-                    "nodes": app.nodes,
-                    "arrival": app.arrival + k * app.arrival_interval,
-                    "priority": app.priority,
-                    "hint": app.hint,
-                    "phases": _expand_phases(app, buffer_write_bw),
-                }
-            )
+            entry: dict[str, Any] = {
+                "name": name,
+                "ranks": app.resolved_ranks(),
+                "nodes": app.nodes,
+                "arrival": app.arrival + k * app.arrival_interval,
+                "priority": app.priority,
+                "hint": app.hint,
+                "phases": _expand_phases(app, buffer_write_bw),
+            }
+            if app.user:
+                entry["user"] = app.user
+            if app.walltime is not None:
+                entry["walltime"] = app.walltime
+            apps.append(entry)
 
     used_devices = dict.fromkeys([buffers.device, scenario.pfs.device])
     return {

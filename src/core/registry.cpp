@@ -23,6 +23,13 @@ const std::vector<Entry>& registry() {
       {"max-bandwidth", Harmonia, make_max_bandwidth},
       {"fairness", Harmonia, make_fairness},
       {"min-stall", Harmonia, make_min_stall},
+      // Peers (docs/scheduling-model.md section 8).
+      {"fair-share", Peer, make_fair_share},
+      {"io-sets", Peer, make_io_sets},
+      {"themisio-job", Peer, make_themisio_job},
+      {"themisio-user", Peer, make_themisio_user},
+      {"themisio-size", Peer, make_themisio_size},
+      {"slurm-easy", Peer, make_slurm_easy},
   };
   return table;
 }

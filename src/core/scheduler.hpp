@@ -25,6 +25,8 @@ struct AppInfo {
   int priority = 0;
   Hint hint = Hint::Flushable;
   double declared_bytes = 0;  ///< total I/O the job declares (the DataWarp reservation size)
+  std::string user;           ///< who submitted it (ThemisIO's user-fair); empty: its own name
+  double walltime = 0;        ///< requested time limit, seconds (EASY backfilling); 0: none
 };
 
 struct PhaseRequest {

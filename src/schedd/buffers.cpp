@@ -66,7 +66,7 @@ double BufferConfig::phase_bound() const {
 
 BrokerJob BufferBroker::add_job(const std::string& key, const std::string& name,
                                 std::uint32_t ranks, std::int32_t priority, double declared_bytes,
-                                bool cached, double now) {
+                                bool cached, double now, const std::string& user) {
   advance(now);
   const auto id = static_cast<BrokerJob>(jobs_.size());
   jobs_.push_back({});
@@ -79,6 +79,7 @@ BrokerJob BufferBroker::add_job(const std::string& key, const std::string& name,
   info.nodes = 1;  // one machine's processes share one client link
   info.priority = priority;
   info.hint = cached ? core::Hint::Cached : core::Hint::Flushable;
+  info.user = user;
   // DataWarp reserves what the job declares; without a declaration, one default phase.
   info.declared_bytes = std::min(declared_bytes > 0 ? declared_bytes : config_.phase_bytes * ranks,
                                  config_.phase_bound());

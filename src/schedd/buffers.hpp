@@ -58,8 +58,10 @@ class BufferBroker : private core::Actions {
 
   // Jobs, as the daemon sees them (a job is all processes with one key).
   /// `cached`: the job reads back what it writes; its data stays on the buffers until it ends.
+  /// `user`: who runs it (the policies that share by user); empty: unknown.
   BrokerJob add_job(const std::string& key, const std::string& name, std::uint32_t ranks,
-                    std::int32_t priority, double declared_bytes, bool cached, double now);
+                    std::int32_t priority, double declared_bytes, bool cached, double now,
+                    const std::string& user = {});
   /// The job's first process entered an I/O phase of `bytes` (0: the default size).
   void phase_begin(BrokerJob job, double bytes, double now);
   /// Its last process left the phase.

@@ -73,7 +73,8 @@ int main(int argc, char** argv) {
   group
       ->add_option("--policy", buffers.policy,
                    "datawarp, max-buffer-efficiency, priority, max-bandwidth, fairness, "
-                   "min-stall")
+                   "min-stall; peers: fair-share, io-sets, themisio-job, themisio-user, "
+                   "themisio-size, slurm-easy")
       ->capture_default_str();
   group->add_option("--buffer-capacity", capacity, "Bytes per node")->capture_default_str();
   group->add_option("--buffer-write-bw", buffers.write_bw, "A node's device, bytes/s")

@@ -300,9 +300,9 @@ void Service::register_process(ConnectionId id, Connection& connection,
       job_of_id_.resize(static_cast<size_t>(job.id) + 1);
     job_of_id_[static_cast<size_t>(job.id)] = request.job();
     if (broker_) {
-      job.broker_job =
-          broker_->add_job(request.job(), job.name, job.ranks, job.priority,
-                           request.bytes_per_process() * job.ranks, request.cached(), now);
+      job.broker_job = broker_->add_job(request.job(), job.name, job.ranks, job.priority,
+                                        request.bytes_per_process() * job.ranks, request.cached(),
+                                        now, job.uid ? std::to_string(*job.uid) : std::string());
       job_of_broker_.push_back(request.job());
     }
     found = jobs_.emplace(request.job(), std::move(job)).first;

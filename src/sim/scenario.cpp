@@ -195,6 +195,8 @@ Scenario parse_scenario(const std::string& json_text, const std::string& source)
         if (hint != "flushable" && hint != "cached") a.fail("hint", "must be flushable or cached");
         app.hint = hint == "cached" ? core::Hint::Cached : core::Hint::Flushable;
       }
+      app.user = a.has("user") ? a.string("user") : "";
+      app.walltime = a.has("walltime") ? a.number("walltime", 0) : 0;
       nodes_used += app.nodes;
       const auto& phases = a.at("phases");
       if (!phases.is_array() || phases.empty()) a.fail("phases", "must be a non-empty list");

@@ -37,6 +37,8 @@ struct AppSpec {
   double arrival = 0;
   int priority = 0;
   core::Hint hint = core::Hint::Flushable;
+  std::string user;     ///< empty: the application is its own user
+  double walltime = 0;  ///< requested time limit; 0: none
   std::vector<PhaseSpec> phases;
 
   double total_bytes() const;

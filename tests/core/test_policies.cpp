@@ -90,7 +90,7 @@ class Driver {
 
 TEST(Registry, KnowsEveryPolicyAndRejectsUnknown) {
   const auto names = policy_names();
-  EXPECT_EQ(names.size(), 6u);
+  EXPECT_EQ(names.size(), 12u);
   EXPECT_EQ(names.front(), "datawarp");
   TestActions actions;
   EXPECT_THROW(make_scheduler("nope", config(2, 100 * GB), actions), std::invalid_argument);

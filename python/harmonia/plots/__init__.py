@@ -4,13 +4,16 @@ from matplotlib import colormaps
 from matplotlib.axes import Axes
 from matplotlib.typing import ColorType
 
-from harmonia.policies import POLICIES
+from harmonia.policies import EVERY_POLICY
 
 
 def policy_color(policy: str) -> ColorType:
     """The color a policy has in every plot, so plots can be compared at a glance."""
-    index = POLICIES.index(policy) if policy in POLICIES else len(POLICIES)
-    color: ColorType = colormaps["tab10"](index % 10)
+    index = EVERY_POLICY.index(policy) if policy in EVERY_POLICY else len(EVERY_POLICY)
+    # tab10 has ten colors; the policies past the tenth take Dark2's.
+    color: ColorType = (
+        colormaps["tab10"](index) if index < 10 else colormaps["Dark2"]((index - 10) % 8)
+    )
     return color
 
 
