@@ -395,6 +395,16 @@ def load_scenario(path: Path) -> Scenario:
     return scenario
 
 
+def scenario_from_document(document: dict[str, Any], source: Path) -> Scenario:
+    """Validate a scenario built in memory (a workload generator's), as `load_scenario` validates
+    a file's, naming `source` in errors. It may not import workload files."""
+    scenario = _validate(Scenario, document, source)
+    problems = list(_cross_table_errors(scenario))
+    if problems:
+        raise ScenarioError([f"{source}: {key}: {reason}" for key, reason in problems])
+    return scenario
+
+
 def _load_imports(scenario: Scenario, path: Path) -> Iterator[str]:
     """Read the workload file of each imported application; yield error lines."""
     for index, app in enumerate(scenario.apps):

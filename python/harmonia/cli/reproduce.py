@@ -6,6 +6,7 @@ from typing import Annotated
 import typer
 
 from harmonia.cli import EXIT_INVALID, fail
+from harmonia.cli.reproduce_bakeoff import reproduce_bakeoff
 from harmonia.cli.reproduce_buffers import reproduce_buffers
 from harmonia.cli.reproduce_forwarding import reproduce_forwarding
 from harmonia.cli.reproduce_network import reproduce_network
@@ -20,8 +21,8 @@ def reproduce(
         typer.Argument(
             help='"harmonia" (section V), "buffers" (its VPIC draining case, for real on this '
             'machine), "slurm" (that case as sbatch jobs, DataWarp and Harmonia mode), "network" '
-            '(MPI/I/O on fat-trees), "forwarding" (TWINS) or "phases" (the accuracy of phase '
-            "detection)."
+            '(MPI/I/O on fat-trees), "forwarding" (TWINS), "phases" (the accuracy of phase '
+            'detection) or "bakeoff" (every policy and peer, docs/bakeoff.md).'
         ),
     ] = "harmonia",
     out: Annotated[
@@ -41,12 +42,13 @@ def reproduce(
     ] = None,
     repeat: Annotated[int, typer.Option(min=1, help="buffers, slurm: runs each.")] = 1,
     seeds: Annotated[
-        str,
+        str | None,
         typer.Option(
-            help='harmonia: the seeds every scenario runs with, "1-10" or "1,2,5"; the report '
-            "gives the mean and range over them."
+            help='harmonia, bakeoff: the seeds, "1-10" or "1,2,5" (harmonia: 1-10; bakeoff: 1-5, '
+            "--full 1-10); reports give the mean and range or 95 % interval over them.",
+            show_default=False,
         ),
-    ] = "1-10",
+    ] = None,
     max_running_apps: Annotated[
         int | None,
         typer.Option(
@@ -56,6 +58,9 @@ def reproduce(
             show_default=False,
         ),
     ] = None,
+    full: Annotated[
+        bool, typer.Option(help="bakeoff: the large grid (32 jobs, 10 seeds).")
+    ] = False,
 ) -> None:
     """Simulate every scenario of the paper's section V with every policy over SEEDS, then write
     report.md (paper next to ours, mean and range over the seeds) and the figures into OUT.
@@ -83,15 +88,25 @@ def reproduce(
     if paper == "slurm":
         reproduce_slurm(out or Path("results/reproduction-slurm"), only, repeat)
         return
+    if paper == "bakeoff":
+        try:
+            bakeoff_seeds = None if seeds is None else tuple(parse_seeds(seeds))
+        except ValueError as error:
+            fail([f"--seeds {seeds}: {error}"], EXIT_INVALID)
+        reproduce_bakeoff(out or Path("results/bakeoff"), jobs, full, bakeoff_seeds)
+        return
     if paper != "harmonia":
         fail(
-            [f'PAPER: unknown "{paper}" (harmonia, buffers, slurm, network, forwarding, phases)'],
+            [
+                f'PAPER: unknown "{paper}" '
+                "(harmonia, buffers, slurm, network, forwarding, phases, bakeoff)"
+            ],
             EXIT_INVALID,
         )
     if only is not None or system != "scaled":
         fail(["--system and --only apply to `harmonia reproduce network` only"], EXIT_INVALID)
     try:
-        seed_values = parse_seeds(seeds)
+        seed_values = parse_seeds(seeds or "1-10")
     except ValueError as error:
         fail([f"--seeds {seeds}: {error}"], EXIT_INVALID)
     out = out or Path("results/reproduction")

@@ -1,0 +1,90 @@
+"""`harmonia reproduce bakeoff`: every policy and peer on a grid of synthetic mixes x seeds."""
+
+import time
+from pathlib import Path
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
+from rich.table import Table
+
+from harmonia.cli import EXIT_FAILED, EXIT_INVALID, fail
+from harmonia.simulator import RunOutcome, SimulatorNotFound, find_simulator
+
+
+def reproduce_bakeoff(out: Path, jobs: int, full: bool, seeds: tuple[int, ...] | None) -> None:
+    from harmonia.experiments.bakeoff import (
+        METRICS,
+        best_per_metric,
+        interval,
+        make_grid,
+        markdown_tables,
+        relative_tables,
+        run_grid,
+        write_plots,
+        write_summary,
+    )
+    from harmonia.policies import PEERS
+
+    if seeds is not None and len(seeds) < 2:
+        fail(["--seeds: at least 2 (a 95 % interval needs a spread)"], EXIT_INVALID)
+    try:
+        simulator = find_simulator()
+    except SimulatorNotFound as error:
+        fail([str(error)], EXIT_FAILED)
+    grid = make_grid(full, seeds)
+    if out.exists() and not out.is_dir():
+        fail([f"--out {out}: not a directory"], EXIT_INVALID)
+    console = Console(stderr=True)
+    console.print(
+        f"bake-off: {len(grid.mixes)} mixes x {len(grid.seeds)} seeds x "
+        f"{len(grid.policies)} policies = {grid.runs} simulations, {jobs} at once"
+    )
+    started = time.monotonic()
+    progress = Progress(
+        "[progress.description]{task.description}",
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console,
+    )
+    try:
+        with progress:
+            task = progress.add_task("simulating", total=grid.runs)
+
+            def finished(_: RunOutcome) -> None:
+                progress.advance(task)
+
+            results = run_grid(grid, simulator, out, jobs, finished)
+    except RuntimeError as error:
+        fail([str(error)], EXIT_FAILED)
+    except OSError as error:
+        fail([f"--out {out}: cannot write: {error.strerror or error}"], EXIT_FAILED)
+    wall = time.monotonic() - started
+
+    for mix, by_policy in results.items():
+        table = Table(title=f"{mix}: mean ± 95 % interval over {len(grid.seeds)} seeds")
+        table.add_column("policy")
+        for m in METRICS:
+            table.add_column(f"{m.short}\n{m.unit}", justify="right")
+        for policy, metrics in by_policy.items():
+            cells = []
+            for m in METRICS:
+                mean, half = interval(metrics[m.key])
+                digits = 2 if abs(mean) < 10 else 0
+                cells.append(f"{mean:.{digits}f}±{half:.{digits}f}")
+            table.add_row(policy + (" *" if policy in PEERS else ""), *cells)
+        Console().print(table)
+    for mix, best in best_per_metric(results).items():
+        Console().print(
+            f"[bold]{mix}[/] best mean: " + "; ".join(f"{m.short} {best[m.key]}" for m in METRICS)
+        )
+    report = markdown_tables(results, grid) + "\n" + relative_tables(results, grid)
+    (out / "bakeoff.md").write_text(report, encoding="utf-8")
+    write_summary(results, grid, out)
+    plots = write_plots(results, out)
+    typer.echo(f"* peer policy. {grid.runs} simulations in {wall:.0f} s.")
+    typer.echo(
+        f"tables in {out / 'bakeoff.md'}, data in bakeoff.json, plots: "
+        + ", ".join(p.name for p in plots)
+    )

@@ -1,0 +1,284 @@
+"""The bake-off (docs/bakeoff.md): every policy and peer on a grid of synthetic mixes x seeds,
+each metric given as a mean with a 95 % confidence interval over seeds."""
+
+import json
+import math
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from matplotlib.figure import Figure
+
+from harmonia.plots import policy_color, slant_tick_labels
+from harmonia.policies import EVERY_POLICY, PEERS
+from harmonia.results import write_json
+from harmonia.scenario import normalize
+from harmonia.simulator import RunOutcome, run_policy
+from harmonia.workloads import GB, MixSpec, synthetic_mix
+
+# Scenarios of the grid: the default mix, one where I/O dominates, one where compute does, and a
+# burst where every job arrives at once.
+MIXES: tuple[MixSpec, ...] = (
+    MixSpec(name="mixed"),
+    MixSpec(name="io-heavy", ratio=(0.05, 1.0), phase_size=(8 * GB, 32 * GB)),
+    MixSpec(name="compute-heavy", ratio=(2.0, 20.0)),
+    MixSpec(name="burst", mean_interarrival=0.0),
+)
+QUICK_JOBS, FULL_JOBS = 12, 32
+QUICK_SEEDS, FULL_SEEDS = 5, 10
+BOUNDED_SLOWDOWN_TAU = 10.0  # seconds: jobs shorter than this count as this long
+
+
+@dataclass(frozen=True)
+class Metric:
+    key: str
+    label: str
+    short: str  # terminal table header
+    unit: str
+    lower_is_better: bool
+
+
+METRICS: tuple[Metric, ...] = (
+    Metric("buffer_efficiency", "buffer efficiency (Eq. 4)", "buf.eff", "%", False),
+    Metric("avg_phase_bandwidth", "phase bandwidth (Eq. 5)", "phaseBW", "MB/s", False),
+    Metric("fairness", "fairness: last - first completion (Eq. 6)", "fair.", "s", True),
+    Metric("avg_stall", "stall (Eq. 7)", "stall", "s", True),
+    Metric("io_slowdown", "I/O slowdown", "I/O sd", "x", True),
+    Metric("utilization", "buffer utilization", "util.", "%", False),
+    Metric("mean_wait", "mean wait", "wait", "s", True),
+    Metric("bounded_slowdown", "bounded slowdown", "bsld", "x", True),
+    Metric("avg_completion", "completion", "compl.", "s", True),
+)
+
+# Two-sided 95 % Student t quantiles by degrees of freedom (1-30); the normal's beyond.
+_T975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179,
+         2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064,
+         2.060, 2.056, 2.052, 2.048, 2.045, 2.042)  # fmt: skip
+
+
+def interval(values: list[float]) -> tuple[float, float]:
+    """Mean and half-width of its 95 % confidence interval (Student t; 0 for one value)."""
+    n = len(values)
+    mean = float(np.mean(values))
+    if n < 2:
+        return mean, 0.0
+    t = _T975[n - 2] if n - 1 <= len(_T975) else 1.96
+    return mean, t * float(np.std(values, ddof=1)) / math.sqrt(n)
+
+
+def run_metrics(result: dict[str, Any]) -> dict[str, float]:
+    """The bake-off's metrics of one harmonia-sim result (docs/formats.md section 3)."""
+    system = result["metrics"]
+    phases: dict[str, list[dict[str, Any]]] = {}
+    for phase in result["phases"]:
+        phases.setdefault(phase["app"], []).append(phase)
+    io_slowdowns, bounded = [], []
+    for app in result["apps"]:
+        own = phases.get(app["name"], [])
+        alone = sum(p["io_alone"] for p in own)
+        in_io = sum(p["wait"] + p["io"] for p in own)
+        if alone > 0:
+            io_slowdowns.append(in_io / alone)
+        ideal = app["compute"] + alone
+        bounded.append(max(1.0, app["completion"] / max(ideal, BOUNDED_SLOWDOWN_TAU)))
+    return {
+        "buffer_efficiency": system["buffer_efficiency"] * 100,
+        "avg_phase_bandwidth": system["avg_phase_bandwidth"] / 1e6,
+        "fairness": system["fairness"],
+        "avg_stall": system["avg_stall"],
+        "io_slowdown": float(np.mean(io_slowdowns)) if io_slowdowns else 1.0,
+        "utilization": system["buffer_utilization"] * 100,
+        "mean_wait": system["avg_wait"],
+        "bounded_slowdown": float(np.mean(bounded)),
+        "avg_completion": system["avg_completion"],
+    }
+
+
+@dataclass(frozen=True)
+class Grid:
+    mixes: tuple[MixSpec, ...]
+    seeds: tuple[int, ...]
+    policies: tuple[str, ...]
+
+    @property
+    def runs(self) -> int:
+        return len(self.mixes) * len(self.seeds) * len(self.policies)
+
+
+def make_grid(
+    full: bool, seeds: tuple[int, ...] | None, policies: tuple[str, ...] | None = None
+) -> Grid:
+    """The grid to run: every policy and peer (or `policies`) on the quick or full mixes, over
+    `seeds` (default: 1..5, or 1..10 with `full`)."""
+    jobs = FULL_JOBS if full else QUICK_JOBS
+    if seeds is None:
+        seeds = tuple(range(1, (FULL_SEEDS if full else QUICK_SEEDS) + 1))
+    mixes = tuple(m.scaled(jobs) for m in MIXES) if full else MIXES[:3]
+    return Grid(mixes, seeds, policies if policies is not None else EVERY_POLICY)
+
+
+# results[mix][policy][metric] -> one value per seed
+Results = dict[str, dict[str, dict[str, list[float]]]]
+
+
+def run_grid(
+    grid: Grid, simulator: Path, out: Path, jobs: int, on_finished: Callable[[RunOutcome], None]
+) -> Results:
+    """Simulate every (mix, seed, policy) into out/runs/<mix>/seed-<k>/<policy>.json.
+
+    A result already there for the same scenario is reused, so an interrupted bake-off resumes.
+    Raises RuntimeError naming the first run that failed.
+    """
+    tasks = []
+    for mix in grid.mixes:
+        for seed in grid.seeds:
+            directory = out / "runs" / mix.name / f"seed-{seed}"
+            directory.mkdir(parents=True, exist_ok=True)
+            scenario_json = directory / "scenario.json"
+            text = json.dumps(normalize(synthetic_mix(mix, seed)), indent=2) + "\n"
+            if not scenario_json.exists() or scenario_json.read_text(encoding="utf-8") != text:
+                scenario_json.write_text(text, encoding="utf-8")
+                for stale in directory.glob("*.json"):
+                    if stale != scenario_json:
+                        stale.unlink()
+            for policy in grid.policies:
+                tasks.append((mix.name, seed, policy, scenario_json, directory / f"{policy}.json"))
+    with ThreadPoolExecutor(max_workers=jobs) as pool:
+        pending = {}
+        for task in tasks:
+            if task[4].exists():
+                on_finished(RunOutcome(task[2], 0, "", 0.0))
+                continue
+            pending[pool.submit(run_policy, simulator, task[3], task[2], task[4])] = task
+        for future in as_completed(pending):
+            outcome = future.result()
+            on_finished(outcome)
+            if not outcome.ok:
+                mix_name, seed, policy = pending[future][:3]
+                for other in pending:
+                    other.cancel()
+                raise RuntimeError(
+                    f"harmonia-sim failed for {mix_name} seed {seed} policy {policy} "
+                    f"(exit {outcome.returncode}): {outcome.stderr.strip()}"
+                )
+    results: Results = {}
+    for mix_name, _seed, policy, _scenario, path in tasks:
+        metrics = run_metrics(json.loads(path.read_text(encoding="utf-8")))
+        per_policy = results.setdefault(mix_name, {}).setdefault(policy, {})
+        for key, value in metrics.items():
+            per_policy.setdefault(key, []).append(value)
+    return results
+
+
+def _fmt(mean: float, half: float) -> str:
+    digits = 2 if abs(mean) < 10 else 0
+    return f"{mean:.{digits}f} ± {half:.{digits}f}"
+
+
+def markdown_tables(results: Results, grid: Grid) -> str:
+    """One table per mix: a row per policy, a column per metric, mean ± 95 % CI half-width."""
+    lines = []
+    for mix, by_policy in results.items():
+        lines += [
+            f"### {mix} ({len(grid.seeds)} seeds)",
+            "",
+            "| policy | " + " | ".join(f"{m.label} ({m.unit})" for m in METRICS) + " |",
+            "| --- |" + " ---: |" * len(METRICS),
+        ]
+        for policy, metrics in by_policy.items():
+            name = f"{policy} (peer)" if policy in PEERS else policy
+            cells = [_fmt(*interval(metrics[m.key])) for m in METRICS]
+            lines.append(f"| {name} | " + " | ".join(cells) + " |")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def relative_tables(results: Results, grid: Grid, baseline: str = "datawarp") -> str:
+    """Each policy's metric divided by the baseline's on the same mix and seed (paired), as mean
+    ± 95 % interval of the ratio: the spread between seeds' workloads cancels out."""
+    lines = []
+    for mix, by_policy in results.items():
+        if baseline not in by_policy:
+            continue
+        base = by_policy[baseline]
+        lines += [
+            f"### {mix}: ratio to {baseline} on the same seed",
+            "",
+            "| policy | " + " | ".join(m.label for m in METRICS) + " |",
+            "| --- |" + " ---: |" * len(METRICS),
+        ]
+        for policy, metrics in by_policy.items():
+            if policy == baseline:
+                continue
+            cells = []
+            for m in METRICS:
+                pairs = [(v, b) for v, b in zip(metrics[m.key], base[m.key], strict=True) if b]
+                if not pairs:
+                    cells.append("n/a")
+                    continue
+                mean, half = interval([v / b for v, b in pairs])
+                cells.append(f"{mean:.2f} ± {half:.2f}")
+            name = f"{policy} (peer)" if policy in PEERS else policy
+            lines.append(f"| {name} | " + " | ".join(cells) + " |")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def best_per_metric(results: Results) -> dict[str, dict[str, str]]:
+    """For each mix and metric, the policy with the best mean."""
+    best: dict[str, dict[str, str]] = {}
+    for mix, by_policy in results.items():
+        for m in METRICS:
+            means = {p: float(np.mean(v[m.key])) for p, v in by_policy.items()}
+            pick = min if m.lower_is_better else max
+            best.setdefault(mix, {})[m.key] = pick(means, key=lambda p: means[p])
+    return best
+
+
+def write_plots(results: Results, out: Path) -> list[Path]:
+    """One PNG per metric: bars per policy grouped by mix, with 95 % intervals."""
+    written = []
+    mixes = list(results)
+    for m in METRICS:
+        figure = Figure(figsize=(13, 4.8), layout="constrained")
+        axes = figure.subplots()
+        policies = list(next(iter(results.values())))
+        width = 0.85 / len(policies)
+        for k, policy in enumerate(policies):
+            stats = [interval(results[mix][policy][m.key]) for mix in mixes]
+            x = np.arange(len(mixes)) + k * width
+            axes.bar(
+                x,
+                [s[0] for s in stats],
+                width,
+                yerr=[s[1] for s in stats],
+                capsize=2,
+                label=policy + (" (peer)" if policy in PEERS else ""),
+                color=policy_color(policy),
+                hatch="//" if policy in PEERS else None,
+                edgecolor="white" if policy in PEERS else None,
+            )
+        axes.set_xticks(np.arange(len(mixes)) + 0.425 - width / 2, mixes)
+        slant_tick_labels(axes)
+        better = "lower is better" if m.lower_is_better else "higher is better"
+        axes.set_ylabel(f"{m.label} ({m.unit})")
+        axes.set_title(f"{m.label}: mean and 95 % interval over seeds ({better})")
+        axes.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize="small")
+        path = out / f"bakeoff-{m.key}.png"
+        figure.savefig(path, dpi=90)
+        written.append(path)
+    return written
+
+
+def write_summary(results: Results, grid: Grid, out: Path) -> None:
+    write_json(
+        out / "bakeoff.json",
+        {
+            "seeds": list(grid.seeds),
+            "mixes": [m.name for m in grid.mixes],
+            "results": results,
+        },
+    )

@@ -1,0 +1,128 @@
+"""Seeded synthetic workload mixes (docs/workloads.md).
+
+A mix is a list of jobs drawn from distributions: Poisson arrivals, node counts, numbers and sizes
+of I/O phases, a compute/I/O ratio per job, users with Zipf-like activity and padded time limits.
+The same spec and seed give the same scenario, byte for byte, on any machine (numpy's PCG64).
+"""
+
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from harmonia.scenario import Scenario, scenario_from_document
+
+GB = 1e9
+# Buffer device of the generated platform: the Harmonia testbed's SSD (section V-A), 500 MB/s.
+BUFFER_WRITE_BW = 500e6
+LINK_BW = 1.25e9  # 10 Gbit/s Ethernet
+
+
+@dataclass(frozen=True)
+class MixSpec:
+    """The distributions a mix is drawn from. Sizes in bytes, times in seconds."""
+
+    name: str = "mixed"
+    jobs: int = 12
+    mean_interarrival: float = 20.0  # Poisson arrivals; 0: every job at t = 0
+    ratio: tuple[float, float] = (0.1, 10.0)  # compute per phase / its time slice, log-uniform
+    phase_size: tuple[float, float] = (2 * GB, 24 * GB)  # log-uniform
+    phases: tuple[int, int] = (3, 8)  # uniform, inclusive
+    nodes: tuple[int, ...] = (1, 2, 4, 8)  # equally likely
+    users: int = 4  # user k submits with weight 1/k (Zipf, s = 1)
+    walltime_padding: tuple[float, float] = (1.5, 3.0)  # limit = padding x runtime alone, uniform
+    buffers: int = 4
+    buffer_capacity: float = 200 * GB
+    pfs_servers: int = 8
+    extra: dict[str, Any] = field(default_factory=dict)  # [scheduler] keys passed through
+
+    def __post_init__(self) -> None:
+        checks = [
+            (self.jobs >= 1, "jobs must be >= 1"),
+            (self.mean_interarrival >= 0, "mean_interarrival must be >= 0"),
+            (0 < self.ratio[0] <= self.ratio[1], "ratio must be 0 < low <= high"),
+            (0 < self.phase_size[0] <= self.phase_size[1], "phase_size must be 0 < low <= high"),
+            (1 <= self.phases[0] <= self.phases[1], "phases must be 1 <= low <= high"),
+            (len(self.nodes) > 0 and min(self.nodes) >= 1, "nodes must be counts >= 1"),
+            (self.users >= 1, "users must be >= 1"),
+            (
+                1 <= self.walltime_padding[0] <= self.walltime_padding[1],
+                "padding: 1 <= low <= high",
+            ),
+            (self.buffers >= 1 and self.buffer_capacity > 0, "buffers and capacity must be > 0"),
+            (self.phase_size[1] <= self.buffers * self.buffer_capacity, "phases must fit"),
+        ]
+        problems = [message for ok, message in checks if not ok]
+        if problems:
+            raise ValueError(f"mix {self.name}: " + "; ".join(problems))
+
+    def scaled(self, jobs: int) -> "MixSpec":
+        return replace(self, jobs=jobs)
+
+
+def _log_uniform(rng: np.random.Generator, low: float, high: float) -> float:
+    return float(np.exp(rng.uniform(np.log(low), np.log(high))))
+
+
+def mix_document(spec: MixSpec, seed: int) -> dict[str, Any]:
+    """The scenario (as the TOML file would read) of one draw of `spec` with `seed`."""
+    rng = np.random.default_rng(seed)
+    user_weights = 1 / np.arange(1, spec.users + 1)
+    user_weights /= user_weights.sum()
+    slice_bw = spec.buffers * BUFFER_WRITE_BW  # a phase alone on every buffer
+    arrival = 0.0
+    apps = []
+    for j in range(spec.jobs):
+        if j > 0 and spec.mean_interarrival > 0:
+            arrival += float(rng.exponential(spec.mean_interarrival))
+        nodes = int(rng.choice(spec.nodes))
+        count = int(rng.integers(spec.phases[0], spec.phases[1] + 1))
+        ratio = _log_uniform(rng, *spec.ratio)
+        user = int(rng.choice(spec.users, p=user_weights))
+        phases = []
+        alone = 0.0
+        for _ in range(count):
+            size = round(_log_uniform(rng, *spec.phase_size))
+            time_slice = size / slice_bw
+            compute = ratio * time_slice * float(rng.uniform(0.8, 1.2))
+            phases.append({"compute": f"{compute:.3f} s", "size": size})
+            alone += compute + size / min(slice_bw, nodes * LINK_BW)
+        padding = float(rng.uniform(*spec.walltime_padding))
+        apps.append(
+            {
+                "name": f"job{j:03d}",
+                "nodes": nodes,
+                "ranks": nodes * 32,
+                "arrival": f"{arrival:.3f} s",
+                "user": f"user{user}",
+                "walltime": f"{alone * padding:.1f} s",
+                "workload": "explicit",
+                "phases": phases,
+            }
+        )
+    return {
+        "scenario": {
+            "name": f"{spec.name}-seed{seed}",
+            "description": f"synthetic mix {spec.name}, seed {seed} (harmonia.workloads)",
+            "seed": seed,
+        },
+        "platform": {
+            "network": "switch",
+            "link_bw": "10 Gb/s",
+            "compute_nodes": sum(app["nodes"] for app in apps),
+        },
+        "buffers": {
+            "count": spec.buffers,
+            "device": "ssd",
+            "capacity": f"{spec.buffer_capacity / GB:g} GB",
+        },
+        "pfs": {"servers": spec.pfs_servers, "device": "hdd"},
+        "scheduler": {"max_colocated": 3, **spec.extra},
+        "apps": apps,
+    }
+
+
+def synthetic_mix(spec: MixSpec, seed: int) -> Scenario:
+    """One draw of `spec`, validated like a scenario file."""
+    return scenario_from_document(mix_document(spec, seed), Path(f"<mix {spec.name} seed {seed}>"))
