@@ -387,3 +387,30 @@ TEST(Buffers, AdmissionLimitQueuesJobsUntilOneEnds) {
   ASSERT_TRUE(h.pushed(11).has_value());
   EXPECT_FALSE(h.pushed(11)->await_grant());
 }
+
+TEST(Buffers, PeerPoliciesRunInTheDaemonLikeHarmoniasOwn) {
+  // The peers (docs/scheduling-model.md section 8) are chosen by name like the paper's policies:
+  // a phase alone is granted at once; a second one is granted now or when the first ends.
+  for (const std::string policy :
+       {"fair-share", "io-sets", "themisio-job", "themisio-user", "themisio-size", "slurm-easy"}) {
+    Harness h(buffered(policy, 2, 64 * kMiB));
+    h.node(1, "n0:7100");
+    h.node(2, "n1:7100");
+    h.job(10, "a");
+    h.job(11, "b");
+    const auto first = h.begin(10, 8 * kMiB);
+    EXPECT_FALSE(first.await_grant()) << policy;
+    EXPECT_GE(first.buffers_size(), 1) << policy;
+    h.now = 1;
+    const auto second = h.begin(11, 8 * kMiB);
+    if (second.await_grant()) {
+      h.now = 2;
+      h.end(10);
+      ASSERT_TRUE(h.pushed(11).has_value()) << policy;
+      EXPECT_FALSE(h.pushed(11)->await_grant()) << policy;
+      EXPECT_GE(h.pushed(11)->buffers_size(), 1) << policy;
+    } else {
+      EXPECT_GE(second.buffers_size(), 1) << policy;
+    }
+  }
+}
