@@ -2,7 +2,9 @@
 
 A mix is a list of jobs drawn from distributions: Poisson arrivals, node counts, numbers and sizes
 of I/O phases, a compute/I/O ratio per job, users with Zipf-like activity and padded time limits.
-The same spec and seed give the same scenario, byte for byte, on any machine (numpy's PCG64).
+Or the jobs come from a Standard Workload Format trace (arrivals, sizes, run times, users, time
+limits) and only their I/O phases are drawn. The same spec and seed give the same scenario, byte
+for byte, on any machine (numpy's PCG64).
 """
 
 from dataclasses import dataclass, field, replace
@@ -12,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from harmonia.scenario import Scenario, scenario_from_document
+from harmonia.swf import SwfJob, read_swf
 
 GB = 1e9
 # Buffer device of the generated platform: the Harmonia testbed's SSD (section V-A), 500 MB/s.
@@ -36,6 +39,8 @@ class MixSpec:
     buffer_capacity: float = 200 * GB
     pfs_servers: int = 8
     extra: dict[str, Any] = field(default_factory=dict)  # [scheduler] keys passed through
+    trace: Path | None = None  # SWF trace: jobs (first `jobs` usable ones) come from it
+    processors_per_node: int = 32  # to turn a trace's processors into nodes
 
     def __post_init__(self) -> None:
         checks = [
@@ -52,6 +57,7 @@ class MixSpec:
             ),
             (self.buffers >= 1 and self.buffer_capacity > 0, "buffers and capacity must be > 0"),
             (self.phase_size[1] <= self.buffers * self.buffer_capacity, "phases must fit"),
+            (self.processors_per_node >= 1, "processors_per_node must be >= 1"),
         ]
         problems = [message for ok, message in checks if not ok]
         if problems:
@@ -65,9 +71,76 @@ def _log_uniform(rng: np.random.Generator, low: float, high: float) -> float:
     return float(np.exp(rng.uniform(np.log(low), np.log(high))))
 
 
+def _trace_jobs(spec: MixSpec, trace: Path) -> list[SwfJob]:
+    """The first `spec.jobs` jobs of the trace that ran (run time and processors known)."""
+    usable = [j for j in read_swf(trace) if j.run_time > 0 and j.processors > 0]
+    if not usable:
+        raise ValueError(f"mix {spec.name}: {trace}: no job with a run time and processors")
+    usable.sort(key=lambda j: (j.submit, j.number))
+    return usable[: spec.jobs]
+
+
+def _draw_phases(spec: MixSpec, rng: np.random.Generator) -> list[int]:
+    count = int(rng.integers(spec.phases[0], spec.phases[1] + 1))
+    return [round(_log_uniform(rng, *spec.phase_size)) for _ in range(count)]
+
+
+def _trace_apps(spec: MixSpec, trace: Path, rng: np.random.Generator) -> list[dict[str, Any]]:
+    """Jobs of an SWF trace with drawn I/O phases; compute fills the rest of each run time."""
+    jobs = _trace_jobs(spec, trace)
+    slice_bw = spec.buffers * BUFFER_WRITE_BW
+    start = jobs[0].submit
+    apps = []
+    for k, job in enumerate(jobs):
+        nodes = max(1, -(-job.processors // spec.processors_per_node))
+        sizes = _draw_phases(spec, rng)
+        io_alone = sum(size / min(slice_bw, nodes * LINK_BW) for size in sizes)
+        compute = max(0.0, job.run_time - io_alone) / len(sizes)
+        entry: dict[str, Any] = {
+            "name": f"swf{job.number}" if job.number >= 0 else f"swf-line{k}",
+            "nodes": nodes,
+            "ranks": job.processors,
+            "arrival": f"{job.submit - start:.3f} s",
+            "workload": "explicit",
+            "phases": [{"compute": f"{compute:.3f} s", "size": size} for size in sizes],
+        }
+        if job.user >= 0:
+            entry["user"] = f"user{job.user}"
+        if job.requested_time > 0:
+            entry["walltime"] = f"{job.requested_time:.1f} s"
+        apps.append(entry)
+    return apps
+
+
 def mix_document(spec: MixSpec, seed: int) -> dict[str, Any]:
     """The scenario (as the TOML file would read) of one draw of `spec` with `seed`."""
     rng = np.random.default_rng(seed)
+    apps = _trace_apps(spec, spec.trace, rng) if spec.trace is not None else _drawn_apps(spec, rng)
+    return {
+        "scenario": {
+            "name": f"{spec.name}-seed{seed}",
+            "description": f"mix {spec.name}, seed {seed} (harmonia.workloads"
+            + (f", jobs of the SWF trace {spec.trace.name})" if spec.trace else ")"),
+            "seed": seed,
+        },
+        "platform": {
+            "network": "switch",
+            "link_bw": "10 Gb/s",
+            "compute_nodes": sum(app["nodes"] for app in apps),
+        },
+        "buffers": {
+            "count": spec.buffers,
+            "device": "ssd",
+            "capacity": f"{spec.buffer_capacity / GB:g} GB",
+        },
+        "pfs": {"servers": spec.pfs_servers, "device": "hdd"},
+        "scheduler": {"max_colocated": 3, **spec.extra},
+        "apps": apps,
+    }
+
+
+def _drawn_apps(spec: MixSpec, rng: np.random.Generator) -> list[dict[str, Any]]:
+    """Jobs drawn from the spec's distributions."""
     user_weights = 1 / np.arange(1, spec.users + 1)
     user_weights /= user_weights.sum()
     slice_bw = spec.buffers * BUFFER_WRITE_BW  # a phase alone on every buffer
@@ -101,26 +174,7 @@ def mix_document(spec: MixSpec, seed: int) -> dict[str, Any]:
                 "phases": phases,
             }
         )
-    return {
-        "scenario": {
-            "name": f"{spec.name}-seed{seed}",
-            "description": f"synthetic mix {spec.name}, seed {seed} (harmonia.workloads)",
-            "seed": seed,
-        },
-        "platform": {
-            "network": "switch",
-            "link_bw": "10 Gb/s",
-            "compute_nodes": sum(app["nodes"] for app in apps),
-        },
-        "buffers": {
-            "count": spec.buffers,
-            "device": "ssd",
-            "capacity": f"{spec.buffer_capacity / GB:g} GB",
-        },
-        "pfs": {"servers": spec.pfs_servers, "device": "hdd"},
-        "scheduler": {"max_colocated": 3, **spec.extra},
-        "apps": apps,
-    }
+    return apps
 
 
 def synthetic_mix(spec: MixSpec, seed: int) -> Scenario:

@@ -12,6 +12,7 @@ from harmonia.cli.main import app
 from harmonia.experiments.bakeoff import Grid, interval, run_grid, run_metrics, write_plots
 from harmonia.scenario import normalize
 from harmonia.simulator import SimulatorNotFound, find_simulator
+from harmonia.swf import SwfError, SwfJob, read_swf
 from harmonia.units import parse_duration
 from harmonia.workloads import GB, MixSpec, mix_document, synthetic_mix
 
@@ -125,3 +126,52 @@ def test_small_grid_runs_resumes_and_plots(tmp_path: Path) -> None:
     assert json.loads(first.read_text())["policy"] == "io-sets"
     for path in write_plots(results, tmp_path):
         assert_png(path)
+
+
+SMALL_SWF = Path(__file__).resolve().parents[2] / "examples" / "workloads" / "small.swf"
+
+
+def test_swf_trace_is_read() -> None:
+    jobs = read_swf(SMALL_SWF)
+    assert len(jobs) == 24
+    assert jobs[0] == SwfJob(1, 5.0, 1147.0, 128, 2712.0, 1)
+    assert all(b.submit >= a.submit for a, b in zip(jobs, jobs[1:], strict=False))
+
+
+@pytest.mark.parametrize(
+    ("line", "message"),
+    [
+        ("1 2 3", r"bad\.swf:2: 3 fields, SWF has 18"),
+        ("1 0 0 10 32 -1 -1 32 60 -1 1 1 1 1 1 1 -1 x", r"bad\.swf:2: not a number"),
+        ("1 -5 0 10 32 -1 -1 32 60 -1 1 1 1 1 1 1 -1 -1", r"bad\.swf:2: field 2 \(submit"),
+        ("1 0 0 nan 32 -1 -1 32 60 -1 1 1 1 1 1 1 -1 -1", r"bad\.swf:2: fields must be finite"),
+    ],
+)
+def test_bad_swf_names_the_line(tmp_path: Path, line: str, message: str) -> None:
+    path = tmp_path / "bad.swf"
+    path.write_text("; header\n" + line + "\n", encoding="utf-8")
+    with pytest.raises(SwfError, match=message):
+        read_swf(path)
+
+
+def test_swf_with_no_job_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "empty.swf"
+    path.write_text("; only a header\n", encoding="utf-8")
+    with pytest.raises(SwfError, match="no job lines"):
+        read_swf(path)
+
+
+def test_trace_mix_takes_arrivals_sizes_users_and_limits_from_the_trace() -> None:
+    spec = MixSpec(name="trace", jobs=5, trace=SMALL_SWF)
+    jobs = read_swf(SMALL_SWF)[:5]
+    apps = normalize(synthetic_mix(spec, 4))["apps"]
+    assert [a["arrival"] for a in apps] == [j.submit - jobs[0].submit for j in jobs]
+    assert [a["nodes"] for a in apps] == [-(-j.processors // 32) for j in jobs]
+    assert [a["user"] for a in apps] == [f"user{j.user}" for j in jobs]
+    assert [a["walltime"] for a in apps] == [j.requested_time for j in jobs]
+    for app_, job in zip(apps, jobs, strict=True):
+        # compute fills the trace's run time around the phases' I/O alone
+        io_alone = sum(p["size"] / min(4 * 500e6, app_["nodes"] * 1.25e9) for p in app_["phases"])
+        compute = sum(p["compute"] for p in app_["phases"])
+        assert compute + io_alone == pytest.approx(job.run_time, rel=1e-3)
+    assert mix_document(spec, 4) != mix_document(spec, 5), "the I/O phases are drawn by seed"

@@ -41,6 +41,7 @@ def reproduce_bakeoff(out: Path, jobs: int, full: bool, seeds: tuple[int, ...] |
         f"{len(grid.policies)} policies = {grid.runs} simulations, {jobs} at once"
     )
     started = time.monotonic()
+    ran: list[bool] = []
     progress = Progress(
         "[progress.description]{task.description}",
         BarColumn(),
@@ -52,7 +53,8 @@ def reproduce_bakeoff(out: Path, jobs: int, full: bool, seeds: tuple[int, ...] |
         with progress:
             task = progress.add_task("simulating", total=grid.runs)
 
-            def finished(_: RunOutcome) -> None:
+            def finished(outcome: RunOutcome) -> None:
+                ran.append(outcome.seconds > 0)  # a reused result takes no time
                 progress.advance(task)
 
             results = run_grid(grid, simulator, out, jobs, finished)
@@ -83,7 +85,10 @@ def reproduce_bakeoff(out: Path, jobs: int, full: bool, seeds: tuple[int, ...] |
     (out / "bakeoff.md").write_text(report, encoding="utf-8")
     write_summary(results, grid, out)
     plots = write_plots(results, out)
-    typer.echo(f"* peer policy. {grid.runs} simulations in {wall:.0f} s.")
+    typer.echo(
+        f"* peer policy. {sum(ran)} simulations run in {wall:.0f} s, "
+        f"{len(ran) - sum(ran)} results reused from {out / 'runs'}."
+    )
     typer.echo(
         f"tables in {out / 'bakeoff.md'}, data in bakeoff.json, plots: "
         + ", ".join(p.name for p in plots)

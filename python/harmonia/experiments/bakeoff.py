@@ -19,12 +19,15 @@ from harmonia.scenario import normalize
 from harmonia.simulator import RunOutcome, run_policy
 from harmonia.workloads import GB, MixSpec, synthetic_mix
 
-# Scenarios of the grid: the default mix, one where I/O dominates, one where compute does, and a
-# burst where every job arrives at once.
+SMALL_SWF = Path(__file__).resolve().parents[3] / "examples" / "workloads" / "small.swf"
+# Scenarios of the grid: the default mix, one where I/O dominates, one where compute does, the
+# jobs of a small SWF trace (arrivals, sizes, run times, users, limits; I/O drawn), and, in the
+# full grid only, a burst where every job arrives at once.
 MIXES: tuple[MixSpec, ...] = (
     MixSpec(name="mixed"),
     MixSpec(name="io-heavy", ratio=(0.05, 1.0), phase_size=(8 * GB, 32 * GB)),
     MixSpec(name="compute-heavy", ratio=(2.0, 20.0)),
+    MixSpec(name="swf-trace", trace=SMALL_SWF),
     MixSpec(name="burst", mean_interarrival=0.0),
 )
 QUICK_JOBS, FULL_JOBS = 12, 32
@@ -116,7 +119,7 @@ def make_grid(
     jobs = FULL_JOBS if full else QUICK_JOBS
     if seeds is None:
         seeds = tuple(range(1, (FULL_SEEDS if full else QUICK_SEEDS) + 1))
-    mixes = tuple(m.scaled(jobs) for m in MIXES) if full else MIXES[:3]
+    mixes = tuple(m.scaled(jobs) for m in MIXES) if full else MIXES[:4]
     return Grid(mixes, seeds, policies if policies is not None else EVERY_POLICY)
 
 
@@ -129,7 +132,8 @@ def run_grid(
 ) -> Results:
     """Simulate every (mix, seed, policy) into out/runs/<mix>/seed-<k>/<policy>.json.
 
-    A result already there for the same scenario is reused, so an interrupted bake-off resumes.
+    A result already there for the same scenario is reused (reported with 0 seconds), so an
+    interrupted bake-off resumes.
     Raises RuntimeError naming the first run that failed.
     """
     tasks = []
