@@ -10,6 +10,7 @@ from typer.testing import CliRunner
 
 from harmonia.cli.main import app
 from harmonia.experiments.bakeoff import Grid, interval, run_grid, run_metrics, write_plots
+from harmonia.policies import PEERS, POLICIES, parse_policies
 from harmonia.scenario import normalize
 from harmonia.simulator import SimulatorNotFound, find_simulator
 from harmonia.swf import SwfError, SwfJob, read_swf
@@ -175,3 +176,12 @@ def test_trace_mix_takes_arrivals_sizes_users_and_limits_from_the_trace() -> Non
         compute = sum(p["compute"] for p in app_["phases"])
         assert compute + io_alone == pytest.approx(job.run_time, rel=1e-3)
     assert mix_document(spec, 4) != mix_document(spec, 5), "the I/O phases are drawn by seed"
+
+
+def test_policy_groups() -> None:
+    assert parse_policies("all") == list(POLICIES)
+    assert parse_policies("peers") == list(PEERS)
+    assert parse_policies("every") == list(POLICIES + PEERS)
+    assert parse_policies("io-sets, datawarp, io-sets") == ["io-sets", "datawarp"]
+    with pytest.raises(ValueError, match='unknown policy "set-10"'):
+        parse_policies("set-10")

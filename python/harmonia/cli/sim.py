@@ -117,7 +117,11 @@ def _simulate(
 def sim(
     scenario: Annotated[Path, typer.Argument(help="Scenario TOML file.")],
     policy: Annotated[
-        str, typer.Option(help='"all" or comma-separated policy names, e.g. "datawarp,fairness".')
+        str,
+        typer.Option(
+            help='"all" (the paper\'s), "peers", "every" or comma-separated policy names, e.g. '
+            '"datawarp,fairness".'
+        ),
     ] = "all",
     out: Annotated[
         Path | None,
