@@ -20,6 +20,7 @@ from harmonia.cli.run import run
 from harmonia.cli.schedd import schedd
 from harmonia.cli.sim import sim
 from harmonia.cli.status import status
+from harmonia.cli.sweep import sweep
 from harmonia.cli.up import up
 from harmonia.cli.validate import validate
 
@@ -49,3 +50,4 @@ app.command(name="replay")(replay_command)
 app.command()(fwdsim)
 app.command()(describe)
 app.add_typer(cluster, name="cluster")
+app.command()(sweep)
