@@ -9,9 +9,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedCo
 
 from harmonia.cli import EXIT_FAILED, EXIT_INVALID, fail
 from harmonia.policies import parse_policies
-from harmonia.scenario import ScenarioError
 from harmonia.simulator import SimulatorNotFound, find_simulator
-from harmonia.sweep import run_sweep, tasks_for
 
 
 def sweep(
@@ -31,6 +29,9 @@ def sweep(
 ) -> None:
     """Run every scenario x policy x seed on Dask and keep each run's metrics in SQLite; runs
     already stored are skipped, so an interrupted sweep resumes (docs/sweep.md)."""
+    from harmonia.scenario import ScenarioError
+    from harmonia.sweep import run_sweep, tasks_for
+
     try:
         policies = parse_policies(policy)
     except ValueError as error:
