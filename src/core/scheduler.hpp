@@ -27,6 +27,9 @@ struct AppInfo {
   double declared_bytes = 0;  ///< total I/O the job declares (the DataWarp reservation size)
   std::string user;           ///< who submitted it (ThemisIO's user-fair); empty: its own name
   double walltime = 0;        ///< requested time limit, seconds (EASY backfilling); 0: none
+  /// The reservation holds intermediate results the job never reads back (paper II-d): its data
+  /// may be staged out early and its unused space lent (`SchedulerConfig::lend_write_only`).
+  bool write_only = false;
 };
 
 struct PhaseRequest {
@@ -56,6 +59,13 @@ struct SchedulerConfig {
   /// paper's examples (docs/scheduling-model.md, section 5). DataWarp admits by capacity instead.
   std::optional<int> max_running_apps;
   uint64_t seed = 1;
+  /// DataWarp (paper II-c): a phase that takes its job past its reservation gets a temporary
+  /// extension from unreserved capacity (waiting for it if none is free) instead of being let
+  /// through unaccounted; the extension is freed with the reservation at stage-out.
+  bool extend_reservations = false;
+  /// DataWarp (paper II-d): a queued job may be admitted on the unused space of write-only
+  /// reservations; the lenders get their space back first.
+  bool lend_write_only = false;
 
   int resolved_max_colocated() const;
 };

@@ -3,14 +3,30 @@
 // first come first served with head-of-line blocking; its phases are written at once, striped over
 // all buffers, with no interference awareness; its data is staged out to the PFS only after the
 // job ends, and the reservation is freed when the stage-out completes.
+//
+// Two options answer the paper's challenges (section II):
+// - (c) `extend_reservations`: a phase that takes its job past its reservation is granted a
+//   temporary extension out of unreserved capacity, accounted like a reservation (no queued job is
+//   admitted on it) and freed with the reservation at stage-out. Without free capacity the phase
+//   waits, and the queue admits nobody until it is served, instead of the job failing.
+// - (d) `lend_write_only`: data of a write-only reservation is never read back by its job, so it is
+//   staged out as soon as its phase completes, and the reserved space it does not hold can be lent:
+//   a queued job is admitted when the overcommitment (reserved minus total capacity) stays within
+//   the write-only reservations' unused space. A lender's phases are granted before a borrower's,
+//   which is how lent space is reclaimed.
 #include <algorithm>
 #include <deque>
+#include <map>
+#include <set>
 
 #include "core/policies/policies.hpp"
 
 namespace harmonia::core {
 
 namespace {
+
+// Reservation sums are sums of floating-point phase sizes; treat dust as zero.
+constexpr double kByteEpsilon = 1e-3;
 
 class DataWarp : public Scheduler {
  public:
@@ -22,46 +38,117 @@ class DataWarp : public Scheduler {
     admit_from_queue(now);
   }
 
-  bool drain_before_app_end(AppId) const override { return false; }
+  bool drain_before_app_end(AppId app) const override { return lends(app); }
   // Stage-out is DataWarp's only drain: no threshold, no backup flushers.
   double flush_threshold() const override { return 0.0; }
   int backup_flushers() const override { return 0; }
 
   void on_app_drained(AppId app, double now) override {
-    reserved_ -= reservation(app);
+    reserved_ -= reservation(app) + extension(app);
+    extension_.erase(app);
+    borrowers_.erase(app);
     admit_from_queue(now);
   }
 
   void decide(double now) override {
     std::vector<BufferId> all(static_cast<size_t>(config_.buffer_count));
     for (BufferId b = 0; b < config_.buffer_count; ++b) all[static_cast<size_t>(b)] = b;
-    // Copy: grant() removes from pending_.
-    const auto waiting = pending_;
+    // Copy: grant() removes from pending_. Lenders before borrowers (reclaiming lent space); the
+    // order is otherwise FCFS, as without lending.
+    auto waiting = pending_;
+    std::stable_partition(waiting.begin(), waiting.end(), [&](const PendingPhase& p) {
+      return borrowers_.count(p.request.app) == 0;
+    });
+    extension_waiting_ = false;
+    std::vector<PendingPhase> wait_for_extension;
     for (const auto& p : waiting) {
+      const AppId app = p.request.app;
       const double share = p.request.bytes / config_.buffer_count;
       const bool fits = std::all_of(buffers_.begin(), buffers_.end(),
                                     [&](const BufferState& b) { return b.free() >= share; });
-      if (fits) grant(p.request.app, p.request.index, all, now);
+      const double overflow = granted_[app] + p.request.bytes - reservation(app) - extension(app);
+      const bool needs_extension = config_.extend_reservations && overflow > kByteEpsilon;
+      if (needs_extension && total_capacity() - reserved_ < overflow - kByteEpsilon) {
+        extension_waiting_ = true;
+        if (fits) wait_for_extension.push_back(p);
+        continue;
+      }
+      if (!fits) continue;
+      if (needs_extension) {
+        reserved_ += overflow;
+        extension_[app] += overflow;
+      }
+      granted_[app] += p.request.bytes;
+      grant(app, p.request.index, all, now);
     }
+    // Every running job waiting for an extension, with nothing running or draining that could
+    // free capacity, would wait forever: the oldest extension is then granted on the free space
+    // of the buffers, overcommitting the reservations (the queue stays closed until they are
+    // back under the capacity).
+    const bool idle = running_.empty() &&
+                      std::none_of(buffers_.begin(), buffers_.end(), [](const BufferState& b) {
+                        return b.drainable() > kByteEpsilon;
+                      });
+    if (idle && !wait_for_extension.empty()) {
+      const auto& p = wait_for_extension.front();
+      const AppId app = p.request.app;
+      const double overflow = granted_[app] + p.request.bytes - reservation(app) - extension(app);
+      reserved_ += overflow;
+      extension_[app] += overflow;
+      granted_[app] += p.request.bytes;
+      grant(app, p.request.index, all, now);
+    }
+    // Capacity freed by a stage-out while an extension waited was kept for it; now that the
+    // extensions are served, the queue may have it.
+    if (!extension_waiting_) admit_from_queue(now);
   }
 
  private:
   double total_capacity() const { return config_.buffer_capacity * config_.buffer_count; }
+  const AppState& state(AppId app) const { return apps_[static_cast<size_t>(app)]; }
   double reservation(AppId app) const {
-    return std::min(apps_[static_cast<size_t>(app)].info.declared_bytes, total_capacity());
+    return std::min(state(app).info.declared_bytes, total_capacity());
+  }
+  double extension(AppId app) const {
+    const auto it = extension_.find(app);
+    return it == extension_.end() ? 0.0 : it->second;
+  }
+  bool lends(AppId app) const { return config_.lend_write_only && state(app).info.write_only; }
+
+  /// Reserved space of admitted write-only reservations that their data does not occupy.
+  double lendable() const {
+    double total = 0;
+    for (AppId a = 0; a < static_cast<AppId>(apps_.size()); ++a) {
+      const auto& s = state(a);
+      if (s.admitted && !s.drained && lends(a))
+        total += std::max(0.0, reservation(a) + extension(a) - s.held_bytes);
+    }
+    return total;
   }
 
   void admit_from_queue(double now) {
-    while (!queue_.empty() && reserved_ + reservation(queue_.front()) <= total_capacity()) {
+    // A running job waiting for its extension goes before any queued job.
+    if (extension_waiting_) return;
+    while (!queue_.empty()) {
       const AppId app = queue_.front();
+      const double after = reserved_ + reservation(app);
+      const bool free = after <= total_capacity() + kByteEpsilon;
+      const bool borrowed =
+          !free && config_.lend_write_only && after - total_capacity() <= lendable() + kByteEpsilon;
+      if (!free && !borrowed) break;
       queue_.pop_front();
-      reserved_ += reservation(app);
+      reserved_ = after;
+      if (borrowed) borrowers_.insert(app);
       admit(app, now);
     }
   }
 
   std::deque<AppId> queue_;
-  double reserved_ = 0;
+  double reserved_ = 0;  ///< reservations and extensions of admitted jobs not yet staged out
+  std::map<AppId, double> granted_;    ///< bytes of the job's phases granted so far
+  std::map<AppId, double> extension_;  ///< temporary extensions (c), freed at stage-out
+  std::set<AppId> borrowers_;          ///< jobs admitted on lent write-only space (d)
+  bool extension_waiting_ = false;     ///< a phase waits for an extension: the queue waits too
 };
 
 }  // namespace
