@@ -81,11 +81,11 @@ class DataWarp : public Scheduler {
       granted_[app] += p.request.bytes;
       grant(app, p.request.index, all, now);
     }
-    // Every running job waiting for an extension, with nothing running or draining that could
-    // free capacity, would wait forever: the oldest extension is then granted on the free space
-    // of the buffers, overcommitting the reservations (the queue stays closed until they are
-    // back under the capacity).
-    const bool idle = running_.empty() &&
+    // Every admitted job waiting, one of them for an extension, with nothing running or draining
+    // that could free capacity, would wait forever: the oldest extension is then granted on the
+    // free space of the buffers, overcommitting the reservations (the queue stays closed until they
+    // are back under the capacity).
+    const bool idle = running_.empty() && all_running_jobs_wait() &&
                       std::none_of(buffers_.begin(), buffers_.end(), [](const BufferState& b) {
                         return b.drainable() > kByteEpsilon;
                       });
@@ -112,6 +112,17 @@ class DataWarp : public Scheduler {
   double extension(AppId app) const {
     const auto it = extension_.find(app);
     return it == extension_.end() ? 0.0 : it->second;
+  }
+  /// Every admitted job that has not ended waits for a phase (none is computing).
+  bool all_running_jobs_wait() const {
+    for (AppId a = 0; a < static_cast<AppId>(apps_.size()); ++a) {
+      const auto& s = state(a);
+      if (!s.admitted || s.ended) continue;
+      const bool waits = std::any_of(pending_.begin(), pending_.end(),
+                                     [&](const PendingPhase& p) { return p.request.app == a; });
+      if (!waits) return false;
+    }
+    return true;
   }
   bool lends(AppId app) const { return config_.lend_write_only && state(app).info.write_only; }
 
