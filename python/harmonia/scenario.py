@@ -193,6 +193,9 @@ class Scheduler(_Table):
         default_factory=lambda: scheduler_default("min_buffers"), ge=1, le=INT32_MAX
     )
     priority: PriorityOptions = PriorityOptions()
+    # DataWarp only (paper II-c, II-d; docs/scheduling-model.md section 5).
+    extend_reservations: bool = False
+    lend_write_only: bool = False
 
 
 class Synthetic(_Table):
@@ -297,6 +300,10 @@ class App(_Table):
     hint: Literal["flushable", "cached"] = "flushable"
     user: str = Field(default="", max_length=256)  # who submits it (ThemisIO's user-fair)
     walltime: Duration | None = None  # requested time limit (Slurm EASY backfilling)
+    # The DataWarp reservation (default: the total of its phases) and whether it only holds
+    # intermediate results never read back, whose unused space may be lent.
+    reservation: PositiveSize | None = None
+    write_only: bool = False
     workload: Literal["synthetic", "periodic", "explicit", "imported"]
     synthetic: Synthetic | None = None
     periodic: Periodic | None = None
@@ -604,6 +611,17 @@ def _device_json(device: Device) -> dict[str, Any]:
     }
 
 
+def _reservation_keys(app: App) -> dict[str, Any]:
+    """An application's DataWarp reservation keys, only those set (the simulator's defaults
+    are the total of its phases and not write-only)."""
+    keys: dict[str, Any] = {}
+    if app.reservation is not None:
+        keys["reservation"] = app.reservation
+    if app.write_only:
+        keys["write_only"] = True
+    return keys
+
+
 def normalize(scenario: Scenario) -> dict[str, Any]:
     """The normalized scenario of docs/formats.md section 2, ready for `json.dump`.
 
@@ -626,6 +644,10 @@ def normalize(scenario: Scenario) -> dict[str, Any]:
         "min_buffers": scenario.scheduler.min_buffers,
         "priority_tie": scenario.scheduler.priority.tie,
     }
+    # The DataWarp reservation options appear only when set, as the simulator's defaults are off.
+    for option in ("extend_reservations", "lend_write_only"):
+        if getattr(scenario.scheduler, option):
+            scheduler[option] = True
     if scenario.scheduler.max_colocated is not None:
         scheduler["max_colocated"] = scenario.scheduler.max_colocated
     if scenario.scheduler.max_running_apps is not None:
@@ -647,7 +669,7 @@ def normalize(scenario: Scenario) -> dict[str, Any]:
                 entry["user"] = app.user
             if app.walltime is not None:
                 entry["walltime"] = app.walltime
-            apps.append(entry)
+            apps.append(entry | _reservation_keys(app))
 
     used_devices = dict.fromkeys([buffers.device, scenario.pfs.device])
     return {

@@ -404,3 +404,23 @@ link_count = [1, 1]
     assert "platform.fat_tree.down: the tree has 8 leaves (the product of down), the scenario" in (
         str(error.value)
     )
+
+
+def test_reservation_options_are_validated_and_normalized(
+    write_toml: Callable[[str], Path],
+) -> None:
+    base = BASE_SCENARIO + "[scheduler]\nextend_reservations = true\nlend_write_only = true\n"
+    app = SYNTHETIC_APP.replace("[[apps]]\n", '[[apps]]\nreservation = "5 GB"\nwrite_only = true\n')
+    normalized = normalize(load_scenario(write_toml(base + app)))
+    assert normalized["scheduler"]["extend_reservations"] is True
+    assert normalized["scheduler"]["lend_write_only"] is True
+    assert normalized["apps"][0]["reservation"] == 5_000_000_000
+    assert normalized["apps"][0]["write_only"] is True
+    # Off by default: absent from the normalized scenario, as before these options existed.
+    plain = normalize(load_scenario(write_toml(BASE_SCENARIO + SYNTHETIC_APP)))
+    assert "extend_reservations" not in plain["scheduler"]
+    assert "reservation" not in plain["apps"][0]
+    with pytest.raises(ScenarioError, match="scheduler.lend_write_only"):
+        load_scenario(write_toml(BASE_SCENARIO + '[scheduler]\nlend_write_only = "yes"\n'))
+    with pytest.raises(ScenarioError, match=r"apps\[0\].reservation"):
+        load_scenario(write_toml(BASE_SCENARIO + app.replace('"5 GB"', '"0 GB"')))

@@ -43,6 +43,11 @@ class Reader {
       fail(key, "must be <= " + std::to_string(std::numeric_limits<int>::max()));
     return static_cast<int>(x);
   }
+  bool boolean(const std::string& key) const {
+    const auto& v = at(key);
+    if (!v.is_boolean()) fail(key, "must be true or false");
+    return v.get<bool>();
+  }
   std::string string(const std::string& key) const {
     const auto& v = at(key);
     if (!v.is_string()) fail(key, "must be a string");
@@ -108,6 +113,8 @@ double AppSpec::total_bytes() const {
   return total;
 }
 
+double AppSpec::reserved_bytes() const { return reservation > 0 ? reservation : total_bytes(); }
+
 Scenario parse_scenario(const std::string& json_text, const std::string& source) {
   json doc;
   try {
@@ -162,6 +169,9 @@ Scenario parse_scenario(const std::string& json_text, const std::string& source)
       if (tie != "share" && tie != "fcfs") sched.fail("priority_tie", "must be share or fcfs");
       cfg.priority_tie = tie == "share" ? core::PriorityTie::Share : core::PriorityTie::Fcfs;
     }
+    if (sched.has("extend_reservations"))
+      cfg.extend_reservations = sched.boolean("extend_reservations");
+    if (sched.has("lend_write_only")) cfg.lend_write_only = sched.boolean("lend_write_only");
 
     const uint64_t seed = root.has("seed") ? static_cast<uint64_t>(root.integer("seed", 0)) : 1;
     cfg.seed = seed;
@@ -197,6 +207,8 @@ Scenario parse_scenario(const std::string& json_text, const std::string& source)
       }
       app.user = a.has("user") ? a.string("user") : "";
       app.walltime = a.has("walltime") ? a.number("walltime", 0) : 0;
+      if (a.has("reservation")) app.reservation = a.number("reservation", 0, false);
+      if (a.has("write_only")) app.write_only = a.boolean("write_only");
       nodes_used += app.nodes;
       const auto& phases = a.at("phases");
       if (!phases.is_array() || phases.empty()) a.fail("phases", "must be a non-empty list");

@@ -37,11 +37,15 @@ struct AppSpec {
   double arrival = 0;
   int priority = 0;
   core::Hint hint = core::Hint::Flushable;
-  std::string user;     ///< empty: the application is its own user
-  double walltime = 0;  ///< requested time limit; 0: none
+  std::string user;        ///< empty: the application is its own user
+  double walltime = 0;     ///< requested time limit; 0: none
+  double reservation = 0;  ///< the DataWarp reservation; 0: the total of its phases
+  bool write_only = false;
   std::vector<PhaseSpec> phases;
 
   double total_bytes() const;
+  /// What the job reserves under DataWarp: `reservation`, else the total of its phases.
+  double reserved_bytes() const;
 };
 
 struct Scenario {

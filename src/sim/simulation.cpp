@@ -54,8 +54,9 @@ void Simulation::stop_drain(core::BufferId buffer) {
 void Simulation::run_app(size_t spec_index) {
   const AppSpec& spec = scenario_.apps[spec_index];
   sg4::this_actor::sleep_until(spec.arrival);
-  const core::AppInfo info{spec.name,          spec.nodes, spec.priority, spec.hint,
-                           spec.total_bytes(), spec.user,  spec.walltime};
+  core::AppInfo info{spec.name, spec.nodes,   spec.priority, spec.hint, spec.reserved_bytes(),
+                     spec.user, spec.walltime};
+  info.write_only = spec.write_only;
   ++events_;
   const core::AppId id = scheduler_->on_app_register(info, sg4::Engine::get_clock());
   request_decision();
