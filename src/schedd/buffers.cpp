@@ -48,6 +48,7 @@ core::SchedulerConfig BufferConfig::scheduler_config() const {
   cfg.max_colocated = max_colocated;
   cfg.max_running_apps = max_running_apps;
   cfg.min_buffers = min_buffers;
+  cfg.extend_reservations = extend_reservations;
   return cfg;
 }
 

@@ -34,6 +34,8 @@ struct BufferConfig {
   std::optional<int> max_colocated;
   std::optional<int> max_running_apps;  ///< jobs a policy runs at once (0: none; policy default)
   int min_buffers = 1;
+  /// DataWarp: a job writing past its reservation gets a temporary extension (paper II-c).
+  bool extend_reservations = false;
   double phase_bytes = 64e6;  ///< per process, for a phase that declares no size
   /// Most bytes one job's phase (and a DataWarp reservation) may ask for, whatever it declares;
   /// 0: all buffers together.

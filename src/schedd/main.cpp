@@ -110,6 +110,8 @@ int main(int argc, char** argv) {
   group->add_option("--min-buffers", buffers.min_buffers, "Nodes per phase at least")
       ->capture_default_str()
       ->check(CLI::Range(1, kMaxBuffers));
+  group->add_flag("--extend-reservations", buffers.extend_reservations,
+                  "datawarp: a job writing past its reservation gets a temporary extension");
   std::string max_phase = "0";
   group
       ->add_option("--max-phase-bytes", max_phase,

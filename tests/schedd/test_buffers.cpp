@@ -164,6 +164,23 @@ TEST(Buffers, AGrantToANodeThatIsGoneIsNotHandedOut) {
   EXPECT_EQ(d.buffers(0), "n0:7100");
 }
 
+TEST(Buffers, DataWarpExtensionsAreAccountedWhenEnabled) {
+  // 128 MiB of buffers; "small" reserves 32 MiB, then writes 100 MiB in one phase.
+  for (const bool extend : {false, true}) {
+    auto c = buffered("datawarp", 2, 64 * kMiB);
+    c.buffers->extend_reservations = extend;
+    Harness h(std::move(c));
+    h.node(1, "n0:7100");
+    h.node(2, "n1:7100");
+    h.job(10, "small", 32 * kMiB);
+    EXPECT_FALSE(h.begin(10, 100 * kMiB).await_grant()) << "the job goes on past its reservation";
+    h.job(11, "next", 64 * kMiB);
+    // With the 68 MiB extension counted, 100 + 64 MiB exceed the pool: "next" is queued; without
+    // it, only 32 MiB are reserved and its 16 MiB phase fits in the 28 MiB left.
+    EXPECT_EQ(h.begin(11, 16 * kMiB).await_grant(), extend) << "extend_reservations=" << extend;
+  }
+}
+
 TEST(Buffers, DataWarpQueuesJobsWhoseReservationDoesNotFit) {
   Harness h(buffered("datawarp", 2, 64 * kMiB));
   h.node(1, "n0:7100");
