@@ -25,7 +25,7 @@ struct AppInfo {
   int priority = 0;
   Hint hint = Hint::Flushable;
   double declared_bytes = 0;  ///< total I/O the job declares (the DataWarp reservation size)
-  std::string user;           ///< who submitted it (ThemisIO's user-fair); empty: its own name
+  std::string user{};         ///< who submitted it (ThemisIO's user-fair); empty: its own name
   double walltime = 0;        ///< requested time limit, seconds (EASY backfilling); 0: none
   /// The reservation holds intermediate results the job never reads back (paper II-d): its data
   /// may be staged out early and its unused space lent (`SchedulerConfig::lend_write_only`).

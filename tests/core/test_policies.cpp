@@ -44,7 +44,7 @@ SchedulerConfig config(int buffers, double capacity, int max_colocated = 3) {
 }
 
 AppInfo app(const std::string& name, int priority = 0, double declared = 20e9) {
-  return {name, 4, priority, Hint::Flushable, declared};
+  return {.name = name, .nodes = 4, .priority = priority, .declared_bytes = declared};
 }
 
 constexpr double GB = 1e9;
@@ -270,7 +270,7 @@ TEST(Drains, BackupFlusherTakesNoNewIo) {
 
 TEST(Drains, CachedDataStaysUntilItsApplicationEnds) {
   Driver d("fairness", config(2, 100 * GB));
-  const AppId reader = d.reg({"reader", 1, 0, Hint::Cached, 0}, 0);
+  const AppId reader = d.reg({.name = "reader", .hint = Hint::Cached}, 0);
   const AppId other = d.reg(app("other"), 0);
   d.request(reader, 0, 10 * GB, 0);
   d.complete(reader, 0, 5);

@@ -54,7 +54,7 @@ SchedulerConfig ssd_buffers(int count, double capacity, uint64_t seed = 1) {
 }
 
 AppInfo job(const std::string& name, int priority = 0, double declared = 20 * GB) {
-  return {name, 4, priority, Hint::Flushable, declared};
+  return {.name = name, .nodes = 4, .priority = priority, .declared_bytes = declared};
 }
 
 /// Drives a scheduler as a host does: the events of one instant, then one decision.

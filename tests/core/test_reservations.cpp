@@ -46,7 +46,7 @@ SchedulerConfig one_buffer(bool extend, bool lend) {
 }
 
 AppInfo job(const std::string& name, double reservation, bool write_only = false) {
-  AppInfo info{name, 1, 0, Hint::Flushable, reservation};
+  AppInfo info{.name = name, .declared_bytes = reservation};
   info.write_only = write_only;
   return info;
 }
