@@ -9,43 +9,15 @@
 #include "core/policies/policies.hpp"
 #include "core/policies/shares.hpp"
 #include "core/registry.hpp"
+#include "recording_actions.hpp"
 
 using namespace harmonia::core;
+using namespace harmonia::core::testing;
 
 namespace {
 
-constexpr double GB = 1e9;
-
-struct Granted {
-  AppId app;
-  int index;
-  std::vector<BufferId> buffers;
-};
-
-class Recorded : public Actions {
- public:
-  void admit(AppId app) override { admitted.push_back(app); }
-  void grant(const PhaseRequest& p, const std::vector<BufferId>& b) override {
-    grants.push_back({p.app, p.index, b});
-  }
-  void start_drain(BufferId) override {}
-  void stop_drain(BufferId) override {}
-
-  const Granted* grant_of(AppId app) const {
-    const auto it =
-        std::find_if(grants.begin(), grants.end(), [&](const Granted& g) { return g.app == app; });
-    return it == grants.end() ? nullptr : &*it;
-  }
-  std::vector<AppId> admitted;
-  std::vector<Granted> grants;
-};
-
 SchedulerConfig config(int buffers, double capacity, uint64_t seed = 1) {
-  SchedulerConfig c(DeviceModel::from_slope("ssd", 500e6, 550e6, 2, 0.9557));
-  c.buffer_count = buffers;
-  c.buffer_capacity = capacity;
-  c.buffer_link_bw = 1.25e9;
-  c.client_node_bw = 1.25e9;
+  SchedulerConfig c = ssd_buffers(buffers, capacity);
   c.max_colocated = 1;  // the peers ignore X; a test with X = 1 shows it
   c.seed = seed;
   return c;
@@ -87,7 +59,7 @@ class Driver {
     scheduler->on_drained(b, bytes, now);
     scheduler->on_tick(now);
   }
-  Recorded actions;
+  RecordingActions actions;
   std::unique_ptr<Scheduler> scheduler;
 };
 

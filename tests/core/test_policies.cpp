@@ -4,41 +4,15 @@
 #include <algorithm>
 
 #include "core/registry.hpp"
+#include "recording_actions.hpp"
 
 using namespace harmonia::core;
+using namespace harmonia::core::testing;
 
 namespace {
 
-struct Granted {
-  AppId app;
-  int index;
-  std::vector<BufferId> buffers;
-};
-
-class TestActions : public Actions {
- public:
-  void admit(AppId app) override { admitted.push_back(app); }
-  void grant(const PhaseRequest& p, const std::vector<BufferId>& b) override {
-    grants.push_back({p.app, p.index, b});
-  }
-  void start_drain(BufferId b) override { drain_starts.push_back(b); }
-  void stop_drain(BufferId b) override { drain_stops.push_back(b); }
-
-  bool was_granted(AppId app, int index) const {
-    return std::any_of(grants.begin(), grants.end(),
-                       [&](const Granted& g) { return g.app == app && g.index == index; });
-  }
-  std::vector<AppId> admitted;
-  std::vector<Granted> grants;
-  std::vector<BufferId> drain_starts, drain_stops;
-};
-
 SchedulerConfig config(int buffers, double capacity, int max_colocated = 3) {
-  SchedulerConfig c(DeviceModel::from_slope("ssd", 500e6, 550e6, 2, 0.9557));
-  c.buffer_count = buffers;
-  c.buffer_capacity = capacity;
-  c.buffer_link_bw = 1.25e9;
-  c.client_node_bw = 1.25e9;
+  SchedulerConfig c = ssd_buffers(buffers, capacity);
   c.max_colocated = max_colocated;
   return c;
 }
@@ -46,8 +20,6 @@ SchedulerConfig config(int buffers, double capacity, int max_colocated = 3) {
 AppInfo app(const std::string& name, int priority = 0, double declared = 20e9) {
   return {.name = name, .nodes = 4, .priority = priority, .declared_bytes = declared};
 }
-
-constexpr double GB = 1e9;
 
 /// Delivers events one instant at a time, then lets the policy decide, as a host does.
 class Driver {
@@ -82,7 +54,7 @@ class Driver {
   }
   const std::vector<BufferState>& buffers() const { return scheduler->buffers(); }
 
-  TestActions actions;
+  RecordingActions actions;
   std::unique_ptr<Scheduler> scheduler;
 };
 
@@ -92,7 +64,7 @@ TEST(Registry, KnowsEveryPolicyAndRejectsUnknown) {
   const auto names = policy_names();
   EXPECT_EQ(names.size(), 12u);
   EXPECT_EQ(names.front(), "datawarp");
-  TestActions actions;
+  RecordingActions actions;
   EXPECT_THROW(make_scheduler("nope", config(2, 100 * GB), actions), std::invalid_argument);
 }
 
@@ -283,7 +255,7 @@ TEST(Drains, CachedDataStaysUntilItsApplicationEnds) {
 }
 
 TEST(Scheduler, RejectsOutOfOrderEvents) {
-  TestActions actions;
+  RecordingActions actions;
   auto s = make_scheduler("fairness", config(2, 100 * GB), actions);
   s->on_app_register(app("a"), 0);
   EXPECT_THROW(s->on_phase_complete(0, 0, 1), std::logic_error);

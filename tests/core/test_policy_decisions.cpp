@@ -10,44 +10,15 @@
 #include <random>
 
 #include "core/registry.hpp"
+#include "recording_actions.hpp"
 
 using namespace harmonia::core;
+using namespace harmonia::core::testing;
 
 namespace {
 
-constexpr double GB = 1e9;
-
-class Recording : public Actions {
- public:
-  struct Grant {
-    AppId app;
-    int index;
-    std::vector<BufferId> buffers;
-  };
-  void admit(AppId app) override { admitted.push_back(app); }
-  void grant(const PhaseRequest& p, const std::vector<BufferId>& b) override {
-    grants.push_back({p.app, p.index, b});
-  }
-  void start_drain(BufferId) override {}
-  void stop_drain(BufferId) override {}
-
-  std::vector<AppId> granted_apps() const {
-    std::vector<AppId> apps;
-    for (const auto& g : grants) apps.push_back(g.app);
-    return apps;
-  }
-  std::vector<AppId> admitted;
-  std::vector<Grant> grants;
-};
-
-/// Fig. 5's system: SSD buffers (the paper's measurements are of two SSD-based burst buffers),
-/// X = 3 ("more than three applications on one buffer node is really hurtful", IV-B4).
-SchedulerConfig ssd_buffers(int count, double capacity, uint64_t seed = 1) {
-  SchedulerConfig c(DeviceModel::from_slope("ssd", 500e6, 550e6, 2, 0.9557));
-  c.buffer_count = count;
-  c.buffer_capacity = capacity;
-  c.buffer_link_bw = 1.25e9;
-  c.client_node_bw = 1.25e9;
+SchedulerConfig colocating_ssd_buffers(int count, double capacity, uint64_t seed = 1) {
+  SchedulerConfig c = ssd_buffers(count, capacity);
   c.max_colocated = 3;
   c.seed = seed;
   return c;
@@ -92,7 +63,7 @@ struct Host {
   }
   int phases_on(BufferId b) const { return scheduler->buffers()[static_cast<size_t>(b)].phases; }
 
-  Recording actions;
+  RecordingActions actions;
   std::unique_ptr<Scheduler> scheduler;
 };
 
@@ -117,11 +88,11 @@ TEST(DataWarpDecisions, AdmitsOnlyTheJobsWhoseReservationsFit) {
   // "Each application asks for a reservation of predefined buffer capacity ... Otherwise, the
   // application will remain in the batch scheduler's queue". Fig. 5: 6 applications of two 10 GB
   // phases, 2 buffers that hold 4 phases: DataWarp picks apps 1 and 2, the rest wait.
-  Host run("datawarp", ssd_buffers(2, 20 * GB));
+  Host run("datawarp", colocating_ssd_buffers(2, 20 * GB));
   run.register_apps(6);
   EXPECT_EQ(run.actions.admitted, (std::vector<AppId>{0, 1}));
   // A job declaring the whole capacity waits behind them, and blocks the line.
-  Host big("datawarp", ssd_buffers(2, 20 * GB));
+  Host big("datawarp", colocating_ssd_buffers(2, 20 * GB));
   big.scheduler->on_app_register(job("small", 0, 10 * GB), 0);
   big.scheduler->on_app_register(job("whole", 0, 40 * GB), 0);
   big.scheduler->on_app_register(job("tiny", 0, 1 * GB), 0);
@@ -133,7 +104,7 @@ TEST(DataWarpDecisions, QueuedJobsStartFirstComeFirstServed) {
   // "DataWarp will pick apps 1 and 2 based on FCFS order ... Upon completion of the first two
   // apps, DataWarp will flush ... and proceed with the next two apps. This process will be
   // repeated for the last two remaining apps."
-  Host run("datawarp", ssd_buffers(2, 20 * GB));
+  Host run("datawarp", colocating_ssd_buffers(2, 20 * GB));
   run.register_apps(6);
   for (AppId done : {0, 1}) {
     run.request({done}, 10 * GB, 1);
@@ -152,7 +123,7 @@ TEST(MaxBufferEfficiencyDecisions, OnePhaseOnBothBuffersTheOthersWait) {
   // hence maximum I/O bandwidth. App 2 will start at t=2, effectively overlapping its computation
   // phases with the I/O phase of app 1": one phase at a time, on every buffer. (Admission limit
   // off, so that six phases compete and only the cost decides.)
-  auto cfg = ssd_buffers(2, 40 * GB);
+  auto cfg = colocating_ssd_buffers(2, 40 * GB);
   cfg.max_running_apps = 0;
   Host run("max-buffer-efficiency", cfg);
   const auto apps = run.register_apps(6);
@@ -172,7 +143,7 @@ TEST(MaxBufferEfficiencyDecisions, AnIdleBufferTakesAWaitingPhaseAtOnce) {
   // the i-th I/O phase on the j-th buffer will increase the buffer utilization". A phase that
   // waits while the only free buffer is busy starts as soon as another buffer comes back from
   // flushing, although a phase still runs elsewhere.
-  auto cfg = ssd_buffers(2, 100 * GB);
+  auto cfg = colocating_ssd_buffers(2, 100 * GB);
   cfg.flush_threshold = 0.25;
   cfg.backup_flushers = 1;
   Host run("max-buffer-efficiency", cfg);
@@ -196,7 +167,7 @@ TEST(MaxBufferEfficiencyDecisions, AnIdleBufferTakesAWaitingPhaseAtOnce) {
 TEST(MaxBufferEfficiencyDecisions, WaitingPhasesGoInRequestOrder) {
   // The policy takes candidates first come first served (docs/scheduling-model.md, 5): when the
   // buffers free up, the phase that asked first gets them (admission limit off: three apps).
-  auto cfg = ssd_buffers(2, 100 * GB);
+  auto cfg = colocating_ssd_buffers(2, 100 * GB);
   cfg.max_running_apps = 0;
   Host run("max-buffer-efficiency", cfg);
   run.register_apps(3);
@@ -220,7 +191,7 @@ TEST(PriorityDecisions, FollowsThePaperPriorityPairs) {
   // them ... by sharing the two available buffers". The phases ask in the reverse order, so
   // first come first served would give the opposite.
   const int priority[] = {5, 4, 3, 3, 2, 1};
-  Host run("priority", ssd_buffers(2, 100 * GB));
+  Host run("priority", colocating_ssd_buffers(2, 100 * GB));
   run.scheduler->on_app_register(job("blocker", 9), 0);
   for (int p : priority) run.scheduler->on_app_register(job("p" + std::to_string(p), p), 0);
   run.scheduler->on_tick(0);
@@ -247,7 +218,7 @@ TEST(PriorityDecisions, FollowsThePaperPriorityPairs) {
 TEST(PriorityDecisions, EqualPrioritiesInFcfsModeGoInRequestOrder) {
   // "For I/O phases with same priority, Harmonia offers two modes: ... or execute them in
   // first-come-first-serve (FCFS) fashion."
-  auto cfg = ssd_buffers(2, 100 * GB);
+  auto cfg = colocating_ssd_buffers(2, 100 * GB);
   cfg.priority_tie = PriorityTie::Fcfs;
   Host run("priority", cfg);
   run.register_apps(4, 1);
@@ -268,7 +239,7 @@ TEST(MaxBandwidthDecisions, ShorterPhaseFirstWhateverTheRandomOrder) {
   // the other way round costs the small one 91 %. So the small one goes first, on both buffers,
   // for every seed, although the order of candidates is random.
   for (uint64_t seed = 1; seed <= 16; ++seed) {
-    Host run("max-bandwidth", ssd_buffers(2, 100 * GB, seed));
+    Host run("max-bandwidth", colocating_ssd_buffers(2, 100 * GB, seed));
     run.register_apps(2);
     run.scheduler->on_phase_request({0, 0, 20 * GB, Op::Write, 0}, 0);
     run.scheduler->on_phase_request({1, 0, 2 * GB, Op::Write, 0}, 0);
@@ -285,7 +256,7 @@ TEST(MaxBandwidthDecisions, EqualPhasesGoInTheSeededRandomOrder) {
   // application goes first about as often.
   std::map<AppId, int> first;
   for (uint64_t seed = 1; seed <= 40; ++seed) {
-    Host run("max-bandwidth", ssd_buffers(2, 100 * GB, seed));
+    Host run("max-bandwidth", colocating_ssd_buffers(2, 100 * GB, seed));
     run.register_apps(2);
     run.request({0, 1}, 10 * GB, 0);
     ASSERT_EQ(run.actions.grants.size(), 1u);
@@ -302,7 +273,7 @@ TEST(FairnessDecisions, DividesTheBuffersEquallyAmongApplications) {
   // "Resources are divided equally into all applications." Four applications, two buffers,
   // X = 3: two phases per buffer, not three on one and one alone on the other (the alone one
   // would finish far ahead of the three), and nobody waits.
-  Host run("fairness", ssd_buffers(2, 100 * GB));
+  Host run("fairness", colocating_ssd_buffers(2, 100 * GB));
   const auto apps = run.register_apps(4);
   run.request(apps, 10 * GB, 0);
   ASSERT_EQ(run.actions.grants.size(), 4u);
@@ -317,7 +288,7 @@ TEST(FairnessDecisions, WhoWaitsWhenNotAllFitIsTheSeededRandomChoice) {
   // room for six: the one left out is the last in the seeded order, and not always the same.
   std::map<AppId, int> left_out;
   for (uint64_t seed = 1; seed <= 30; ++seed) {
-    Host run("fairness", ssd_buffers(2, 100 * GB, seed));
+    Host run("fairness", colocating_ssd_buffers(2, 100 * GB, seed));
     const auto apps = run.register_apps(7);
     run.request(apps, 10 * GB, 0);
     ASSERT_EQ(run.actions.grants.size(), 6u);
@@ -339,7 +310,7 @@ TEST(MinStallDecisions, ApplicationsOnSeparateBuffersThenOverlapping) {
   // together get a buffer each (no wait, no interference); a third one asking while they write
   // waits for app 1's buffer (its I/O overlaps app 1's next computation) rather than slow
   // app 1 down.
-  Host run("min-stall", ssd_buffers(2, 100 * GB));
+  Host run("min-stall", colocating_ssd_buffers(2, 100 * GB));
   run.register_apps(3);
   run.request({0, 1}, 10 * GB, 0);
   ASSERT_EQ(run.actions.grants.size(), 2u);
@@ -361,7 +332,7 @@ TEST(MinStallDecisions, WhoGetsTheIdleBufferIsTheSeededRandomChoice) {
   // first in the seeded order takes it.
   std::map<AppId, int> first;
   for (uint64_t seed = 1; seed <= 30; ++seed) {
-    auto cfg = ssd_buffers(1, 100 * GB, seed);
+    auto cfg = colocating_ssd_buffers(1, 100 * GB, seed);
     cfg.max_colocated = 1;
     Host run("min-stall", cfg);
     run.register_apps(2);
@@ -379,7 +350,7 @@ TEST(MinStallDecisions, WhoGetsTheIdleBufferIsTheSeededRandomChoice) {
 TEST(AdmissionLimits, MaxBufferEfficiencyRunsTwoAndAdmitsTheNextWhenOneFinishes) {
   // IV-B1: app 1, then app 2 overlapping its computation with app 1's I/O; "The rest of the
   // apps will be scheduled once one of the previous apps finishes."
-  Host run("max-buffer-efficiency", ssd_buffers(2, 100 * GB));
+  Host run("max-buffer-efficiency", colocating_ssd_buffers(2, 100 * GB));
   run.register_apps(6);
   EXPECT_EQ(run.actions.admitted, (std::vector<AppId>{0, 1}));
   run.request({0}, 10 * GB, 1);
@@ -396,7 +367,7 @@ TEST(AdmissionLimits, MaxBufferEfficiencyRunsTwoAndAdmitsTheNextWhenOneFinishes)
 TEST(AdmissionLimits, MaxBandwidthRunsUpToTwoApplications) {
   // IV-B3: "To be able to offer maximum bandwidth, we can see that up to 2 concurrent
   // applications are scheduled."
-  Host run("max-bandwidth", ssd_buffers(2, 100 * GB));
+  Host run("max-bandwidth", colocating_ssd_buffers(2, 100 * GB));
   run.register_apps(6);
   EXPECT_EQ(run.actions.admitted, (std::vector<AppId>{0, 1}));
   run.scheduler->on_app_end(0, 5);
@@ -408,27 +379,27 @@ TEST(AdmissionLimits, FairnessAndMinStallStartEveryone) {
   // IV-B4: "Harmonia can indeed start all 6 applications at the same time"; IV-B5 states no
   // limit either.
   for (const char* policy : {"fairness", "min-stall"}) {
-    Host run(policy, ssd_buffers(2, 100 * GB));
+    Host run(policy, colocating_ssd_buffers(2, 100 * GB));
     run.register_apps(6);
     EXPECT_EQ(run.actions.admitted.size(), 6u) << policy;
   }
 }
 
 TEST(AdmissionLimits, TheConfigurationOverridesThePolicyDefault) {
-  auto off = ssd_buffers(2, 100 * GB);
+  auto off = colocating_ssd_buffers(2, 100 * GB);
   off.max_running_apps = 0;
   Host unlimited("max-bandwidth", off);
   unlimited.register_apps(6);
   EXPECT_EQ(unlimited.actions.admitted.size(), 6u) << "0: no limit";
-  auto three = ssd_buffers(2, 100 * GB);
+  auto three = colocating_ssd_buffers(2, 100 * GB);
   three.max_running_apps = 3;
   Host limited("min-stall", three);
   limited.register_apps(6);
   EXPECT_EQ(limited.actions.admitted, (std::vector<AppId>{0, 1, 2}));
   limited.scheduler->on_app_end(1, 1);
   EXPECT_EQ(limited.actions.admitted, (std::vector<AppId>{0, 1, 2, 3})) << "first come first";
-  auto bad = ssd_buffers(2, 100 * GB);
+  auto bad = colocating_ssd_buffers(2, 100 * GB);
   bad.max_running_apps = -1;
-  Recording actions;
+  RecordingActions actions;
   EXPECT_THROW(make_scheduler("fairness", bad, actions), std::invalid_argument);
 }

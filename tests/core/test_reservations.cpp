@@ -6,40 +6,15 @@
 #include <algorithm>
 
 #include "core/registry.hpp"
+#include "recording_actions.hpp"
 
 using namespace harmonia::core;
+using namespace harmonia::core::testing;
 
 namespace {
 
-constexpr double GB = 1e9;
-
-class Recorded : public Actions {
- public:
-  void admit(AppId app) override { admitted.push_back(app); }
-  void grant(const PhaseRequest& p, const std::vector<BufferId>&) override {
-    granted.push_back({p.app, p.index});
-  }
-  void start_drain(BufferId b) override { drain_starts.push_back(b); }
-  void stop_drain(BufferId) override {}
-
-  bool was_granted(AppId app, int index) const {
-    return std::find(granted.begin(), granted.end(), std::pair{app, index}) != granted.end();
-  }
-  bool was_admitted(AppId app) const {
-    return std::find(admitted.begin(), admitted.end(), app) != admitted.end();
-  }
-  std::vector<AppId> admitted;
-  std::vector<std::pair<AppId, int>> granted;
-  std::vector<BufferId> drain_starts;
-};
-
-/// One buffer of 100 GB under DataWarp.
 SchedulerConfig one_buffer(bool extend, bool lend) {
-  SchedulerConfig c(DeviceModel::from_slope("ssd", 500e6, 550e6, 2, 0.9557));
-  c.buffer_count = 1;
-  c.buffer_capacity = 100 * GB;
-  c.buffer_link_bw = 1.25e9;
-  c.client_node_bw = 1.25e9;
+  SchedulerConfig c = ssd_buffers(1, 100 * GB);
   c.extend_reservations = extend;
   c.lend_write_only = lend;
   return c;
@@ -76,7 +51,7 @@ class Driver {
     s->on_tick(now);
   }
 
-  Recorded actions;
+  RecordingActions actions;
   std::unique_ptr<Scheduler> s;
 };
 

@@ -1,0 +1,65 @@
+#pragma once
+/// @file What the policy tests share: an `Actions` that records every decision a scheduler
+/// makes, and buffers of the SSD the Harmonia paper measured (Fig. 3).
+
+#include <algorithm>
+#include <vector>
+
+#include "core/scheduler.hpp"
+
+namespace harmonia::core::testing {
+
+constexpr double GB = 1e9;
+
+struct Granted {
+  AppId app;
+  int index;
+  std::vector<BufferId> buffers;
+};
+
+class RecordingActions : public Actions {
+ public:
+  void admit(AppId app) override { admitted.push_back(app); }
+  void grant(const PhaseRequest& p, const std::vector<BufferId>& b) override {
+    grants.push_back({p.app, p.index, b});
+  }
+  void start_drain(BufferId b) override { drain_starts.push_back(b); }
+  void stop_drain(BufferId b) override { drain_stops.push_back(b); }
+
+  bool was_admitted(AppId app) const {
+    return std::find(admitted.begin(), admitted.end(), app) != admitted.end();
+  }
+  bool was_granted(AppId app, int index) const {
+    return std::any_of(grants.begin(), grants.end(),
+                       [&](const Granted& g) { return g.app == app && g.index == index; });
+  }
+  /// The first grant of any phase of `app`, or nullptr.
+  const Granted* grant_of(AppId app) const {
+    const auto it =
+        std::find_if(grants.begin(), grants.end(), [&](const Granted& g) { return g.app == app; });
+    return it == grants.end() ? nullptr : &*it;
+  }
+  /// The application of each grant, in the order granted.
+  std::vector<AppId> granted_apps() const {
+    std::vector<AppId> apps;
+    for (const auto& g : grants) apps.push_back(g.app);
+    return apps;
+  }
+
+  std::vector<AppId> admitted;
+  std::vector<Granted> grants;
+  std::vector<BufferId> drain_starts, drain_stops;
+};
+
+/// `count` buffers of `capacity` bytes each on the paper's SSD (500 MB/s write, 550 MB/s read,
+/// concurrency 2, interference slope 0.9557), with 10 Gb/s links to buffers and compute nodes.
+inline SchedulerConfig ssd_buffers(int count, double capacity) {
+  SchedulerConfig c(DeviceModel::from_slope("ssd", 500e6, 550e6, 2, 0.9557));
+  c.buffer_count = count;
+  c.buffer_capacity = capacity;
+  c.buffer_link_bw = 1.25e9;
+  c.client_node_bw = 1.25e9;
+  return c;
+}
+
+}  // namespace harmonia::core::testing
