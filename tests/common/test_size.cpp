@@ -30,13 +30,17 @@ TEST(Size, ReadsTheSharedVectorsAsPythonDoes) {
   }
 }
 
+// (The vectors are kept in a variable: a range-for over a member of a temporary would read freed
+// memory.)
 TEST(Size, ABareNumberIsBytes) {
-  for (const auto& entry : vectors().at("bare"))
+  const auto all = vectors();
+  for (const auto& entry : all.at("bare"))
     EXPECT_EQ(parse_size(entry.at("text").get<std::string>()), entry.at("bytes").get<size_t>());
 }
 
 TEST(Size, RefusesZeroNegativeAndTooLarge) {
-  for (const auto& entry : vectors().at("zero"))
+  const auto all = vectors();
+  for (const auto& entry : all.at("zero"))
     EXPECT_FALSE(parse_size(entry.at("text").get<std::string>()).has_value());
   EXPECT_FALSE(parse_size("-1 GB").has_value());
   EXPECT_EQ(parse_size("4 EiB"), std::nullopt);  // no such unit
