@@ -1,10 +1,14 @@
 #pragma once
 /// @file What the policy tests share: an `Actions` that records every decision a scheduler
-/// makes, and buffers of the SSD the Harmonia paper measured (Fig. 3).
+/// makes, a driver that delivers events as a host does, and buffers of the SSD the Harmonia
+/// paper measured (Fig. 3).
 
 #include <algorithm>
+#include <memory>
+#include <string>
 #include <vector>
 
+#include "core/registry.hpp"
 #include "core/scheduler.hpp"
 
 namespace harmonia::core::testing {
@@ -61,5 +65,44 @@ inline SchedulerConfig ssd_buffers(int count, double capacity) {
   c.client_node_bw = 1.25e9;
   return c;
 }
+
+/// Drives a scheduler as a host does: each event, then one decision (`on_tick`) at its instant.
+class PolicyDriver {
+ public:
+  PolicyDriver(const std::string& policy, SchedulerConfig cfg)
+      : scheduler(make_scheduler(policy, std::move(cfg), actions)) {}
+
+  AppId reg(const AppInfo& info, double now) {
+    const AppId id = scheduler->on_app_register(info, now);
+    scheduler->on_tick(now);
+    return id;
+  }
+  void request(AppId app, int index, double bytes, double now, int priority = 0) {
+    scheduler->on_phase_request({app, index, bytes, Op::Write, priority}, now);
+    scheduler->on_tick(now);
+  }
+  /// Phase `index` of each of `apps`, all requested at `now`, decided together.
+  void request_together(const std::vector<AppId>& apps, double bytes, double now, int index = 0,
+                        int priority = 0) {
+    for (AppId a : apps) scheduler->on_phase_request({a, index, bytes, Op::Write, priority}, now);
+    scheduler->on_tick(now);
+  }
+  void complete(AppId app, int index, double now) {
+    scheduler->on_phase_complete(app, index, now);
+    scheduler->on_tick(now);
+  }
+  void drained(BufferId b, double bytes, double now) {
+    scheduler->on_drained(b, bytes, now);
+    scheduler->on_tick(now);
+  }
+  void end(AppId app, double now) {
+    scheduler->on_app_end(app, now);
+    scheduler->on_tick(now);
+  }
+  const std::vector<BufferState>& buffers() const { return scheduler->buffers(); }
+
+  RecordingActions actions;
+  std::unique_ptr<Scheduler> scheduler;
+};
 
 }  // namespace harmonia::core::testing

@@ -34,34 +34,7 @@ AppInfo job(const std::string& name, int nodes = 1, const std::string& user = ""
   return info;
 }
 
-class Driver {
- public:
-  Driver(const std::string& policy, SchedulerConfig cfg)
-      : scheduler(make_scheduler(policy, std::move(cfg), actions)) {}
-  AppId reg(const AppInfo& info, double now) {
-    const AppId id = scheduler->on_app_register(info, now);
-    scheduler->on_tick(now);
-    return id;
-  }
-  void request_together(const std::vector<AppId>& apps, double bytes, double now, int index = 0) {
-    for (AppId a : apps) scheduler->on_phase_request({a, index, bytes, Op::Write, 0}, now);
-    scheduler->on_tick(now);
-  }
-  void complete(AppId app, int index, double now) {
-    scheduler->on_phase_complete(app, index, now);
-    scheduler->on_tick(now);
-  }
-  void end(AppId app, double now) {
-    scheduler->on_app_end(app, now);
-    scheduler->on_tick(now);
-  }
-  void drained(BufferId b, double bytes, double now) {
-    scheduler->on_drained(b, bytes, now);
-    scheduler->on_tick(now);
-  }
-  RecordingActions actions;
-  std::unique_ptr<Scheduler> scheduler;
-};
+using Driver = PolicyDriver;
 
 size_t buffers_of(const Driver& d, AppId app) {
   const auto* g = d.actions.grant_of(app);

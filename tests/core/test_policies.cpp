@@ -22,41 +22,7 @@ AppInfo app(const std::string& name, int priority = 0, double declared = 20e9) {
 }
 
 /// Delivers events one instant at a time, then lets the policy decide, as a host does.
-class Driver {
- public:
-  Driver(const std::string& policy, SchedulerConfig cfg)
-      : scheduler(make_scheduler(policy, std::move(cfg), actions)) {}
-  AppId reg(const AppInfo& info, double now) {
-    const AppId id = scheduler->on_app_register(info, now);
-    scheduler->on_tick(now);
-    return id;
-  }
-  void request(AppId app, int index, double bytes, double now, int priority = 0) {
-    scheduler->on_phase_request({app, index, bytes, Op::Write, priority}, now);
-    scheduler->on_tick(now);
-  }
-  /// Several requests in the same instant, decided together.
-  void request_together(const std::vector<AppId>& apps, double bytes, double now) {
-    for (AppId a : apps) scheduler->on_phase_request({a, 0, bytes, Op::Write, 0}, now);
-    scheduler->on_tick(now);
-  }
-  void complete(AppId app, int index, double now) {
-    scheduler->on_phase_complete(app, index, now);
-    scheduler->on_tick(now);
-  }
-  void drained(BufferId b, double bytes, double now) {
-    scheduler->on_drained(b, bytes, now);
-    scheduler->on_tick(now);
-  }
-  void end(AppId app, double now) {
-    scheduler->on_app_end(app, now);
-    scheduler->on_tick(now);
-  }
-  const std::vector<BufferState>& buffers() const { return scheduler->buffers(); }
-
-  RecordingActions actions;
-  std::unique_ptr<Scheduler> scheduler;
-};
+using Driver = PolicyDriver;
 
 }  // namespace
 

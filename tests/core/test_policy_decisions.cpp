@@ -29,9 +29,8 @@ AppInfo job(const std::string& name, int priority = 0, double declared = 20 * GB
 }
 
 /// Drives a scheduler as a host does: the events of one instant, then one decision.
-struct Host {
-  Host(const std::string& policy, SchedulerConfig cfg)
-      : scheduler(make_scheduler(policy, std::move(cfg), actions)) {}
+struct Host : PolicyDriver {
+  using PolicyDriver::PolicyDriver;
 
   std::vector<AppId> register_apps(int n, int priority = 0, double declared = 20 * GB) {
     std::vector<AppId> ids;
@@ -41,30 +40,16 @@ struct Host {
     scheduler->on_tick(0);
     return ids;
   }
-  /// Phase `index` of each of `apps`, all requested at `now`, decided together.
-  void request(const std::vector<AppId>& apps, double bytes, double now, int index = 0,
-               int priority = 0) {
-    for (AppId a : apps) scheduler->on_phase_request({a, index, bytes, Op::Write, priority}, now);
-    scheduler->on_tick(now);
-  }
-  void complete(AppId app, int index, double now) {
-    scheduler->on_phase_complete(app, index, now);
-    scheduler->on_tick(now);
-  }
   /// Ends the application and reports all its data drained from every buffer.
   void end_and_stage_out(AppId app, double now) {
-    scheduler->on_app_end(app, now);
-    scheduler->on_tick(now);
-    for (BufferId b = 0; b < static_cast<BufferId>(scheduler->buffers().size()); ++b) {
-      const double held = scheduler->buffers()[static_cast<size_t>(b)].drainable();
+    end(app, now);
+    for (BufferId b = 0; b < static_cast<BufferId>(buffers().size()); ++b) {
+      const double held = buffers()[static_cast<size_t>(b)].drainable();
       if (held > 0) scheduler->on_drained(b, held, now);
     }
     scheduler->on_tick(now);
   }
-  int phases_on(BufferId b) const { return scheduler->buffers()[static_cast<size_t>(b)].phases; }
-
-  RecordingActions actions;
-  std::unique_ptr<Scheduler> scheduler;
+  int phases_on(BufferId b) const { return buffers()[static_cast<size_t>(b)].phases; }
 };
 
 /// The order in which a random-order policy considers simultaneous phases: one key per phase,
@@ -107,7 +92,7 @@ TEST(DataWarpDecisions, QueuedJobsStartFirstComeFirstServed) {
   Host run("datawarp", colocating_ssd_buffers(2, 20 * GB));
   run.register_apps(6);
   for (AppId done : {0, 1}) {
-    run.request({done}, 10 * GB, 1);
+    run.request_together({done}, 10 * GB, 1);
     run.complete(done, 0, 2);
     run.end_and_stage_out(done, 3);
   }
@@ -127,13 +112,13 @@ TEST(MaxBufferEfficiencyDecisions, OnePhaseOnBothBuffersTheOthersWait) {
   cfg.max_running_apps = 0;
   Host run("max-buffer-efficiency", cfg);
   const auto apps = run.register_apps(6);
-  run.request(apps, 10 * GB, 0);
+  run.request_together(apps, 10 * GB, 0);
   ASSERT_EQ(run.actions.grants.size(), 1u);
   EXPECT_EQ(run.actions.grants[0].app, 0) << "first come, first served";
   EXPECT_EQ(run.actions.grants[0].buffers, (std::vector<BufferId>{0, 1}));
   // A phase requested while app 1 writes waits rather than share the busy buffers.
   run.complete(0, 0, 20);
-  run.request({0}, 10 * GB, 21, 1);
+  run.request_together({0}, 10 * GB, 21, 1);
   EXPECT_EQ(run.actions.grants.size(), 2u);
   EXPECT_EQ(run.phases_on(0), 1);
 }
@@ -148,14 +133,14 @@ TEST(MaxBufferEfficiencyDecisions, AnIdleBufferTakesAWaitingPhaseAtOnce) {
   cfg.backup_flushers = 1;
   Host run("max-buffer-efficiency", cfg);
   run.register_apps(2);
-  run.request({0}, 60 * GB, 0);  // 30 GB on each buffer
-  run.complete(0, 0, 10);        // both over 25 %: one becomes the (exclusive) backup flusher
+  run.request_together({0}, 60 * GB, 0);  // 30 GB on each buffer
+  run.complete(0, 0, 10);  // both over 25 %: one becomes the (exclusive) backup flusher
   BufferId flusher = 0;
   while (!run.scheduler->buffers()[static_cast<size_t>(flusher)].exclusive_flush) ++flusher;
-  run.request({0}, 10 * GB, 20, 1);
+  run.request_together({0}, 10 * GB, 20, 1);
   ASSERT_EQ(run.actions.grants.size(), 2u);
   EXPECT_EQ(run.actions.grants[1].buffers, std::vector<BufferId>{1 - flusher});
-  run.request({1}, 10 * GB, 21);
+  run.request_together({1}, 10 * GB, 21);
   EXPECT_EQ(run.actions.grants.size(), 2u) << "waits rather than share the busy buffer";
   run.scheduler->on_drained(flusher, 30 * GB, 22);
   run.scheduler->on_tick(22);
@@ -171,9 +156,9 @@ TEST(MaxBufferEfficiencyDecisions, WaitingPhasesGoInRequestOrder) {
   cfg.max_running_apps = 0;
   Host run("max-buffer-efficiency", cfg);
   run.register_apps(3);
-  run.request({0}, 10 * GB, 0);
-  run.request({2}, 10 * GB, 1);  // the higher application id asks first
-  run.request({1}, 10 * GB, 2);
+  run.request_together({0}, 10 * GB, 0);
+  run.request_together({2}, 10 * GB, 1);  // the higher application id asks first
+  run.request_together({1}, 10 * GB, 2);
   ASSERT_EQ(run.actions.grants.size(), 1u);
   run.complete(0, 0, 10);
   ASSERT_EQ(run.actions.grants.size(), 2u);
@@ -195,8 +180,8 @@ TEST(PriorityDecisions, FollowsThePaperPriorityPairs) {
   run.scheduler->on_app_register(job("blocker", 9), 0);
   for (int p : priority) run.scheduler->on_app_register(job("p" + std::to_string(p), p), 0);
   run.scheduler->on_tick(0);
-  run.request({0}, 10 * GB, 0, 0, 9);
-  for (AppId a = 6; a >= 1; --a) run.request({a}, 10 * GB, 7 - a, 0, priority[a - 1]);
+  run.request_together({0}, 10 * GB, 0, 0, 9);
+  for (AppId a = 6; a >= 1; --a) run.request_together({a}, 10 * GB, 7 - a, 0, priority[a - 1]);
   run.complete(0, 0, 10);
   ASSERT_EQ(run.actions.granted_apps(), (std::vector<AppId>{0, 1}));
   EXPECT_EQ(run.actions.grants[1].buffers.size(), 2u) << "exclusively, on both buffers";
@@ -222,10 +207,10 @@ TEST(PriorityDecisions, EqualPrioritiesInFcfsModeGoInRequestOrder) {
   cfg.priority_tie = PriorityTie::Fcfs;
   Host run("priority", cfg);
   run.register_apps(4, 1);
-  run.request({0}, 10 * GB, 0, 0, 1);
-  run.request({3}, 10 * GB, 1, 0, 1);  // the highest application id asks first
-  run.request({1}, 10 * GB, 2, 0, 1);
-  run.request({2}, 10 * GB, 3, 0, 1);
+  run.request_together({0}, 10 * GB, 0, 0, 1);
+  run.request_together({3}, 10 * GB, 1, 0, 1);  // the highest application id asks first
+  run.request_together({1}, 10 * GB, 2, 0, 1);
+  run.request_together({2}, 10 * GB, 3, 0, 1);
   for (AppId a : {0, 3, 1}) run.complete(a, 0, 10 + a);
   EXPECT_EQ(run.actions.granted_apps(), (std::vector<AppId>{0, 3, 1, 2}));
 }
@@ -258,7 +243,7 @@ TEST(MaxBandwidthDecisions, EqualPhasesGoInTheSeededRandomOrder) {
   for (uint64_t seed = 1; seed <= 40; ++seed) {
     Host run("max-bandwidth", colocating_ssd_buffers(2, 100 * GB, seed));
     run.register_apps(2);
-    run.request({0, 1}, 10 * GB, 0);
+    run.request_together({0, 1}, 10 * GB, 0);
     ASSERT_EQ(run.actions.grants.size(), 1u);
     EXPECT_EQ(run.actions.grants[0].app, seeded_order(seed, 2)[0]) << "seed " << seed;
     ++first[run.actions.grants[0].app];
@@ -275,7 +260,7 @@ TEST(FairnessDecisions, DividesTheBuffersEquallyAmongApplications) {
   // would finish far ahead of the three), and nobody waits.
   Host run("fairness", colocating_ssd_buffers(2, 100 * GB));
   const auto apps = run.register_apps(4);
-  run.request(apps, 10 * GB, 0);
+  run.request_together(apps, 10 * GB, 0);
   ASSERT_EQ(run.actions.grants.size(), 4u);
   EXPECT_EQ(run.phases_on(0), 2);
   EXPECT_EQ(run.phases_on(1), 2);
@@ -290,7 +275,7 @@ TEST(FairnessDecisions, WhoWaitsWhenNotAllFitIsTheSeededRandomChoice) {
   for (uint64_t seed = 1; seed <= 30; ++seed) {
     Host run("fairness", colocating_ssd_buffers(2, 100 * GB, seed));
     const auto apps = run.register_apps(7);
-    run.request(apps, 10 * GB, 0);
+    run.request_together(apps, 10 * GB, 0);
     ASSERT_EQ(run.actions.grants.size(), 6u);
     const auto granted = run.actions.granted_apps();
     AppId waiting = -1;
@@ -312,12 +297,12 @@ TEST(MinStallDecisions, ApplicationsOnSeparateBuffersThenOverlapping) {
   // app 1 down.
   Host run("min-stall", colocating_ssd_buffers(2, 100 * GB));
   run.register_apps(3);
-  run.request({0, 1}, 10 * GB, 0);
+  run.request_together({0, 1}, 10 * GB, 0);
   ASSERT_EQ(run.actions.grants.size(), 2u);
   EXPECT_EQ(run.actions.grants[0].buffers.size(), 1u);
   EXPECT_EQ(run.actions.grants[1].buffers.size(), 1u);
   EXPECT_NE(run.actions.grants[0].buffers, run.actions.grants[1].buffers);
-  run.request({2}, 10 * GB, 1);
+  run.request_together({2}, 10 * GB, 1);
   EXPECT_EQ(run.actions.grants.size(), 2u);
   const AppId first = run.actions.grants[0].app;
   run.complete(first, 0, 21);
@@ -336,7 +321,7 @@ TEST(MinStallDecisions, WhoGetsTheIdleBufferIsTheSeededRandomChoice) {
     cfg.max_colocated = 1;
     Host run("min-stall", cfg);
     run.register_apps(2);
-    run.request({0, 1}, 10 * GB, 0);
+    run.request_together({0, 1}, 10 * GB, 0);
     ASSERT_EQ(run.actions.grants.size(), 1u);
     EXPECT_EQ(run.actions.grants[0].app, seeded_order(seed, 2)[0]) << "seed " << seed;
     ++first[run.actions.grants[0].app];
@@ -353,7 +338,7 @@ TEST(AdmissionLimits, MaxBufferEfficiencyRunsTwoAndAdmitsTheNextWhenOneFinishes)
   Host run("max-buffer-efficiency", colocating_ssd_buffers(2, 100 * GB));
   run.register_apps(6);
   EXPECT_EQ(run.actions.admitted, (std::vector<AppId>{0, 1}));
-  run.request({0}, 10 * GB, 1);
+  run.request_together({0}, 10 * GB, 1);
   run.complete(0, 0, 10);
   EXPECT_EQ(run.actions.admitted.size(), 2u) << "a finished phase is not a finished app";
   run.scheduler->on_app_end(1, 11);

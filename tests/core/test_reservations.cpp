@@ -26,33 +26,10 @@ AppInfo job(const std::string& name, double reservation, bool write_only = false
   return info;
 }
 
-class Driver {
- public:
-  explicit Driver(SchedulerConfig cfg) : s(make_scheduler("datawarp", std::move(cfg), actions)) {}
-  AppId reg(const AppInfo& info, double now) {
-    const AppId id = s->on_app_register(info, now);
-    s->on_tick(now);
-    return id;
-  }
-  void request(AppId app, int index, double bytes, double now) {
-    s->on_phase_request({app, index, bytes, Op::Write, 0}, now);
-    s->on_tick(now);
-  }
-  void complete(AppId app, int index, double now) {
-    s->on_phase_complete(app, index, now);
-    s->on_tick(now);
-  }
-  void end(AppId app, double now) {
-    s->on_app_end(app, now);
-    s->on_tick(now);
-  }
-  void drained(double bytes, double now) {
-    s->on_drained(0, bytes, now);
-    s->on_tick(now);
-  }
-
-  RecordingActions actions;
-  std::unique_ptr<Scheduler> s;
+/// DataWarp on the one buffer of `one_buffer`.
+struct Driver : PolicyDriver {
+  explicit Driver(SchedulerConfig cfg) : PolicyDriver("datawarp", std::move(cfg)) {}
+  void drained(double bytes, double now) { PolicyDriver::drained(0, bytes, now); }
 };
 
 }  // namespace
@@ -107,9 +84,9 @@ TEST(Extension, WhenEveryJobWaitsForOneTheOldestOvercommits) {
   d.complete(a, 0, 2);
   d.complete(b, 0, 2);
   // Both 20 GB past their reservations, nothing unreserved, nothing running or draining.
-  d.s->on_phase_request({b, 1, 40 * GB, Op::Write, 0}, 3);
-  d.s->on_phase_request({a, 1, 40 * GB, Op::Write, 0}, 3);
-  d.s->on_tick(3);
+  d.scheduler->on_phase_request({b, 1, 40 * GB, Op::Write, 0}, 3);
+  d.scheduler->on_phase_request({a, 1, 40 * GB, Op::Write, 0}, 3);
+  d.scheduler->on_tick(3);
   EXPECT_TRUE(d.actions.was_granted(b, 1)) << "the oldest request goes on, not a deadlock";
   EXPECT_FALSE(d.actions.was_granted(a, 1)) << "only one at a time";
 }
@@ -165,9 +142,9 @@ TEST(Lending, TheLendersPhaseReclaimsTheSpaceBeforeABorrowersPhase) {
   d.request(b, 0, 60 * GB, 1);
   ASSERT_TRUE(d.actions.was_granted(b, 0));
   // 40 GB free. The borrower asks first, the lender second, both 40 GB, in the same instant.
-  d.s->on_phase_request({b, 1, 40 * GB, Op::Write, 0}, 2);
-  d.s->on_phase_request({a, 0, 40 * GB, Op::Write, 0}, 2);
-  d.s->on_tick(2);
+  d.scheduler->on_phase_request({b, 1, 40 * GB, Op::Write, 0}, 2);
+  d.scheduler->on_phase_request({a, 0, 40 * GB, Op::Write, 0}, 2);
+  d.scheduler->on_tick(2);
   EXPECT_TRUE(d.actions.was_granted(a, 0)) << "the lender takes its space back";
   EXPECT_FALSE(d.actions.was_granted(b, 1));
 }
