@@ -13,10 +13,10 @@
 #include <iterator>
 #include <string_view>
 
-#include "bbd/bb.pb.h"
 #include "common/frames.hpp"
 #include "common/identity.hpp"
 #include "common/tcp.hpp"
+#include "control/bb.pb.h"
 #include "control/frame.hpp"
 
 namespace bb = harmonia::bb;

@@ -25,13 +25,13 @@
 #include <system_error>
 #include <thread>
 
-#include "bbd/bb.pb.h"
 #include "bbd/monitor.hpp"
 #include "bbd/requests.hpp"
 #include "bbd/store.hpp"
 #include "common/frames.hpp"
 #include "common/size.hpp"
 #include "common/tcp.hpp"
+#include "control/bb.pb.h"
 #include "control/frame.hpp"
 
 using namespace harmonia::bbd;

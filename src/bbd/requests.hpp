@@ -8,9 +8,9 @@
 #include <string>
 #include <string_view>
 
-#include "bbd/bb.pb.h"
 #include "bbd/store.hpp"
 #include "common/identity.hpp"
+#include "control/bb.pb.h"
 
 namespace harmonia::bbd {
 

@@ -20,14 +20,13 @@
 #include "common/beneath.hpp"
 #include "common/identity.hpp"
 #include "core/requests/registry.hpp"
-#include "runtime/bbio/fences.hpp"
-#include "runtime/bbio/log_format.hpp"
-#include "runtime/bbio/real.hpp"
+#include "storage/fences.hpp"
+#include "storage/log_format.hpp"
+#include "storage/real.hpp"
 
 namespace harmonia::bbd {
 
-namespace bbio = harmonia::bbio;
-namespace fences = harmonia::bbio::fences;
+namespace fences = storage::fences;
 
 namespace {
 
@@ -97,7 +96,7 @@ bool write_job(int dir, const std::string& name, const std::string& job) {
   const int fd = common::open_beneath(dir, name, O_WRONLY | O_CREAT | O_TRUNC, 0600);
   if (fd < 0) return false;
   const iovec whole{const_cast<char*>(job.data()), job.size()};
-  const bool ok = bbio::pwritev_all(fd, &whole, 1, 0) >= 0;
+  const bool ok = storage::pwritev_all(fd, &whole, 1, 0) >= 0;
   const int error = errno;
   close(fd);
   errno = error;
@@ -202,12 +201,12 @@ Store::Store(std::string device, std::string pfs_root, std::uint64_t capacity,
     next_log_ = std::max(next_log_, number + 1);
     log->fd = common::open_beneath(device_fd_, name, O_RDWR | O_NONBLOCK);
     if (log->fd < 0) continue;
-    bbio::LogScan scan;
+    storage::LogScan scan;
     std::uint64_t at = 0;
     bool first = true;
-    bbio::scan_log(log->fd, scan, [&](const bbio::RecordHeader& h, const char*) {
+    storage::scan_log(log->fd, scan, [&](const storage::RecordHeader& h, const char*) {
       if (first) {
-        at = bbio::log_header_size(scan.target);
+        at = storage::log_header_size(scan.target);
         log->start = at;
         first = false;
       }
@@ -217,7 +216,7 @@ Store::Store(std::string device, std::string pfs_root, std::uint64_t capacity,
       return true;
     });
     if (!scan.error.empty() || !valid_name(scan.target)) continue;  // not ours: left alone
-    if (first) log->start = at = bbio::log_header_size(scan.target);
+    if (first) log->start = at = storage::log_header_size(scan.target);
     log->end = at;
     if (ftruncate(log->fd, static_cast<off_t>(at)) != 0) continue;  // drop a torn tail
     log->job = read_job(device_fd_, job_name(name));
@@ -271,13 +270,13 @@ Store::Log* Store::log_for(const std::string& file, const std::string& job, cons
   // in a directory of the node's: the owner cannot reach it there).
   const bool owned =
       log->fd >= 0 && (log->owner == geteuid() || fchown(log->fd, log->owner, log->group) == 0);
-  if (log->fd < 0 || !owned || !bbio::write_log_header(log->fd, file)) {
+  if (log->fd < 0 || !owned || !storage::write_log_header(log->fd, file)) {
     why = log->path + ": " + std::strerror(errno);
     if (log->fd >= 0) unlinkat(device_fd_, log->name.c_str(), 0);
     unlinkat(device_fd_, job_name(log->name).c_str(), 0);
     return nullptr;
   }
-  log->start = log->end = bbio::log_header_size(file);
+  log->start = log->end = storage::log_header_size(file);
   return logs_.emplace(file, std::move(log)).first->second.get();
 }
 
@@ -308,13 +307,13 @@ Status Store::write(const std::string& file, std::uint64_t offset, std::string_v
   }
   Log* log = log_for(file, job, caller, why);
   if (!log) return Status::Full;
-  bbio::RecordHeader header;
+  storage::RecordHeader header;
   header.offset = offset;
   header.length = data.size();
-  header.checksum = bbio::record_checksum(header, data.data());
+  header.checksum = storage::record_checksum(header, data.data());
   const iovec parts[2] = {{&header, sizeof(header)}, {const_cast<char*>(data.data()), data.size()}};
   const std::size_t total = sizeof(header) + data.size();
-  if (bbio::pwritev_all(log->fd, parts, 2, static_cast<off64_t>(log->end)) < 0 ||
+  if (storage::pwritev_all(log->fd, parts, 2, static_cast<off64_t>(log->end)) < 0 ||
       (sync_writes_ && fdatasync(log->fd) != 0)) {
     const int error = errno;
     // Cut the record, partial or not on the device: the log stays a sequence of complete,
@@ -482,8 +481,8 @@ Status Store::drain_one(const std::string& file, Log& log, std::string& why) {
       std::vector<iovec> parts;
       std::uint64_t parts_at = 0, parts_end = 0;
       const auto flush_parts = [&] {
-        ok = ok && bbio::pwritev_all(fd, parts.data(), static_cast<int>(parts.size()),
-                                     static_cast<off64_t>(parts_at)) >= 0;
+        ok = ok && storage::pwritev_all(fd, parts.data(), static_cast<int>(parts.size()),
+                                        static_cast<off64_t>(parts_at)) >= 0;
         parts.clear();
       };
       for (std::size_t r = k; ok && r < end; ++r) {

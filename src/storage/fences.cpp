@@ -1,4 +1,4 @@
-#include "runtime/bbio/fences.hpp"
+#include "storage/fences.hpp"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -13,9 +13,9 @@
 #include <vector>
 
 #include "common/beneath.hpp"
-#include "runtime/bbio/real.hpp"
+#include "storage/real.hpp"
 
-namespace harmonia::bbio::fences {
+namespace harmonia::storage::fences {
 
 namespace {
 
@@ -228,4 +228,4 @@ std::vector<Range> uncovered(std::uint64_t offset, std::uint64_t length,
   return out;
 }
 
-}  // namespace harmonia::bbio::fences
+}  // namespace harmonia::storage::fences

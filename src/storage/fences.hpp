@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-namespace harmonia::bbio::fences {
+namespace harmonia::storage::fences {
 
 /// The directory under the PFS root that clients and nodes reserve for their own files.
 inline constexpr const char* kReservedDir = ".harmonia";
@@ -63,4 +63,4 @@ std::size_t remove_unless(int root, const std::string& node,
 std::vector<Range> uncovered(std::uint64_t offset, std::uint64_t length,
                              const std::vector<Range>& fenced);
 
-}  // namespace harmonia::bbio::fences
+}  // namespace harmonia::storage::fences

@@ -1,4 +1,4 @@
-#include "runtime/bbio/log_format.hpp"
+#include "storage/log_format.hpp"
 
 #include <sys/stat.h>
 
@@ -9,9 +9,9 @@
 #define XXH_INLINE_ALL
 #include <xxhash.h>
 
-#include "runtime/bbio/real.hpp"
+#include "storage/real.hpp"
 
-namespace harmonia::bbio {
+namespace harmonia::storage {
 
 namespace {
 
@@ -124,4 +124,4 @@ void scan_log(int fd, LogScan& scan,
   }
 }
 
-}  // namespace harmonia::bbio
+}  // namespace harmonia::storage

@@ -7,7 +7,7 @@
 #include <functional>
 #include <string>
 
-namespace harmonia::bbio {
+namespace harmonia::storage {
 
 inline constexpr char kLogMagic[8] = {'H', 'R', 'M', 'N', 'L', 'O', 'G', '1'};
 inline constexpr uint32_t kRecordMagic = 0x43455248;  // "HREC"
@@ -43,4 +43,4 @@ struct LogScan {
 void scan_log(int fd, LogScan& scan,
               const std::function<bool(const RecordHeader&, const char* data)>& on_record);
 
-}  // namespace harmonia::bbio
+}  // namespace harmonia::storage

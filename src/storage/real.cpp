@@ -1,4 +1,4 @@
-#include "runtime/bbio/real.hpp"
+#include "storage/real.hpp"
 
 #include <dlfcn.h>
 #include <pthread.h>
@@ -9,7 +9,7 @@
 #include <cstdlib>
 #include <vector>
 
-namespace harmonia::bbio {
+namespace harmonia::storage {
 
 namespace {
 RealFunctions functions;
@@ -63,4 +63,4 @@ ssize_t pwritev_all(int fd, const struct iovec* iov, int count, off64_t offset) 
   return written;
 }
 
-}  // namespace harmonia::bbio
+}  // namespace harmonia::storage

@@ -1,7 +1,9 @@
 #pragma once
-// The libc functions libharmonia interposes: the one list of wrapped symbols, and their real
-// implementations (the next definition after ours, found with dlsym(RTLD_NEXT)). Library code
-// calls only these real functions, never the wrappers, so it cannot recurse into itself.
+// The libc functions libharmonia interposes: the one list of wrapped symbols (libharmonia's
+// version script is generated from it), and their real implementations (the next definition
+// after the library's, found with dlsym(RTLD_NEXT)). Storage code, libharmonia's own and the
+// buffer nodes' (where the next definition is libc's), calls only these real functions, never
+// the wrappers, so inside an application it cannot recurse into the library.
 
 #include <aio.h>
 #include <fcntl.h>
@@ -13,7 +15,7 @@
 
 #include <cstdio>
 
-namespace harmonia::bbio {
+namespace harmonia::storage {
 
 // X(name, return type, parameter list)
 #define HARMONIA_WRAPPED(X)                                              \
@@ -133,4 +135,4 @@ bool resolving_real();
 /// the bytes written, or -1 with errno.
 ssize_t pwritev_all(int fd, const struct iovec* iov, int count, off64_t offset);
 
-}  // namespace harmonia::bbio
+}  // namespace harmonia::storage

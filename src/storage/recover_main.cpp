@@ -27,10 +27,10 @@
 
 #include "common/beneath.hpp"
 #include "common/identity.hpp"
-#include "runtime/bbio/log_format.hpp"
-#include "runtime/bbio/real.hpp"
+#include "storage/log_format.hpp"
+#include "storage/real.hpp"
 
-using namespace harmonia::bbio;
+using namespace harmonia::storage;
 
 namespace {
 

@@ -14,11 +14,11 @@
 
 #include "bbd/store.hpp"
 #include "common/beneath.hpp"
-#include "runtime/bbio/fences.hpp"
+#include "storage/fences.hpp"
 
 using namespace harmonia::bbd;
 namespace fs = std::filesystem;
-namespace fences = harmonia::bbio::fences;
+namespace fences = harmonia::storage::fences;
 namespace common = harmonia::common;
 
 namespace {

@@ -11,7 +11,7 @@
 #include <random>
 
 #include "bbd/store.hpp"
-#include "runtime/bbio/fences.hpp"
+#include "storage/fences.hpp"
 
 using namespace harmonia::bbd;
 namespace fs = std::filesystem;
@@ -159,7 +159,7 @@ TEST_F(StoreTest, AnUnusableDirectoryIsNamed) {
 
 namespace {
 
-namespace fences = harmonia::bbio::fences;
+namespace fences = harmonia::storage::fences;
 
 /// A descriptor of a directory, closed when it goes.
 struct Dir {
@@ -236,8 +236,8 @@ TEST_F(StoreTest, OfTwoLogsOfOneFileTheOlderDrainsFirstAtRecovery) {
 }
 
 TEST(Fences, UncoveredPartsOfARange) {
-  using harmonia::bbio::fences::Range;
-  using harmonia::bbio::fences::uncovered;
+  using harmonia::storage::fences::Range;
+  using harmonia::storage::fences::uncovered;
   const std::vector<Range> fenced{{10, 10}, {30, 5}};
   const auto parts = uncovered(0, 40, fenced);
   ASSERT_EQ(parts.size(), 3u);

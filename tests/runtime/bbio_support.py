@@ -10,7 +10,7 @@ from pathlib import Path
 BUILD = Path(os.environ.get("HARMONIA_BUILD", "build"))
 LIBRARY = BUILD / "src" / "runtime" / "bbio" / "libharmonia.so"
 DRIVER = BUILD / "tests" / "runtime" / "bbio_driver"
-RECOVER = BUILD / "src" / "runtime" / "bbio" / "harmonia-recover"
+RECOVER = BUILD / "src" / "storage" / "harmonia-recover"
 
 
 @dataclass

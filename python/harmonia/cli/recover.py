@@ -23,7 +23,7 @@ def recover(
         fail([f"{stage_dir}: not a directory"], EXIT_INVALID)
     try:
         tool = find_tool(
-            "harmonia-recover", "HARMONIA_RECOVER", "src/runtime/bbio/harmonia-recover"
+            "harmonia-recover", "HARMONIA_RECOVER", "src/storage/harmonia-recover"
         )
     except SimulatorNotFound as error:
         fail([str(error)], EXIT_FAILED)

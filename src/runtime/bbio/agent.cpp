@@ -29,11 +29,13 @@
 #include "control/control.pb-c.h"
 #include "control/frame.hpp"
 #include "runtime/bbio/config.hpp"
-#include "runtime/bbio/real.hpp"
 #include "runtime/bbio/registry.hpp"
 #include "runtime/bbio/staged_file.hpp"
+#include "storage/real.hpp"
 
 namespace harmonia::bbio::agent {
+
+using storage::real;
 
 namespace {
 

@@ -11,10 +11,11 @@
 #include "harmonia/bbio.h"
 #include "runtime/bbio/agent.hpp"
 #include "runtime/bbio/phases.hpp"
-#include "runtime/bbio/real.hpp"
 #include "runtime/bbio/registry.hpp"
+#include "storage/real.hpp"
 
 using namespace harmonia::bbio;
+using harmonia::storage::real;
 
 namespace {
 

@@ -17,15 +17,18 @@
 #include <mutex>
 #include <set>
 
-#include "bbd/bb.pb-c.h"
 #include "common/frames.hpp"
 #include "common/identity.hpp"
+#include "control/bb.pb-c.h"
 #include "control/frame.hpp"
-#include "runtime/bbio/fences.hpp"
-#include "runtime/bbio/real.hpp"
 #include "runtime/bbio/staged_file.hpp"
+#include "storage/fences.hpp"
+#include "storage/real.hpp"
 
 namespace harmonia::bbio::buffers {
+
+namespace fences = storage::fences;
+using storage::real;
 
 namespace {
 

@@ -13,11 +13,13 @@
 #include <cerrno>
 #include <mutex>
 
-#include "runtime/bbio/real.hpp"
 #include "runtime/bbio/registry.hpp"
 #include "runtime/bbio/wrappers.hpp"
+#include "storage/real.hpp"
 
 using namespace harmonia::bbio;
+using harmonia::storage::real;
+using harmonia::storage::resolving_real;
 
 namespace {
 

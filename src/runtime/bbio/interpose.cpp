@@ -16,11 +16,12 @@
 #include "runtime/bbio/agent.hpp"
 #include "runtime/bbio/buffer_client.hpp"
 #include "runtime/bbio/placement.hpp"
-#include "runtime/bbio/real.hpp"
 #include "runtime/bbio/registry.hpp"
 #include "runtime/bbio/wrappers.hpp"
+#include "storage/real.hpp"
 
 using namespace harmonia::bbio;
+using harmonia::storage::real;
 
 namespace {
 

@@ -9,10 +9,12 @@
 #include <mutex>
 #include <set>
 
-#include "runtime/bbio/real.hpp"
 #include "runtime/bbio/registry.hpp"
+#include "storage/real.hpp"
 
 namespace harmonia::bbio {
+
+using storage::real;
 
 std::string json_string(const std::string& text) {
   std::string out = "\"";

@@ -20,9 +20,11 @@
 #include "runtime/bbio/agent.hpp"
 #include "runtime/bbio/buffer_client.hpp"
 #include "runtime/bbio/phases.hpp"
-#include "runtime/bbio/real.hpp"
+#include "storage/real.hpp"
 
 namespace harmonia::bbio {
+
+using storage::real;
 
 namespace {
 

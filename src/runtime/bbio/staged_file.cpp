@@ -16,11 +16,19 @@
 #include "core/requests/registry.hpp"
 #include "runtime/bbio/agent.hpp"
 #include "runtime/bbio/buffer_client.hpp"
-#include "runtime/bbio/log_format.hpp"
 #include "runtime/bbio/phases.hpp"
-#include "runtime/bbio/real.hpp"
+#include "storage/log_format.hpp"
+#include "storage/real.hpp"
 
 namespace harmonia::bbio {
+
+using storage::kLogSuffix;
+using storage::log_header_size;
+using storage::pwritev_all;
+using storage::real;
+using storage::record_checksum;
+using storage::RecordHeader;
+using storage::write_log_header;
 
 namespace {
 std::atomic<size_t> staged_in_process{0};  // staged_bytes_ summed over the files

@@ -12,11 +12,12 @@
 #include <cstring>
 #include <string>
 
-#include "runtime/bbio/real.hpp"
 #include "runtime/bbio/registry.hpp"
 #include "runtime/bbio/wrappers.hpp"
+#include "storage/real.hpp"
 
 using namespace harmonia::bbio;
+using harmonia::storage::real;
 
 extern "C" {
 int dup3(int, int, int);
