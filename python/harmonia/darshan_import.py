@@ -59,6 +59,10 @@ _BUCKET_LIMITS = np.array([limit for _, limit in SIZE_BUCKETS[:-1]], dtype=np.in
 # File names listed per phase; `file_count` gives the full number.
 MAX_FILES_LISTED = 16
 
+# A heatmap whose bytes differ from the counters' by at most this fraction still times the phases:
+# Darshan accumulates the two apart, and large logs have shown a few bytes in 10^11 between them.
+HEATMAP_TOLERANCE = 1e-6
+
 
 class DarshanImportError(Exception):
     """A log that cannot be imported. The message starts with the log's path."""
@@ -337,6 +341,27 @@ def _heatmap_segments(heatmap: Any, by_record: Segments) -> Segments:
     return _segments(columns, histogram)
 
 
+def heatmap_agrees(binned: dict[Op, int], counters: dict[Op, int]) -> bool:
+    """Whether heatmap bytes match the counters' within HEATMAP_TOLERANCE, per operation."""
+    return all(abs(binned[op] - counters[op]) <= HEATMAP_TOLERANCE * counters[op] for op in OPS)
+
+
+def rescale_to(segments: Segments, totals: dict[Op, int]) -> None:
+    """Scale each operation's segment sizes so that they add up to `totals` exactly.
+
+    Sizes are scaled and rounded, and the rounding remainder goes to the largest segment, so
+    phases cut from these segments add up to the counters' bytes.
+    """
+    for op in OPS:
+        mask = np.nonzero(segments.of(op))[0]
+        have = int(segments.size[mask].sum())
+        if not len(mask) or have == totals[op]:
+            continue
+        scaled = np.rint(segments.size[mask] * (totals[op] / have)).astype(np.int64)
+        scaled[np.argmax(scaled)] += totals[op] - int(scaled.sum())
+        segments.size[mask] = scaled
+
+
 def _bytes_per_file(segments: Segments, mask: npt.NDArray[np.bool_]) -> dict[int, int]:
     per_file: dict[int, int] = {}
     for file_id, nbytes in zip(
@@ -359,7 +384,14 @@ def _from_counters(report: Any, log: _Log, why: str) -> None:
         heatmap = report.heatmaps[layer.heatmap]
         binned = _heatmap_segments(heatmap, log.segments)
         binned_totals = {op: binned.bytes_of(op) for op in OPS}
-        if binned_totals == log.totals:
+        if heatmap_agrees(binned_totals, log.totals):
+            if binned_totals != log.totals:
+                log.notes.append(
+                    f"heatmap bytes {binned_totals} differ from the counters' {log.totals}"
+                    f" by at most {HEATMAP_TOLERANCE:g} of them: heatmap used for timing,"
+                    " its bins rescaled to the counters' bytes"
+                )
+                rescale_to(binned, log.totals)
             log.files_by_op = {op: _bytes_per_file(log.segments, log.segments.of(op)) for op in OPS}
             log.segments = binned
             log.timing = "heatmap"
@@ -370,8 +402,8 @@ def _from_counters(report: Any, log: _Log, why: str) -> None:
             )
         else:
             log.notes.append(
-                f"heatmap bytes {binned_totals} differ from the counters' {log.totals}:"
-                " heatmap not used"
+                f"heatmap bytes {binned_totals} differ from the counters' {log.totals} by more"
+                f" than {HEATMAP_TOLERANCE:g} of them: heatmap not used"
             )
     log.lacks.append(f"{why}: phases from rank-aggregated {layer.module} counters; {detail}")
     if (counters["rank"] == -1).any():
@@ -381,6 +413,10 @@ def _from_counters(report: Any, log: _Log, why: str) -> None:
         )
     if log.segments.histogram is None:
         log.lacks.append(f"no request sizes: the {layer.module} layer has no size counters")
+    log.notes.append(
+        "zero-byte requests: not told apart without DXT (the counters put them in the 0_100"
+        " bucket with requests of up to 100 bytes)"
+    )
 
 
 def _read(path: Path, layer_name: str | None, use_dxt: bool) -> _Log:
@@ -426,12 +462,45 @@ def _read(path: Path, layer_name: str | None, use_dxt: bool) -> _Log:
             log.segments = _dxt_segments(report, layer)
         if has_dxt and use_dxt and len(log.segments):
             _reconcile_dxt(log)
+            log.notes.append(zero_byte_note(log.segments))
         else:
             why = "no DXT" if not has_dxt else "DXT not used (--no-dxt)" if not use_dxt else ""
             _from_counters(report, log, why or "no DXT requests (the DXT module is empty)")
         log.names = dict(report.name_records)
         _describe(report, log, job)
     return log
+
+
+def amplification(posix: int, mpiio: int) -> float | None:
+    """POSIX bytes per MPI-IO byte of one operation; None when MPI-IO moved nothing."""
+    return posix / mpiio if mpiio else None
+
+
+def amplification_note(posix: dict[Op, int], mpiio: dict[Op, int]) -> str:
+    """What each byte at the MPI-IO layer became at the POSIX layer, per operation."""
+    parts = []
+    for op in OPS:
+        verb = "written" if op == "write" else "read"
+        ratio = amplification(posix[op], mpiio[op])
+        if ratio is None:
+            detail = "MPI-IO none" if posix[op] else "none at either layer"
+        else:
+            detail = f"{ratio:.2f}x the MPI-IO layer's {format_size(mpiio[op])}"
+        parts.append(f"{format_size(posix[op])} {verb} ({detail})")
+    return "write amplification between layers: POSIX " + ", ".join(parts)
+
+
+def zero_byte_note(segments: Segments) -> str:
+    """How many traced requests moved no bytes (DXT records them like any other request)."""
+    counts = []
+    for op in OPS:
+        mask = segments.of(op)
+        zero = int((segments.size[mask] == 0).sum())
+        counts.append(f"{zero} of {int(mask.sum())} {op}s")
+    return (
+        "zero-byte requests: " + ", ".join(counts) + " (counted in `requests` and in the 0_100"
+        " bucket, adding no bytes)"
+    )
 
 
 def _reconcile_dxt(log: _Log) -> None:
@@ -467,6 +536,7 @@ def _describe(report: Any, log: _Log, job: dict[str, Any]) -> None:
             )
     if log.layer.module == "POSIX" and "MPI-IO" in report.modules:
         mpiio = _counter_totals(report, LAYERS["MPI-IO"])
+        log.notes.append(amplification_note(log.totals, mpiio))
         if log.totals["read"] > 0 and mpiio["read"] < 0.5 * log.totals["read"]:
             log.notes.append(
                 f"POSIX reads {format_size(log.totals['read'])} but MPI-IO only"

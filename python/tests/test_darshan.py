@@ -20,8 +20,10 @@ import pytest
 from support import BASE_SCENARIO, EXAMPLES
 from typer.testing import CliRunner
 
+from harmonia import darshan_import
 from harmonia.cli.main import app
 from harmonia.darshan_import import (
+    HEATMAP_TOLERANCE,
     MIN_GAP,
     SHARED_LOGS,
     DarshanImportError,
@@ -30,7 +32,9 @@ from harmonia.darshan_import import (
     _in_child,
     default_gap,
     group_phases,
+    heatmap_agrees,
     import_log,
+    rescale_to,
     size_histogram,
     workload_toml,
     write_workload,
@@ -207,6 +211,110 @@ def test_stdio_layer_has_no_request_sizes() -> None:
     assert phase_totals(result, "write") == 6431
     assert all(not p.request_histogram for p in result.workload.apps[0].phases)
     assert "no request sizes" in [lack_label(x) for x in result.workload.workload.lacks]
+
+
+# --- fidelity: heatmap against counters, layers, zero-byte requests ---------------------------
+
+
+@needs_logs
+@pytest.mark.parametrize(("extra", "used"), [(3, True), (1 << 20, False)])
+def test_a_heatmap_a_few_bytes_off_still_times_the_phases(
+    monkeypatch: pytest.MonkeyPatch, extra: int, used: bool
+) -> None:
+    """IOR's heatmap, with `extra` bytes added to its first write bin: 3 bytes in 16.78 MB is
+    inside the relative tolerance, 1 MiB is not. Either way the phases hold the counters' bytes."""
+    real = darshan_import._heatmap_segments
+
+    def off_by_some(heatmap: Any, by_record: Segments) -> Segments:
+        binned = real(heatmap, by_record)
+        binned.size[np.nonzero(binned.write)[0][0]] += extra
+        return binned
+
+    monkeypatch.setattr(darshan_import, "_heatmap_segments", off_by_some)
+    result = import_log(log_path("ior-posix_16p_aurora"))
+    facts = pydarshan_facts("ior-posix_16p_aurora")
+    info = result.workload.workload
+    assert info.timing == ("heatmap" if used else "counters")
+    assert phase_totals(result, "write") == facts["written"]
+    assert phase_totals(result, "read") == facts["read"]
+    notes = " ".join(info.notes)
+    if used:
+        assert "rescaled to the counters' bytes" in notes
+        assert result.workload.apps[0].phases[0].ranks == 16  # the heatmap's ranks, kept
+    else:
+        assert "heatmap not used" in notes
+
+
+def test_heatmap_tolerance_is_relative() -> None:
+    counters = {"write": 10**11, "read": 1000}
+    assert heatmap_agrees({"write": 10**11 + 5, "read": 1000}, counters)
+    assert not heatmap_agrees({"write": 10**11, "read": 1001}, counters)  # 1e-3 of 1000 bytes
+    limit = int(HEATMAP_TOLERANCE * 10**11)
+    assert heatmap_agrees({"write": 10**11 - limit, "read": 1000}, counters)
+    assert not heatmap_agrees({"write": 10**11 - limit - 1, "read": 1000}, counters)
+
+
+def test_rescaled_bins_add_up_to_the_counters() -> None:
+    seg = segments([(0, 1, 333, True), (1, 2, 333, True), (2, 3, 334, True), (3, 4, 7, False)])
+    rescale_to(seg, {"write": 1003, "read": 7})
+    assert seg.bytes_of("write") == 1003 and seg.bytes_of("read") == 7
+    assert sorted(seg.size[seg.write].tolist()) == [334, 334, 335]  # proportions kept
+
+
+def note_starting(result: Imported, prefix: str) -> str:
+    (note,) = [n for n in result.workload.workload.notes if n.startswith(prefix)]
+    return note
+
+
+@needs_logs
+@pytest.mark.parametrize(
+    ("name", "write_ratio", "read_ratio"),
+    [
+        ("openpmd-8-bench_1024p_cori_dxt", "1.24x", "3.10x"),
+        ("mpi-io-test_32p_dxt", "1.00x", "1.00x"),
+        ("vpic-hdf5_192p_summit_dxt", "1.00x", None),  # MPI-IO reads nothing: ROMIO's sieving
+    ],
+)
+def test_write_amplification_between_layers_is_reported(
+    name: str, write_ratio: str, read_ratio: str | None
+) -> None:
+    posix, mpiio = pydarshan_facts(name), pydarshan_facts(name, "MPI-IO")
+    note = note_starting(imported(name), "write amplification between layers")
+    written, read = note.split(": POSIX ", 1)[1].split("), ")
+    assert f"{posix['written'] / mpiio['written']:.2f}x" == write_ratio
+    assert write_ratio in written
+    if read_ratio is None:
+        assert mpiio["read"] == 0 and "MPI-IO none" in read
+    else:
+        assert f"{posix['read'] / mpiio['read']:.2f}x" == read_ratio
+        assert read_ratio in read
+
+
+@needs_logs
+@pytest.mark.parametrize(
+    "name", ["lammps-periodic-dump_1p_dxt", "vpic-hdf5_192p_summit_dxt", "mpi-io-test_32p_dxt"]
+)
+def test_zero_byte_requests_are_counted(name: str) -> None:
+    import darshan  # type: ignore[import-untyped]
+
+    with darshan.DarshanReport(str(log_path(name)), read_all=False) as report:
+        report.mod_read_all_dxt_records("DXT_POSIX", dtype="dict")
+        zero = {
+            op: sum(
+                1
+                for record in report.records["DXT_POSIX"]
+                for segment in record[f"{op}_segments"]
+                if segment["length"] == 0
+            )
+            for op in ("write", "read")
+        }
+    note = note_starting(imported(name), "zero-byte requests")
+    assert f"{zero['write']} of " in note.split(", ")[0]
+    assert f"{zero['read']} of " in note.split(", ")[1]
+    # They are requests like the others: the request totals still equal POSIX_WRITES/READS.
+    assert phase_totals(imported(name), "read", "requests") == pydarshan_facts(name)["READS"]
+    if name == "vpic-hdf5_192p_summit_dxt":
+        assert zero == {"write": 0, "read": 751}
 
 
 @needs_logs
