@@ -3,10 +3,12 @@
 A mix is a list of jobs drawn from distributions: Poisson arrivals, node counts, numbers and sizes
 of I/O phases, a compute/I/O ratio per job, users with Zipf-like activity and padded time limits.
 Or the jobs come from a Standard Workload Format trace (arrivals, sizes, run times, users, time
-limits) and only their I/O phases are drawn. The same spec and seed give the same scenario, byte
-for byte, on any machine (numpy's PCG64).
+limits) and only their I/O phases are drawn. Or each job is an application drawn from a directory
+of Darshan logs (its ranks, phases, sizes and compute between them), scaled by a drawn factor.
+The same spec and seed give the same scenario, byte for byte, on any machine (numpy's PCG64).
 """
 
+import functools
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -40,7 +42,9 @@ class MixSpec:
     pfs_servers: int = 8
     extra: dict[str, Any] = field(default_factory=dict)  # [scheduler] keys passed through
     trace: Path | None = None  # SWF trace: jobs (first `jobs` usable ones) come from it
-    processors_per_node: int = 32  # to turn a trace's processors into nodes
+    processors_per_node: int = 32  # to turn a trace's or a log's processes into nodes
+    darshan: Path | None = None  # directory of Darshan logs: each job is one of their apps
+    darshan_scale: tuple[float, float] = (1.0, 1.0)  # per job, log-uniform: bytes and compute
 
     def __post_init__(self) -> None:
         checks = [
@@ -58,6 +62,11 @@ class MixSpec:
             (self.buffers >= 1 and self.buffer_capacity > 0, "buffers and capacity must be > 0"),
             (self.phase_size[1] <= self.buffers * self.buffer_capacity, "phases must fit"),
             (self.processors_per_node >= 1, "processors_per_node must be >= 1"),
+            (
+                0 < self.darshan_scale[0] <= self.darshan_scale[1],
+                "darshan_scale must be 0 < low <= high",
+            ),
+            (self.trace is None or self.darshan is None, "trace and darshan exclude each other"),
         ]
         problems = [message for ok, message in checks if not ok]
         if problems:
@@ -112,15 +121,108 @@ def _trace_apps(spec: MixSpec, trace: Path, rng: np.random.Generator) -> list[di
     return apps
 
 
+@dataclass(frozen=True)
+class DarshanApp:
+    """One application of a Darshan log, as a mix draws it: phases are (op, bytes, compute s)."""
+
+    log: str  # the log's file name
+    name: str
+    ranks: int
+    phases: tuple[tuple[str, int, float], ...]
+
+
+@functools.cache
+def darshan_apps(directory: Path) -> tuple[DarshanApp, ...]:
+    """Every application of the `*.darshan` logs in `directory`, in file-name order, imported
+    with the default gap rule (docs/darshan.md). Imported once per process: it takes seconds.
+
+    Raises ValueError naming the directory when it holds no log, DarshanImportError naming the
+    log that cannot be read.
+    """
+    from harmonia.darshan_import import import_log
+
+    if not directory.is_dir():
+        raise ValueError(f"{directory}: not a directory of Darshan logs")
+    logs = sorted(directory.glob("*.darshan"))
+    if not logs:
+        raise ValueError(f"{directory}: no Darshan log (*.darshan) in it")
+    apps = []
+    for log in logs:
+        for app in import_log(log).workload.apps:
+            phases = tuple((p.op, p.size, p.compute) for p in app.phases)
+            apps.append(DarshanApp(log.name, app.name, app.ranks, phases))
+    return tuple(apps)
+
+
+def _darshan_jobs(spec: MixSpec, directory: Path, rng: np.random.Generator) -> list[dict[str, Any]]:
+    """Jobs that are applications of the logs, drawn uniformly, each scaled by a drawn factor.
+
+    The factor multiplies every phase's bytes and the compute before it, so the job keeps its
+    log's compute/I/O ratio and phase structure. Arrivals, users and time limits are drawn as in
+    `_drawn_apps`.
+    """
+    pool = darshan_apps(directory)
+    largest = max(size for app in pool for _, size, _ in app.phases) * spec.darshan_scale[1]
+    if largest > spec.buffers * spec.buffer_capacity:
+        raise ValueError(
+            f"mix {spec.name}: a phase of {largest / GB:.1f} GB (the logs' largest at"
+            f" darshan_scale {spec.darshan_scale[1]:g}) does not fit in the buffers"
+        )
+    user_weights = 1 / np.arange(1, spec.users + 1)
+    user_weights /= user_weights.sum()
+    slice_bw = spec.buffers * BUFFER_WRITE_BW
+    arrival = 0.0
+    apps = []
+    for j in range(spec.jobs):
+        if j > 0 and spec.mean_interarrival > 0:
+            arrival += float(rng.exponential(spec.mean_interarrival))
+        app = pool[int(rng.integers(len(pool)))]
+        scale = _log_uniform(rng, *spec.darshan_scale)
+        user = int(rng.choice(spec.users, p=user_weights))
+        nodes = max(1, -(-app.ranks // spec.processors_per_node))
+        phases = []
+        alone = 0.0
+        for op, size, compute in app.phases:
+            scaled = max(1, round(size * scale))
+            phases.append({"compute": f"{compute * scale:.6f} s", "size": scaled, "op": op})
+            alone += compute * scale + scaled / min(slice_bw, nodes * LINK_BW)
+        padding = float(rng.uniform(*spec.walltime_padding))
+        apps.append(
+            {
+                "name": f"job{j:03d}-{app.name}",
+                "nodes": nodes,
+                "ranks": app.ranks,
+                "arrival": f"{arrival:.3f} s",
+                "user": f"user{user}",
+                "walltime": f"{alone * padding:.3f} s",
+                "workload": "explicit",
+                "phases": phases,
+            }
+        )
+    return apps
+
+
+def _source(spec: MixSpec) -> str:
+    if spec.trace is not None:
+        return f", jobs of the SWF trace {spec.trace.name}"
+    if spec.darshan is not None:
+        return f", applications of the Darshan logs in {spec.darshan.name}"
+    return ""
+
+
 def mix_document(spec: MixSpec, seed: int) -> dict[str, Any]:
     """The scenario (as the TOML file would read) of one draw of `spec` with `seed`."""
     rng = np.random.default_rng(seed)
-    apps = _trace_apps(spec, spec.trace, rng) if spec.trace is not None else _drawn_apps(spec, rng)
+    if spec.trace is not None:
+        apps = _trace_apps(spec, spec.trace, rng)
+    elif spec.darshan is not None:
+        apps = _darshan_jobs(spec, spec.darshan, rng)
+    else:
+        apps = _drawn_apps(spec, rng)
     return {
         "scenario": {
             "name": f"{spec.name}-seed{seed}",
-            "description": f"mix {spec.name}, seed {seed} (harmonia.workloads"
-            + (f", jobs of the SWF trace {spec.trace.name})" if spec.trace else ")"),
+            "description": f"mix {spec.name}, seed {seed} (harmonia.workloads{_source(spec)})",
             "seed": seed,
         },
         "platform": {

@@ -19,6 +19,7 @@ def reproduce_bakeoff(out: Path, jobs: int, full: bool, seeds: tuple[int, ...] |
         interval,
         make_grid,
         markdown_tables,
+        mixes_left_out,
         relative_tables,
         run_grid,
         write_plots,
@@ -36,6 +37,8 @@ def reproduce_bakeoff(out: Path, jobs: int, full: bool, seeds: tuple[int, ...] |
     if out.exists() and not out.is_dir():
         fail([f"--out {out}: not a directory"], EXIT_INVALID)
     console = Console(stderr=True)
+    for line in mixes_left_out(grid):
+        console.print(line)
     console.print(
         f"bake-off: {len(grid.mixes)} mixes x {len(grid.seeds)} seeds x "
         f"{len(grid.policies)} policies = {grid.runs} simulations, {jobs} at once"

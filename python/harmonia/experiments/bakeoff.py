@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 from matplotlib.figure import Figure
 
+from harmonia.darshan_import import SHARED_LOGS
 from harmonia.plots import policy_color, slant_tick_labels
 from harmonia.policies import EVERY_POLICY, PEERS
 from harmonia.results import write_json
@@ -21,15 +22,18 @@ from harmonia.workloads import GB, MixSpec, synthetic_mix
 
 SMALL_SWF = Path(__file__).resolve().parents[3] / "examples" / "workloads" / "small.swf"
 # Scenarios of the grid: the default mix, one where I/O dominates, one where compute does, the
-# jobs of a small SWF trace (arrivals, sizes, run times, users, limits; I/O drawn), and, in the
-# full grid only, a burst where every job arrives at once.
+# jobs of a small SWF trace (arrivals, sizes, run times, users, limits; I/O drawn), applications
+# of the shared Darshan logs (up to 4x their bytes, arriving 10 s apart: enough to contend for the
+# buffers), and, in the full grid only, a burst where every job arrives at once.
 MIXES: tuple[MixSpec, ...] = (
     MixSpec(name="mixed"),
     MixSpec(name="io-heavy", ratio=(0.05, 1.0), phase_size=(8 * GB, 32 * GB)),
     MixSpec(name="compute-heavy", ratio=(2.0, 20.0)),
     MixSpec(name="swf-trace", trace=SMALL_SWF),
+    MixSpec(name="darshan", darshan=SHARED_LOGS, darshan_scale=(1.0, 4.0), mean_interarrival=10.0),
     MixSpec(name="burst", mean_interarrival=0.0),
 )
+FULL_ONLY = ("burst",)
 QUICK_JOBS, FULL_JOBS = 12, 32
 QUICK_SEEDS, FULL_SEEDS = 5, 10
 BOUNDED_SLOWDOWN_TAU = 10.0  # seconds: jobs shorter than this count as this long
@@ -115,12 +119,28 @@ def make_grid(
     full: bool, seeds: tuple[int, ...] | None, policies: tuple[str, ...] | None = None
 ) -> Grid:
     """The grid to run: every policy and peer (or `policies`) on the quick or full mixes, over
-    `seeds` (default: 1..5, or 1..10 with `full`)."""
+    `seeds` (default: 1..5, or 1..10 with `full`). A Darshan mix whose logs are not on this
+    machine is left out (`mixes_left_out` says so)."""
     jobs = FULL_JOBS if full else QUICK_JOBS
     if seeds is None:
         seeds = tuple(range(1, (FULL_SEEDS if full else QUICK_SEEDS) + 1))
-    mixes = tuple(m.scaled(jobs) for m in MIXES) if full else MIXES[:4]
+    mixes = (
+        tuple(m.scaled(jobs) for m in MIXES)
+        if full
+        else tuple(m for m in MIXES if m.name not in FULL_ONLY)
+    )
+    mixes = tuple(m for m in mixes if m.darshan is None or m.darshan.is_dir())
     return Grid(mixes, seeds, policies if policies is not None else EVERY_POLICY)
+
+
+def mixes_left_out(grid: Grid) -> list[str]:
+    """Why mixes of MIXES are not in `grid` for lack of their Darshan logs on this machine."""
+    present = {m.name for m in grid.mixes}
+    return [
+        f"mix {m.name} left out: no Darshan logs at {m.darshan}"
+        for m in MIXES
+        if m.darshan is not None and m.name not in present
+    ]
 
 
 # results[mix][policy][metric] -> one value per seed
