@@ -162,6 +162,14 @@ def test_bad_configuration_is_reported_once_and_passes_through(tmp_path: Path) -
         ({"HARMONIA_NODE_WAIT": "-1"}, "HARMONIA_NODE_WAIT=-1: expected seconds"),
         ({"HARMONIA_NODE_WAIT": "soon"}, "HARMONIA_NODE_WAIT=soon: expected seconds"),
         ({"HARMONIA_DEBUG": "yes"}, "HARMONIA_DEBUG=yes: must be 0 or 1"),
+        # The agent's settings follow the same rule (read with the rest, in config.cpp).
+        ({"HARMONIA_PRIORITY": "abc"}, "HARMONIA_PRIORITY=abc: expected an integer"),
+        (
+            {"HARMONIA_BYTES_PER_PROCESS": "-1"},
+            "HARMONIA_BYTES_PER_PROCESS=-1: expected bytes",
+        ),
+        ({"HARMONIA_HINT": "fast"}, "HARMONIA_HINT=fast: expected flushable or cached"),
+        ({"SLURM_PROCID": "first"}, "SLURM_PROCID=first: expected a whole number"),
     ]:
         path = tmp_path / "f.bin"
         run = run_driver(
@@ -170,6 +178,30 @@ def test_bad_configuration_is_reported_once_and_passes_through(tmp_path: Path) -
         assert run.stderr.count("libharmonia:") == 1, run.stderr
         assert variable in run.stderr
         assert run.lines[2] == {"op": "peek", "size": 100}, "passed straight through"
+    # Every bad variable is named, each once, and staging stays off even for a stage directory.
+    stage_dir = tmp_path / "stage"
+    stage_dir.mkdir()
+    run = run_driver(
+        tmp_path / "g.bin",
+        ["open", "wct", "write", "100", "1", "peek", "close"],
+        preload(
+            HARMONIA_STAGE_DIR=str(stage_dir), HARMONIA_PRIORITY="1e3", HARMONIA_HINT=""
+        ),
+    )
+    assert run.stderr.count("libharmonia:") == 1, run.stderr
+    assert "HARMONIA_PRIORITY=1e3: expected an integer" in run.stderr
+    assert "staging disabled" in run.stderr
+    assert run.lines[2] == {"op": "peek", "size": 100}
+    run = run_driver(
+        tmp_path / "h.bin",
+        ["open", "wct", "write", "100", "1", "peek", "close"],
+        preload(
+            HARMONIA_PRIORITY="x", HARMONIA_PHASE_GAP="0", HARMONIA_STAGE_SIZE="1G"
+        ),
+    )
+    assert run.stderr.count("libharmonia:") == 2, run.stderr
+    assert "HARMONIA_PRIORITY=x" in run.stderr and "HARMONIA_PHASE_GAP=0" in run.stderr
+    assert run.lines[2] == {"op": "peek", "size": 100}
 
 
 def test_excluded_and_read_only_files_are_not_staged(tmp_path: Path) -> None:

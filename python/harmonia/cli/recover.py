@@ -22,9 +22,7 @@ def recover(
     if not stage_dir.is_dir():
         fail([f"{stage_dir}: not a directory"], EXIT_INVALID)
     try:
-        tool = find_tool(
-            "harmonia-recover", "HARMONIA_RECOVER", "src/storage/harmonia-recover"
-        )
+        tool = find_tool("harmonia-recover", "HARMONIA_RECOVER", "src/storage/harmonia-recover")
     except SimulatorNotFound as error:
         fail([str(error)], EXIT_FAILED)
     done = subprocess.run([str(tool), str(stage_dir)], capture_output=True, text=True, check=False)

@@ -59,20 +59,6 @@ double now() {
   return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
 }
 
-const char* first_env(std::initializer_list<const char*> names) {
-  for (const char* name : names)
-    if (const char* value = std::getenv(name); value && *value) return value;
-  return nullptr;
-}
-
-unsigned long env_number(std::initializer_list<const char*> names, unsigned long fallback) {
-  const char* text = first_env(names);
-  if (!text) return fallback;
-  char* end = nullptr;
-  const unsigned long value = std::strtoul(text, &end, 10);
-  return end != text && *end == '\0' ? value : fallback;
-}
-
 /// `text` with every byte outside printable ASCII replaced by '?': protobuf strings must be UTF-8,
 /// and environment variables need not be.
 std::string printable(std::string text) {
@@ -81,65 +67,21 @@ std::string printable(std::string text) {
   return text;
 }
 
-struct Identity {
-  std::string job, name, host;
-  uint32_t rank = 0, ranks = 1;
-  int32_t priority = 0;
-  double bytes_per_process = 0;
-  bool cached = false;
+struct Identity : bbio::Identity {
+  std::string host;
 };
 
-/// Who this process is, from the resource manager's environment (docs/control.md).
+/// Who this process is: the environment's identity (config.cpp), completed with what only this
+/// process knows (its host, its pid after a fork, its program's name).
 Identity identity() {
-  Identity id;
+  Identity id{environment().identity, {}};
   char host[256] = {0};
   gethostname(host, sizeof(host) - 1);
   id.host = host;
-  if (const char* job = first_env({"HARMONIA_JOB"})) {
-    id.job = job;
-  } else if (const char* slurm = first_env({"SLURM_JOB_ID"})) {
-    id.job = std::string("slurm-") + slurm;
-    if (const char* step = first_env({"SLURM_STEP_ID"})) id.job += std::string(".") + step;
-  } else if (const char* mpi = first_env({"PMIX_NAMESPACE", "OMPI_MCA_orte_ess_jobid"})) {
-    id.job = std::string("mpi-") + mpi + "@" + id.host;
-  } else {
-    id.job = "pid-" + std::to_string(getpid()) + "@" + id.host;
-  }
-  if (const char* name = first_env({"HARMONIA_JOB_NAME", "SLURM_JOB_NAME"}))
-    id.name = name;
-  else
-    id.name = program_invocation_short_name;
-  id.rank = static_cast<uint32_t>(
-      env_number({"SLURM_PROCID", "OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK"}, 0));
-  id.ranks =
-      static_cast<uint32_t>(env_number({"SLURM_NTASKS", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE"}, 1));
-  if (const char* priority = first_env({"HARMONIA_PRIORITY"})) {
-    char* end = nullptr;
-    errno = 0;
-    const long value = std::strtol(priority, &end, 10);
-    if (end == priority || *end != '\0' || errno == ERANGE || value < -1000000 || value > 1000000)
-      report(std::string("HARMONIA_PRIORITY=") + printable(priority) +
-             ": expected an integer from -1000000 to 1000000; using 0");
-    else
-      id.priority = static_cast<int32_t>(value);
-  }
-  if (const char* bytes = first_env({"HARMONIA_BYTES_PER_PROCESS"})) {
-    char* end = nullptr;
-    const double number = std::strtod(bytes, &end);
-    if (end != bytes && *end == '\0' && std::isfinite(number) && number >= 0)
-      id.bytes_per_process = number;
-    else if (const auto parsed = parse_size(bytes))
-      id.bytes_per_process = static_cast<double>(*parsed);
-    else
-      report(std::string("HARMONIA_BYTES_PER_PROCESS=") + printable(bytes) +
-             ": expected bytes (48e6, 4096) or a size (64M, 1G); the phases declare no size");
-  }
-  if (const char* hint = first_env({"HARMONIA_HINT"})) {
-    id.cached = std::strcmp(hint, "cached") == 0;
-    if (!id.cached && std::strcmp(hint, "flushable") != 0)
-      report(std::string("HARMONIA_HINT=") + printable(hint) +
-             ": expected flushable or cached; using flushable");
-  }
+  if (id.job.empty())
+    id.job = id.mpi_job.empty() ? "pid-" + std::to_string(getpid()) + "@" + id.host
+                                : "mpi-" + id.mpi_job + "@" + id.host;
+  if (id.name.empty()) id.name = program_invocation_short_name;
   id.job = printable(id.job.substr(0, 256));
   id.name = printable(id.name.substr(0, 256));
   id.host = printable(id.host);
@@ -194,8 +136,7 @@ class Agent {
     char host[256] = {0};
     gethostname(host, sizeof(host) - 1);
     host_ = printable(host);
-    std::string ignored;
-    phase_gap_ = config_from_environment(ignored).phase_gap;
+    phase_gap_ = environment().config.phase_gap;
     if (pipe2(wake_, O_CLOEXEC | O_NONBLOCK) != 0) wake_[0] = wake_[1] = -1;
     thread_ = std::thread([this] { run(); });
     thread_.detach();
@@ -212,9 +153,6 @@ class Agent {
     std::lock_guard lock(mutex_);
     return servers_;
   }
-
-  bool stage() const { return stage_.load(std::memory_order_relaxed); }
-  bool flush_allowed() const { return flush_allowed_.load(std::memory_order_relaxed); }
 
   void before_flush(const FileId& file) {
     std::unique_lock lock(mutex_);
@@ -264,9 +202,13 @@ class Agent {
     }
   }
 
-  Grant grant() {
+  std::uint64_t directive_version() const {
+    return directive_version_.load(std::memory_order_acquire);
+  }
+
+  Directive directive() {
     std::lock_guard lock(mutex_);
-    return grant_;
+    return {directive_version(), stage_, flush_allowed_, grant_};
   }
 
   void begin_phase(const std::string& name, size_t expected, bool detected) {
@@ -379,6 +321,7 @@ class Agent {
     stage_ = false;
     flush_allowed_ = true;
     min_gap_ = 0;
+    ++directive_version_;  // after the fields: a reader that sees it sees them
   }
 
   void apply(const Harmonia__Control__Directive* d) {
@@ -394,6 +337,7 @@ class Agent {
       grant_.job = d->job ? d->job : "";
     }
     await_grant_ = d->buffer_mode && d->await_grant;
+    ++directive_version_;  // after the fields: a reader that sees it sees them
     // Flush now: staged data may go, and nothing else will move it soon (the process writes
     // through now, or asked to flush). The flusher thread writes it out behind the application.
     if (flush_allowed_ && staged_total() > 0 && (!stage_ || wants_flush_)) {
@@ -741,14 +685,18 @@ class Agent {
 
   std::atomic<bool> stage_{false};
   std::atomic<bool> flush_allowed_{true};
+  /// Counts the changes of stage_, flush_allowed_ and grant_ (apply, fall_back).
+  std::atomic<std::uint64_t> directive_version_{1};
   std::atomic<double> min_gap_{0};
   std::atomic<double> next_write_{0};
   std::atomic<double> last_write_{0};
 };
 
+/// The daemon (HARMONIA_SCHEDD), or nullptr: none, or an environment the library cannot use
+/// (then the program's I/O is plain, and the daemon does not see it).
 const char* address() {
-  static const char* value = std::getenv("HARMONIA_SCHEDD");
-  return value && *value ? value : nullptr;
+  const Environment& env = environment();
+  return env.schedd.empty() || !env.errors.empty() ? nullptr : env.schedd.c_str();
 }
 
 std::mutex creation;
@@ -772,16 +720,6 @@ Agent* get() {
 }  // namespace
 
 bool configured() { return address() != nullptr; }
-
-bool stage_writes() {
-  Agent* a = get();
-  return !a || a->stage();
-}
-
-bool flush_permitted() {
-  Agent* a = get();
-  return !a || a->flush_allowed();
-}
 
 namespace {
 thread_local bool reader_waiting = false;
@@ -811,9 +749,15 @@ void phase_end() {
   if (Agent* a = get()) a->end_phase();
 }
 
-Grant buffer_grant() {
+std::uint64_t directive_version() {
   Agent* a = get();
-  return a ? a->grant() : Grant{};
+  return a ? a->directive_version() : 0;
+}
+
+Directive directive() {
+  Agent* a = get();
+  // Without a daemon: stage, flush freely, no buffer nodes.
+  return a ? a->directive() : Directive{0, true, true, {}};
 }
 
 std::vector<uint32_t> servers() {

@@ -17,11 +17,6 @@ namespace harmonia::bbio::agent {
 
 /// Whether HARMONIA_SCHEDD is set (read once per process).
 bool configured();
-/// Whether new writes should be staged now: always without an agent; with one, as the daemon
-/// says (and never while it is unreachable).
-bool stage_writes();
-/// Whether staged data may be flushed now without waiting (no agent, no daemon, or allowed).
-bool flush_permitted();
 /// A staged file, as settle orders name it.
 struct FileId {
   const std::string& path;
@@ -54,7 +49,19 @@ struct Grant {
   std::uint64_t stripe = 0;
   std::string job;  ///< the job key that tags the data on the nodes
 };
-Grant buffer_grant();
+/// What the daemon's directive says of this process's writes, as staged files plan them.
+struct Directive {
+  std::uint64_t version = 0;  ///< changes whenever the rest does
+  /// Stage new writes: always without an agent; with one, as the daemon says (and never while
+  /// it is unreachable).
+  bool stage = true;
+  bool flush_allowed = true;  ///< staged data may be flushed now without waiting
+  Grant grant;                ///< the buffer nodes of the current phase
+};
+/// The current directive's version: one atomic load, to check a plan made from directive().
+std::uint64_t directive_version();
+/// The current directive (0 as its version, and staging, without a daemon).
+Directive directive();
 /// The PFS servers the daemon wants new files on (indices; empty: all of them).
 std::vector<uint32_t> servers();
 /// Before this process opens the file `path` (device, inode on this host): every other process

@@ -49,6 +49,11 @@ extern "C" {
 
 __attribute__((visibility("default"))) int BBIO_Init(const char* path, size_t size) {
   return guarded([&] {
+    // An environment the library cannot use (reported on stderr) keeps it from staging.
+    if (!environment().errors.empty()) {
+      errno = EINVAL;
+      return -1;
+    }
     Config config = current_config();
     if (path) {
       if (const auto why = check_stage_dir(path); !why.empty()) {

@@ -175,15 +175,8 @@ Outcome receive_reply(Node& node, const std::string& address, const Ticket& tick
   return code == HARMONIA__BB__RESPONSE__CODE__FULL ? Outcome::Full : Outcome::Failed;
 }
 
-/// HARMONIA_BUFFER_ROOT, resolved once; "" when unset or missing.
-const std::string& buffer_root() {
-  static const std::string root = [] {
-    const char* value = std::getenv("HARMONIA_BUFFER_ROOT");
-    char resolved[PATH_MAX];
-    return value && *value && realpath(value, resolved) ? std::string(resolved) : std::string();
-  }();
-  return root;
-}
+/// HARMONIA_BUFFER_ROOT, resolved; "" when unset or missing.
+const std::string& buffer_root() { return environment().buffer_root; }
 
 // What this process left on which node, per file (relative name): `sent`, the nodes that
 // acknowledged writes of the file and have not drained it since; `lost`, the nodes that may hold

@@ -4,10 +4,16 @@
 #include <unistd.h>
 
 #include <cctype>
+#include <cerrno>
+#include <climits>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <initializer_list>
+#include <optional>
 
 #include "core/requests/registry.hpp"
+#include "runtime/bbio/staged_file.hpp"
 
 namespace harmonia::bbio {
 
@@ -37,6 +43,63 @@ std::vector<std::string> split_paths(const char* text) {
   return out;
 }
 
+/// The value of the first of `names` that is set and not empty (and, in `which`, its name).
+const char* first_env(std::initializer_list<const char*> names, const char** which = nullptr) {
+  for (const char* name : names)
+    if (const char* value = std::getenv(name); value && *value) {
+      if (which) *which = name;
+      return value;
+    }
+  return nullptr;
+}
+
+/// `text` with every byte outside printable ASCII replaced by '?': messages and protobuf strings
+/// must be text, and environment variables need not be.
+std::string printable(std::string text) {
+  for (char& c : text)
+    if (static_cast<unsigned char>(c) < 0x20 || static_cast<unsigned char>(c) > 0x7e) c = '?';
+  return text;
+}
+
+/// A whole decimal number from `low` to `high`, all of `text`; nullopt otherwise.
+std::optional<long long> parse_integer(const char* text, long long low, long long high) {
+  char* end = nullptr;
+  errno = 0;
+  const long long value = std::strtoll(text, &end, 10);
+  if (end == text || *end != '\0' || errno == ERANGE || value < low || value > high)
+    return std::nullopt;
+  return value;
+}
+
+/// A finite number of seconds, all of `text`; nullopt otherwise.
+std::optional<double> parse_seconds(const char* text) {
+  char* end = nullptr;
+  const double value = std::strtod(text, &end);
+  if (end == text || *end != '\0' || !std::isfinite(value)) return std::nullopt;
+  return value;
+}
+
+/// Reads "name[,option=value...]" into config's flush scheduler; why not, or "".
+std::string parse_flush_scheduler(const std::string& text, Config& config) {
+  size_t at = text.find(',');
+  config.flush_scheduler = text.substr(0, at);
+  while (at != std::string::npos) {
+    const size_t next = text.find(',', at + 1);
+    const std::string item = text.substr(at + 1, next - at - 1);
+    const size_t equals = item.find('=');
+    if (equals == std::string::npos || equals == 0)
+      return "'" + printable(item) + "' is not option=value";
+    config.flush_options[item.substr(0, equals)] = item.substr(equals + 1);
+    at = next;
+  }
+  try {
+    (void)core::requests::make_request_scheduler(config.flush_scheduler, config.flush_options);
+  } catch (const std::exception& error) {
+    return error.what();
+  }
+  return "";
+}
+
 }  // namespace
 
 bool Config::wants(const std::string& path) const {
@@ -58,86 +121,134 @@ std::string check_stage_dir(const std::string& dir) {
   return "";
 }
 
-Config config_from_environment(std::string& error) {
-  Config config;
+Environment read_environment() {
+  Environment env;
+  Config& config = env.config;
   for (const char* prefix : kSystemPrefixes) config.exclude.emplace_back(prefix);
-  const auto fail = [&](const std::string& message) {
-    error = message;
-    config.enabled = false;
-    return config;
+  const auto bad = [&](const std::string& name, const char* value, const std::string& expected) {
+    env.errors.push_back(name + "=" + printable(value) + ": " + expected);
   };
   if (const char* debug = std::getenv("HARMONIA_DEBUG")) {
     if (std::strcmp(debug, "0") != 0 && std::strcmp(debug, "1") != 0)
-      return fail(std::string("HARMONIA_DEBUG=") + debug + ": must be 0 or 1");
+      bad("HARMONIA_DEBUG", debug, "must be 0 or 1");
     config.debug = debug[0] == '1';
   }
   if (const char* on = std::getenv("HARMONIA_STAGE")) {
     if (std::strcmp(on, "0") == 0)
       config.enabled = false;
     else if (std::strcmp(on, "1") != 0)
-      return fail(std::string("HARMONIA_STAGE=") + on + ": must be 0 or 1");
+      bad("HARMONIA_STAGE", on, "must be 0 or 1");
   }
   if (const char* dir = std::getenv("HARMONIA_STAGE_DIR"); dir && *dir) {
-    if (auto why = check_stage_dir(dir); !why.empty())
-      return fail(std::string("HARMONIA_STAGE_DIR=") + dir + ": " + why);
-    config.stage_dir = dir;
-    config.exclude.emplace_back(dir);  // never stage the logs themselves
+    if (auto why = check_stage_dir(dir); !why.empty()) {
+      bad("HARMONIA_STAGE_DIR", dir, why);
+    } else {
+      config.stage_dir = dir;
+      config.exclude.emplace_back(dir);  // never stage the logs themselves
+    }
   }
   if (const char* size = std::getenv("HARMONIA_STAGE_SIZE")) {
-    const auto parsed = parse_size(size);
-    if (!parsed)
-      return fail(std::string("HARMONIA_STAGE_SIZE=") + size +
-                  ": expected a positive size such as 64M, 1G or 4096");
-    config.file_capacity = *parsed;
+    if (const auto parsed = parse_size(size))
+      config.file_capacity = *parsed;
+    else
+      bad("HARMONIA_STAGE_SIZE", size, "expected a positive size such as 64M, 1G or 4096");
   }
   if (const char* include = std::getenv("HARMONIA_STAGE_INCLUDE")) {
     config.include = split_paths(include);
     for (const auto& p : config.include)
       if (p[0] != '/')
-        return fail("HARMONIA_STAGE_INCLUDE: '" + p + "' is not an absolute path prefix");
+        env.errors.push_back("HARMONIA_STAGE_INCLUDE: '" + printable(p) +
+                             "' is not an absolute path prefix");
   }
   if (const char* exclude = std::getenv("HARMONIA_STAGE_EXCLUDE")) {
     for (auto& p : split_paths(exclude)) {
       if (p[0] != '/')
-        return fail("HARMONIA_STAGE_EXCLUDE: '" + p + "' is not an absolute path prefix");
+        env.errors.push_back("HARMONIA_STAGE_EXCLUDE: '" + printable(p) +
+                             "' is not an absolute path prefix");
       config.exclude.push_back(std::move(p));
     }
   }
   if (const char* trace = std::getenv("HARMONIA_PHASE_TRACE")) config.phase_trace = trace;
   if (const char* gap = std::getenv("HARMONIA_PHASE_GAP")) {
-    char* end = nullptr;
-    config.phase_gap = std::strtod(gap, &end);
-    if (end == gap || *end != '\0' || !(config.phase_gap > 0))
-      return fail(std::string("HARMONIA_PHASE_GAP=") + gap + ": expected seconds > 0, e.g. 0.5");
+    const auto seconds = parse_seconds(gap);
+    if (seconds && *seconds > 0)
+      config.phase_gap = *seconds;
+    else
+      bad("HARMONIA_PHASE_GAP", gap, "expected seconds > 0, e.g. 0.5");
   }
   if (const char* wait = std::getenv("HARMONIA_NODE_WAIT")) {
-    char* end = nullptr;
-    config.node_wait = std::strtod(wait, &end);
-    if (end == wait || *end != '\0' || !(config.node_wait >= 0 && config.node_wait <= 86400))
-      return fail(std::string("HARMONIA_NODE_WAIT=") + wait +
-                  ": expected seconds from 0 to 86400, e.g. 30");
+    const auto seconds = parse_seconds(wait);
+    if (seconds && *seconds >= 0 && *seconds <= 86400)
+      config.node_wait = *seconds;
+    else
+      bad("HARMONIA_NODE_WAIT", wait, "expected seconds from 0 to 86400, e.g. 30");
   }
   if (const char* spec = std::getenv("HARMONIA_FLUSH_SCHEDULER"); spec && *spec) {
-    std::string text = spec;
-    size_t at = text.find(',');
-    config.flush_scheduler = text.substr(0, at);
-    while (at != std::string::npos) {
-      const size_t next = text.find(',', at + 1);
-      const std::string item = text.substr(at + 1, next - at - 1);
-      const size_t equals = item.find('=');
-      if (equals == std::string::npos || equals == 0)
-        return fail(std::string("HARMONIA_FLUSH_SCHEDULER=") + spec + ": '" + item +
-                    "' is not option=value");
-      config.flush_options[item.substr(0, equals)] = item.substr(equals + 1);
-      at = next;
-    }
-    try {
-      (void)core::requests::make_request_scheduler(config.flush_scheduler, config.flush_options);
-    } catch (const std::exception& error) {
-      return fail(std::string("HARMONIA_FLUSH_SCHEDULER=") + spec + ": " + error.what());
-    }
+    if (auto why = parse_flush_scheduler(spec, config); !why.empty())
+      bad("HARMONIA_FLUSH_SCHEDULER", spec, why);
   }
-  return config;
+
+  if (const char* schedd = first_env({"HARMONIA_SCHEDD"})) env.schedd = schedd;
+  if (const char* root = first_env({"HARMONIA_BUFFER_ROOT"})) {
+    char resolved[PATH_MAX];
+    if (realpath(root, resolved)) env.buffer_root = resolved;
+  }
+  if (const char* root = first_env({"HARMONIA_PFS_ROOT"})) env.pfs_root = root;
+
+  Identity& id = env.identity;
+  if (const char* job = first_env({"HARMONIA_JOB"})) {
+    id.job = job;
+  } else if (const char* slurm = first_env({"SLURM_JOB_ID"})) {
+    id.job = std::string("slurm-") + slurm;
+    if (const char* step = first_env({"SLURM_STEP_ID"})) id.job += std::string(".") + step;
+  } else if (const char* mpi = first_env({"PMIX_NAMESPACE", "OMPI_MCA_orte_ess_jobid"})) {
+    id.mpi_job = mpi;
+  }
+  if (const char* name = first_env({"HARMONIA_JOB_NAME", "SLURM_JOB_NAME"})) id.name = name;
+  const auto whole_number = [&](std::initializer_list<const char*> names, std::uint32_t& field) {
+    const char* name = nullptr;
+    const char* text = first_env(names, &name);
+    if (!text) return;
+    if (const auto value = parse_integer(text, 0, UINT32_MAX))
+      field = static_cast<std::uint32_t>(*value);
+    else
+      bad(name, text, "expected a whole number");
+  };
+  whole_number({"SLURM_PROCID", "OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK"}, id.rank);
+  whole_number({"SLURM_NTASKS", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE"}, id.ranks);
+  if (const char* priority = first_env({"HARMONIA_PRIORITY"})) {
+    if (const auto value = parse_integer(priority, -1000000, 1000000))
+      id.priority = static_cast<std::int32_t>(*value);
+    else
+      bad("HARMONIA_PRIORITY", priority, "expected an integer from -1000000 to 1000000");
+  }
+  if (const char* bytes = first_env({"HARMONIA_BYTES_PER_PROCESS"})) {
+    char* end = nullptr;
+    const double number = std::strtod(bytes, &end);
+    if (end != bytes && *end == '\0' && std::isfinite(number) && number >= 0)
+      id.bytes_per_process = number;
+    else if (const auto parsed = parse_size(bytes))
+      id.bytes_per_process = static_cast<double>(*parsed);
+    else
+      bad("HARMONIA_BYTES_PER_PROCESS", bytes, "expected bytes (48e6, 4096) or a size (64M, 1G)");
+  }
+  if (const char* hint = first_env({"HARMONIA_HINT"})) {
+    id.cached = std::strcmp(hint, "cached") == 0;
+    if (!id.cached && std::strcmp(hint, "flushable") != 0)
+      bad("HARMONIA_HINT", hint, "expected flushable or cached");
+  }
+  if (!env.errors.empty()) config.enabled = false;
+  return env;
+}
+
+const Environment& environment() {
+  static const Environment* env = [] {
+    auto* read = new Environment(read_environment());  // never destroyed: used until exit
+    for (const auto& error : read->errors)
+      report(error + "; staging disabled, writes go straight to their files");
+    return read;
+  }();
+  return *env;
 }
 
 }  // namespace harmonia::bbio

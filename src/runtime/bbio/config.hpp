@@ -1,7 +1,10 @@
 #pragma once
-// Staging configuration from the environment (docs/staging-library.md) or from BBIO_Init.
+// Staging configuration from the environment (docs/staging-library.md) or from BBIO_Init, and
+// the rest of what the library reads from the environment: every variable is read here, once,
+// with one strictness.
 
 #include <cstddef>
+#include <cstdint>
 #include <map>
 #include <optional>
 #include <string>
@@ -32,12 +35,37 @@ struct Config {
   bool wants(const std::string& path) const;
 };
 
-/// Reads HARMONIA_STAGE, HARMONIA_STAGE_DIR, HARMONIA_STAGE_SIZE, HARMONIA_STAGE_INCLUDE,
-/// HARMONIA_STAGE_EXCLUDE, HARMONIA_PHASE_TRACE, HARMONIA_PHASE_GAP, HARMONIA_FLUSH_SCHEDULER,
-/// HARMONIA_NODE_WAIT and HARMONIA_DEBUG.
-/// On a bad value, `error` names the variable and the problem, and the returned config has staging
-/// disabled.
-Config config_from_environment(std::string& error);
+/// Who this process is, for the scheduler daemon (docs/control.md, "Registration").
+struct Identity {
+  std::string job;      ///< HARMONIA_JOB, else slurm-$SLURM_JOB_ID[.$SLURM_STEP_ID]; "": none
+  std::string mpi_job;  ///< PMIX_NAMESPACE or OMPI_MCA_orte_ess_jobid (the agent adds @host)
+  std::string name;     ///< HARMONIA_JOB_NAME or SLURM_JOB_NAME; "": the program's name
+  std::uint32_t rank = 0, ranks = 1;
+  std::int32_t priority = 0;     ///< HARMONIA_PRIORITY
+  double bytes_per_process = 0;  ///< HARMONIA_BYTES_PER_PROCESS; 0: not declared
+  bool cached = false;           ///< HARMONIA_HINT=cached
+};
+
+/// The process's environment as the library uses it.
+struct Environment {
+  /// HARMONIA_STAGE, HARMONIA_STAGE_DIR, HARMONIA_STAGE_SIZE, HARMONIA_STAGE_INCLUDE,
+  /// HARMONIA_STAGE_EXCLUDE, HARMONIA_PHASE_TRACE, HARMONIA_PHASE_GAP, HARMONIA_FLUSH_SCHEDULER,
+  /// HARMONIA_NODE_WAIT and HARMONIA_DEBUG.
+  Config config;
+  Identity identity;
+  std::string schedd;       ///< HARMONIA_SCHEDD: the scheduler daemon; "": no agent
+  std::string buffer_root;  ///< HARMONIA_BUFFER_ROOT, resolved; "": unset or missing
+  std::string pfs_root;     ///< HARMONIA_PFS_ROOT; "": unset
+  /// One message per variable the library cannot use, naming it and its value. Any: nothing is
+  /// staged (config.enabled is false) and no agent starts; the program's I/O is plain.
+  std::vector<std::string> errors;
+};
+
+/// The environment, read on first use and never again (a program that changes it later changes
+/// nothing here).
+const Environment& environment();
+/// Reads the environment now (environment() keeps the first reading).
+Environment read_environment();
 
 /// Checks that `dir` is a writable directory; returns an error message or "".
 std::string check_stage_dir(const std::string& dir);

@@ -59,8 +59,9 @@ class SubdirectoryAdapter final : public ServerAdapter {
 };
 
 ServerAdapter* make_adapter() {
-  const char* root = std::getenv("HARMONIA_PFS_ROOT");
-  if (!root || !*root) return nullptr;
+  // An environment the library cannot use leaves placement to the application too.
+  const char* root = environment().pfs_root.c_str();
+  if (!*root || !environment().errors.empty()) return nullptr;
   char resolved[PATH_MAX];
   DIR* dir = realpath(root, resolved) ? opendir(resolved) : nullptr;
   if (!dir) {

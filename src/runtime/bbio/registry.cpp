@@ -54,11 +54,9 @@ pthread_once_t state_once = PTHREAD_ONCE_INIT;
 void make_state() {
   // Never destroyed: wrappers may run during and after static destruction.
   auto* s = new State();
-  std::string error;
-  s->config = config_from_environment(error);
+  s->config = environment().config;
   s->node_wait = s->config.node_wait;
   state_ptr.store(s, std::memory_order_release);
-  if (!error.empty()) report(error + "; staging disabled, writes go straight to their files");
   if (const std::string& trace = s->config.phase_trace; !trace.empty()) {
     const int fd = real().open(trace.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
     if (fd < 0) {

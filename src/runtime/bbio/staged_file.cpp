@@ -162,6 +162,19 @@ ssize_t StagedFile::write_direct(const struct iovec* iov, int count, off64_t off
   return n;
 }
 
+const StagedFile::WritePlan& StagedFile::write_plan() {
+  if (plan_.decided && plan_.directive == agent::directive_version()) return plan_;
+  agent::Directive directive = agent::directive();
+  plan_.decided = true;
+  plan_.directive = directive.version;
+  plan_.nodes = buffer_name_.empty() || directive.grant.nodes.empty()
+                    ? nullptr
+                    : std::make_shared<const agent::Grant>(std::move(directive.grant));
+  plan_.through = write_through_ || !directive.stage;
+  plan_.flush_allowed = directive.flush_allowed;
+  return plan_;
+}
+
 ssize_t StagedFile::stage(const struct iovec* iov, int count, off64_t offset) {
   const size_t total = total_length(iov, count);
   if (total == 0) return 0;
@@ -180,7 +193,7 @@ bool StagedFile::gather(const struct iovec* iov, int count, off64_t offset, size
     return false;
   if (gathered_.empty()) {
     // A new run only while the file goes to the nodes (it went there, or a phase is granted).
-    if (buffer_nodes_.empty() && agent::buffer_grant().nodes.empty()) return false;
+    if (buffer_nodes_.empty() && !write_plan().nodes) return false;
     gathered_at_ = offset;
     gathered_.reserve(kGather);
   }
@@ -213,7 +226,8 @@ ssize_t StagedFile::stage_here(const struct iovec* iov, int count, off64_t offse
   drain_for_write();
   if (write_through_) return write_direct(iov, count, offset);
   // The scheduler daemon says write through: do, once what is staged may go first.
-  if (!agent::stage_writes() && (entries_.empty() || agent::flush_permitted()))
+  const WritePlan& plan = write_plan();
+  if (plan.through && (entries_.empty() || plan.flush_allowed))
     return write_direct(iov, count, offset);
   if (staged_bytes_ + total > capacity_) {
     // Full: flush, then stage; a write larger than the whole capacity goes straight through.
@@ -224,7 +238,7 @@ ssize_t StagedFile::stage_here(const struct iovec* iov, int count, off64_t offse
     if (!append_to_log(iov, count, total, offset)) {
       report(log_path_ + ": staging log write failed (" + std::strerror(errno) +
              "); writing through to " + path_);
-      write_through_ = true;
+      write_through();
       return write_direct(iov, count, offset);
     }
   } else {
@@ -238,8 +252,10 @@ ssize_t StagedFile::stage_here(const struct iovec* iov, int count, off64_t offse
 
 bool StagedFile::write_to_buffers(const struct iovec* iov, int count, off64_t offset,
                                   size_t total) {
-  const agent::Grant grant = agent::buffer_grant();
-  if (grant.nodes.empty()) return false;
+  // Held here: a flush below may re-decide the plan.
+  const std::shared_ptr<const agent::Grant> granted = write_plan().nodes;
+  if (!granted) return false;
+  const agent::Grant& grant = *granted;
   // What is staged here, and what other nodes hold, lands first: the file ends with the bytes
   // written last whatever the order of drains.
   if (flush() != 0) return false;

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "harmonia/bbio.h"
+#include "runtime/bbio/agent.hpp"
 #include "runtime/bbio/config.hpp"
 
 namespace harmonia::bbio {
@@ -64,7 +65,10 @@ class StagedFile {
   /// The file was truncated to `length` (after a flush).
   void truncated(off64_t length) { size_ = length; }
   /// Any write from now on goes straight to the file (after what is staged).
-  void write_through() { write_through_ = true; }
+  void write_through() {
+    write_through_ = true;
+    plan_.decided = false;
+  }
   size_t staged_bytes() const { return staged_bytes_; }
   const std::string& path() const { return path_; }
   /// The file's identity (device, inode), as fstat saw it when staging started.
@@ -86,6 +90,20 @@ class StagedFile {
 
  private:
   StagedFile() = default;
+  /// Where the file's writes go: to the buffer nodes, through to the file, or staged here (in
+  /// RAM or in the log, fixed when staging starts: log_fd_). Decided once, and again only when
+  /// the scheduler daemon's directive changes or the file turns to writing through.
+  struct WritePlan {
+    bool decided = false;
+    std::uint64_t directive = 0;  ///< the directive's version it was decided under
+    /// The buffer nodes granted to the job's phase, which take the writes first; null: none
+    /// (or the file is not under HARMONIA_BUFFER_ROOT).
+    std::shared_ptr<const agent::Grant> nodes;
+    bool through = false;  ///< writes the nodes do not take go to the file, not staged
+    bool flush_allowed = true;
+  };
+  /// The plan, re-decided when stale: one atomic load per write while the directive holds.
+  const WritePlan& write_plan();
   ssize_t stage(const struct iovec* iov, int count, off64_t offset);
   /// stage() here: in RAM, in the log, or through to the file (not on the buffer nodes).
   ssize_t stage_here(const struct iovec* iov, int count, off64_t offset, size_t total);
@@ -140,6 +158,7 @@ class StagedFile {
   std::uint64_t buffer_stripe_ = 0;        ///< bytes per node in turn on buffer_nodes_
   bool append_ = false;
   bool write_through_ = false;
+  WritePlan plan_;
   bool in_callback_ = false;
   size_t capacity_ = 0;
   double node_wait_ = 0;  ///< seconds a read, fsync or close waits for a lost buffer node
