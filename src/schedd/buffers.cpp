@@ -328,7 +328,13 @@ double BufferBroker::wait_seconds(BrokerJob job, double now) const {
   return total;
 }
 
-std::vector<BrokerJob> BufferBroker::take_changed_jobs() { return take_distinct(changed_jobs_); }
+std::vector<std::string> BufferBroker::take_changed_jobs() {
+  std::vector<std::string> keys;
+  for (const BrokerJob job : take_distinct(changed_jobs_))
+    if (const JobState& state = jobs_[static_cast<size_t>(job)]; !state.ended)
+      keys.push_back(state.key);
+  return keys;
+}
 
 std::vector<int> BufferBroker::take_changed_nodes() { return take_distinct(changed_nodes_); }
 

@@ -90,8 +90,9 @@ class BufferBroker : private core::Actions {
   void fill_status(control::Status& out) const;
   /// Seconds the job's phases have waited for grants (including one waiting now).
   double wait_seconds(BrokerJob job, double now) const;
-  /// Jobs whose directive changed, and nodes whose drain order changed, since the last call.
-  std::vector<BrokerJob> take_changed_jobs();
+  /// The keys of the running jobs whose directive changed, and the nodes whose drain order
+  /// changed, since the last call.
+  std::vector<std::string> take_changed_jobs();
   std::vector<int> take_changed_nodes();
   /// The policy core's per-job and system metrics (as harmonia-sim writes them).
   std::string results_json() const;

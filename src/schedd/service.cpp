@@ -299,12 +299,10 @@ void Service::register_process(ConnectionId id, Connection& connection,
     if (job_of_id_.size() <= static_cast<size_t>(job.id))
       job_of_id_.resize(static_cast<size_t>(job.id) + 1);
     job_of_id_[static_cast<size_t>(job.id)] = request.job();
-    if (broker_) {
+    if (broker_)
       job.broker_job = broker_->add_job(request.job(), job.name, job.ranks, job.priority,
                                         request.bytes_per_process() * job.ranks, request.cached(),
                                         now, job.uid ? std::to_string(*job.uid) : std::string());
-      job_of_broker_.push_back(request.job());
-    }
     found = jobs_.emplace(request.job(), std::move(job)).first;
   }
   Job& job = found->second;
@@ -450,10 +448,7 @@ void Service::leave(ConnectionId id, Connection& connection, double now) {
   job.processes.erase(id);
   if (job.processes.empty()) {
     coordinator_->on_unregister(job.id, now);
-    if (broker_) {
-      broker_->job_end(job.broker_job, now);
-      job_of_broker_[static_cast<size_t>(job.broker_job)].clear();
-    }
+    if (broker_) broker_->job_end(job.broker_job, now);
     job_of_id_[static_cast<size_t>(job.id)].clear();
     jobs_.erase(found);
   }
@@ -501,9 +496,7 @@ void Service::push_changes(ConnectionId except, std::vector<Outgoing>& out) {
     if (!key.empty()) push_directive(jobs_.at(key), except, out);  // empty: the job ended
   }
   if (!broker_) return;
-  for (BrokerJob id : broker_->take_changed_jobs()) {
-    const std::string& key = job_of_broker_[static_cast<size_t>(id)];
-    if (key.empty()) continue;
+  for (const std::string& key : broker_->take_changed_jobs()) {
     Job& job = jobs_.at(key);
     // One push per change, whichever side changed the directive.
     if (std::find(changed.begin(), changed.end(), job.id) == changed.end())

@@ -89,6 +89,11 @@ class Service {
     bool wants_flush = false;
     int buffer_node = -1;  ///< a buffer node's monitor, not a process
   };
+  /// The daemon's one record of a job, by key: its user, its processes and their phase and
+  /// flush counts. The policy core keeps its own state of the job (the coordinator's JobInfo
+  /// and directive under `id`; the buffer policy's core::AppState, with the broker's grants,
+  /// under `broker_job`): pure code the simulators run too, reached through these ids. The
+  /// broker names the jobs it changed by key, so no index of its ids is kept here.
   struct Job {
     core::coordination::JobId id = 0;
     std::string name;
@@ -144,7 +149,6 @@ class Service {
   std::vector<std::string> job_of_id_;  ///< core job id -> job key ("" once the job ended)
   std::uint64_t requests_ = 0;
   std::unique_ptr<BufferBroker> broker_;
-  std::vector<std::string> job_of_broker_;     ///< broker job -> job key ("" once it ended)
   std::vector<ConnectionId> node_connection_;  ///< buffer slot -> its monitor (0: none)
   /// A file being settled for a process about to open it (SettleFile).
   struct Settle {
