@@ -145,3 +145,29 @@ def test_the_bakeoff_has_a_darshan_mix() -> None:
     assert darshan.darshan == SHARED_LOGS
     phases = [p["size"] for a in mix_document(darshan, 1)["apps"] for p in a["phases"]]
     assert max(phases) <= 4 * 8.5 * GB
+
+
+@needs_logs
+def test_reproduce_bakeoff_names_a_corrupt_log(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from typer.testing import CliRunner
+
+    from harmonia.cli.main import app
+    from harmonia.simulator import SimulatorNotFound, find_simulator
+
+    try:
+        find_simulator()
+    except SimulatorNotFound:
+        pytest.skip("harmonia-sim is not built")
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    cut = logs / "cut.darshan"
+    cut.write_bytes((SHARED_LOGS / "mpi-io-test_32p_dxt.darshan").read_bytes()[:20000])
+    monkeypatch.setattr(bakeoff, "MIXES", (MixSpec(name="site", darshan=logs),))
+    out = tmp_path / "out"
+    arguments = ["reproduce", "bakeoff", "--seeds", "1,2", "--out", str(out)]
+    result = CliRunner().invoke(app, arguments)
+    assert result.exit_code == 2, result.output
+    assert f"mix: {cut}: " in result.output
+    assert not list(out.glob("runs/*/seed-*/*.json"))  # nothing simulated, no half results

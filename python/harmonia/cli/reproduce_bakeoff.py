@@ -13,6 +13,7 @@ from harmonia.simulator import RunOutcome, SimulatorNotFound, find_simulator
 
 
 def reproduce_bakeoff(out: Path, jobs: int, full: bool, seeds: tuple[int, ...] | None) -> None:
+    from harmonia.darshan_import import DarshanImportError
     from harmonia.experiments.bakeoff import (
         METRICS,
         best_per_metric,
@@ -63,6 +64,8 @@ def reproduce_bakeoff(out: Path, jobs: int, full: bool, seeds: tuple[int, ...] |
             results = run_grid(grid, simulator, out, jobs, finished)
     except RuntimeError as error:
         fail([str(error)], EXIT_FAILED)
+    except (DarshanImportError, ValueError) as error:  # a mix's logs or spec cannot be drawn
+        fail([f"mix: {error}"], EXIT_INVALID)
     except OSError as error:
         fail([f"--out {out}: cannot write: {error.strerror or error}"], EXIT_FAILED)
     wall = time.monotonic() - started
