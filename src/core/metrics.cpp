@@ -27,8 +27,8 @@ PhaseRecord& Recorder::phase(int app, int index) {
   throw std::logic_error("unknown phase");
 }
 
-void Recorder::phase_requested(int app, int index, double bytes, double now) {
-  phases_.push_back({app, index, bytes, now, -1, -1, 0, {}});
+void Recorder::phase_requested(int app, int index, double bytes, double now, Op op) {
+  phases_.push_back({app, index, bytes, now, -1, -1, 0, {}, op});
 }
 
 void Recorder::phase_granted(int app, int index, const std::vector<int>& buffers, double io_alone,

@@ -5,6 +5,8 @@
 #include <string>
 #include <vector>
 
+#include "core/device.hpp"
+
 namespace harmonia::core {
 
 struct PhaseRecord {
@@ -16,6 +18,7 @@ struct PhaseRecord {
   double end = -1;
   double io_alone = 0;
   std::vector<int> buffers;
+  Op op = Op::Write;
 };
 
 struct DrainRecord {
@@ -58,7 +61,7 @@ class Recorder {
   void app_arrived(int app, const std::string& name, double now);
   void app_started(int app, double now);
   void app_ended(int app, double now);
-  void phase_requested(int app, int index, double bytes, double now);
+  void phase_requested(int app, int index, double bytes, double now, Op op = Op::Write);
   void phase_granted(int app, int index, const std::vector<int>& buffers, double io_alone,
                      double now);
   void phase_completed(int app, int index, double now);

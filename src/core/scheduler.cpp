@@ -4,6 +4,7 @@
 #include <cmath>
 #include <functional>
 #include <iterator>
+#include <limits>
 #include <stdexcept>
 
 #include "core/optimizer.hpp"
@@ -84,7 +85,7 @@ void Scheduler::on_phase_request(const PhaseRequest& request, double now) {
     throw std::logic_error("phase request from an application that is not running");
   if (!(request.bytes > 0)) throw std::invalid_argument("phase size must be > 0");
   pending_.push_back({request, now});
-  recorder_.phase_requested(request.app, request.index, request.bytes, now);
+  recorder_.phase_requested(request.app, request.index, request.bytes, now, request.op);
 }
 
 void Scheduler::grant(AppId app, int index, const std::vector<BufferId>& buffers, double now) {
@@ -110,14 +111,17 @@ void Scheduler::grant(AppId app, int index, const std::vector<BufferId>& buffers
   }
   apps_[static_cast<size_t>(app)].held_bytes += phase.request.bytes;
 
-  const Candidate alone{phase.request.bytes, phase.request.op, 0,
-                        apps_[static_cast<size_t>(app)].info.nodes * config_.client_node_bw};
-  const std::vector<BufferSlot> empty(buffers.size());
-  const double io_alone =
-      predict(alone, 1, empty, config_.buffer_device, config_.buffer_link_bw).io_alone;
-  recorder_.phase_granted(app, index, buffers, io_alone, now);
+  recorder_.phase_granted(app, index, buffers, io_alone(phase.request, buffers.size()), now);
   running_.push_back({phase.request, buffers, phase.requested, now});
   actions_.grant(phase.request, buffers);
+}
+
+double Scheduler::io_alone(const PhaseRequest& request, size_t buffers) const {
+  const Candidate alone{
+      request.bytes, request.op, 0,
+      apps_[static_cast<size_t>(request.app)].info.nodes * config_.client_node_bw};
+  const std::vector<BufferSlot> empty(buffers);
+  return predict(alone, 1, empty, config_.buffer_device, config_.buffer_link_bw).io_alone;
 }
 
 void Scheduler::on_phase_complete(AppId app, int index, double now) {
@@ -283,12 +287,48 @@ bool Scheduler::capacity_pressure() const {
 void Scheduler::on_tick(double now) {
   capacity_blocked_ = false;
   assign_flushers();
+  auto held_back = hold_back_yielding(now);
   decide(now);
+  restore_held_back(std::move(held_back));
   update_drains(now);
   for (BufferId b = 0; b < config_.buffer_count; ++b) {
     const auto& buf = buffers_[static_cast<size_t>(b)];
     recorder_.buffer_changed(b, buf.phases > 0, buf.used, now);
   }
+}
+
+std::vector<PendingPhase> Scheduler::hold_back_yielding(double now) {
+  next_release_.reset();
+  const auto patience = [&](AppId app) { return apps_[static_cast<size_t>(app)].info.io_slowdown; };
+  double least = std::numeric_limits<double>::infinity();
+  for (const auto& p : pending_) least = std::min(least, patience(p.request.app));
+  for (const auto& r : running_) least = std::min(least, patience(r.request.app));
+  std::vector<PendingPhase> visible, held;
+  for (const auto& p : pending_) {
+    const double slowdown = patience(p.request.app);
+    // Half the slack the job accepted goes to waiting, the other half to the interference it may
+    // meet once it runs (the estimate is for its phase alone on the minimum of buffers).
+    const double release =
+        p.requested +
+        (slowdown - 1) * io_alone(p.request, static_cast<size_t>(config_.min_buffers)) / 2;
+    if (slowdown > least && now < release) {
+      held.push_back(p);
+      next_release_ = std::min(next_release_.value_or(release), release);
+    } else {
+      visible.push_back(p);
+    }
+  }
+  pending_ = std::move(visible);
+  return held;
+}
+
+void Scheduler::restore_held_back(std::vector<PendingPhase> held) {
+  if (held.empty()) return;
+  const auto visible = static_cast<std::ptrdiff_t>(pending_.size());
+  pending_.insert(pending_.end(), held.begin(), held.end());
+  std::inplace_merge(
+      pending_.begin(), pending_.begin() + visible, pending_.end(),
+      [](const PendingPhase& a, const PendingPhase& b) { return a.requested < b.requested; });
 }
 
 void Scheduler::assign_flushers() {

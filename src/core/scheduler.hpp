@@ -30,6 +30,11 @@ struct AppInfo {
   /// The reservation holds intermediate results the job never reads back (paper II-d): its data
   /// may be staged out early and its unused space lent (`SchedulerConfig::lend_write_only`).
   bool write_only = false;
+  /// Its I/O service class (core/pricing.hpp), as named in the accounting records.
+  std::string io_qos = "normal";
+  /// The I/O slowdown its class accepts (>= 1): its phases yield to those of jobs accepting
+  /// less, for at most half the slack this allows (docs/scheduling-model.md, section 9).
+  double io_slowdown = 1;
 };
 
 struct PhaseRequest {
@@ -158,6 +163,9 @@ class Scheduler {
   const std::vector<BufferState>& buffers() const { return buffers_; }
   const std::vector<AppState>& apps() const { return apps_; }
   const Recorder& recorder() const { return recorder_; }
+  /// When a phase held back by discounted scheduling is released, if one is: the host must call
+  /// `on_tick` then even if no event arrives (the simulator's decider and the daemon's timer do).
+  std::optional<double> next_release() const { return next_release_; }
 
  protected:
   /// Policy hook: called by `on_tick`; grants pending phases with `grant`.
@@ -206,8 +214,16 @@ class Scheduler {
   bool capacity_pressure() const;
   /// Admits waiting applications, first come first served, while the admission limit allows.
   void admit_waiting(double now);
+  /// Seconds `request` takes alone on `buffers` empty buffers.
+  double io_alone(const PhaseRequest& request, size_t buffers) const;
+  /// Discounted scheduling: takes out of `pending_`, for this decision, the phases that yield to
+  /// those of less patient jobs and have not waited half their slack yet; sets `next_release_`.
+  std::vector<PendingPhase> hold_back_yielding(double now);
+  /// Puts the held-back phases back into `pending_`, in request order.
+  void restore_held_back(std::vector<PendingPhase> held);
 
   std::deque<AppId> waiting_;  ///< registered, not admitted yet (admission limit)
+  std::optional<double> next_release_;
 
   Recorder recorder_;
 };
