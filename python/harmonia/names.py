@@ -54,6 +54,13 @@ def request_scheduler_names() -> tuple[str, ...]:
     return tuple(s["name"] for s in described()["request_schedulers"])
 
 
+def pricing_defaults() -> dict[str, Any]:
+    """The policy core's default `[pricing]`: node_hour_rate and the I/O service classes
+    (core::PricingConfig), each class a dict of name, slowdown and usage_factor."""
+    answer: dict[str, Any] = described()["pricing_defaults"]
+    return answer
+
+
 def scheduler_default(key: str) -> Any:
     """The policy core's default for a `[scheduler]` setting (core::SchedulerConfig)."""
     return described()["scheduler_defaults"][key]

@@ -30,7 +30,7 @@ from pydantic import (
 )
 from pydantic_core import ErrorDetails
 
-from harmonia.names import scheduler_default
+from harmonia.names import pricing_defaults, scheduler_default
 from harmonia.units import format_size, parse_bandwidth, parse_duration, parse_size
 
 # Compute time before each synthetic phase, in time slices (docs/formats.md, paper section V-A).
@@ -198,6 +198,24 @@ class Scheduler(_Table):
     lend_write_only: bool = False
 
 
+class IoClass(_Table):
+    slowdown: float = Field(ge=1, allow_inf_nan=False)
+    usage_factor: float = Field(ge=0, allow_inf_nan=False)
+
+
+class Pricing(_Table):
+    """Discounted scheduling (docs/accounting.md): what a node-hour costs, and the I/O service
+    classes jobs name with `io_qos` (default: the policy core's, `harmonia describe`)."""
+
+    node_hour_rate: float = Field(default=1.0, ge=0, allow_inf_nan=False)
+    classes: dict[Name, IoClass] | None = Field(default=None, min_length=1)
+
+    def class_names(self) -> list[str]:
+        if self.classes is not None:
+            return list(self.classes)
+        return [c["name"] for c in pricing_defaults()["classes"]]
+
+
 class Synthetic(_Table):
     workload_class: Literal["compute-intensive", "balanced", "data-intensive", "only-io"] = Field(
         alias="class"
@@ -304,6 +322,8 @@ class App(_Table):
     # intermediate results never read back, whose unused space may be lent.
     reservation: PositiveSize | None = None
     write_only: bool = False
+    # Its I/O service class: a [pricing.classes] name, or the slowdown (>= 1) it accepts.
+    io_qos: Annotated[str, Field(min_length=1, max_length=64)] | float = "normal"
     workload: Literal["synthetic", "periodic", "explicit", "imported"]
     synthetic: Synthetic | None = None
     periodic: Periodic | None = None
@@ -347,6 +367,7 @@ class Scenario(_Table):
     buffers: Buffers
     pfs: Pfs
     scheduler: Scheduler = Scheduler()
+    pricing: Pricing | None = None
     apps: list[App] = Field(min_length=1)
 
     def resolved_devices(self) -> dict[str, Device]:
@@ -493,7 +514,34 @@ def _phase_count(app: App) -> int:
     return len(app.phases or [])
 
 
+def io_qos_text(io_qos: str | float) -> str:
+    """`io_qos` as the simulator reads it: a class name, or the slowdown written as a number."""
+    return io_qos if isinstance(io_qos, str) else repr(float(io_qos))
+
+
+def _io_qos_errors(scenario: Scenario) -> Iterator[tuple[str, str]]:
+    names: list[str] | None = None
+    for index, app in enumerate(scenario.apps):
+        if app.io_qos == "normal" and "io_qos" not in app.model_fields_set:
+            continue
+        if names is None:
+            names = (scenario.pricing or Pricing()).class_names()
+        if isinstance(app.io_qos, str) and app.io_qos in names:
+            continue
+        try:
+            slowdown = float(app.io_qos)
+        except ValueError:
+            slowdown = math.nan
+        if not (slowdown >= 1 and math.isfinite(slowdown)):
+            yield (
+                f"apps[{index}].io_qos",
+                f"{json.dumps(app.io_qos)} is neither a class ({', '.join(names)}) nor a"
+                " slowdown >= 1",
+            )
+
+
 def _cross_table_errors(scenario: Scenario) -> Iterator[tuple[str, str]]:
+    yield from _io_qos_errors(scenario)
     devices = scenario.resolved_devices()
     for key, name in (
         ("buffers.device", scenario.buffers.device),
@@ -669,9 +717,20 @@ def normalize(scenario: Scenario) -> dict[str, Any]:
                 entry["user"] = app.user
             if app.walltime is not None:
                 entry["walltime"] = app.walltime
+            if "io_qos" in app.model_fields_set:
+                entry["io_qos"] = io_qos_text(app.io_qos)
             apps.append(entry | _reservation_keys(app))
 
     used_devices = dict.fromkeys([buffers.device, scenario.pfs.device])
+    # Pricing appears only when the scenario sets it: the simulator's defaults are the core's.
+    pricing: dict[str, Any] = {}
+    if scenario.pricing is not None:
+        pricing["node_hour_rate"] = scenario.pricing.node_hour_rate
+        if scenario.pricing.classes is not None:
+            pricing["classes"] = [
+                {"name": name, **io_class.model_dump()}
+                for name, io_class in scenario.pricing.classes.items()
+            ]
     return {
         "name": scenario.scenario.name,
         "seed": scenario.scenario.seed,
@@ -681,4 +740,4 @@ def normalize(scenario: Scenario) -> dict[str, Any]:
         "pfs": scenario.pfs.model_dump(),
         "scheduler": scheduler,
         "apps": apps,
-    }
+    } | ({"pricing": pricing} if pricing else {})

@@ -57,8 +57,15 @@ class RunOutcome:
         return self.returncode == 0
 
 
-def run_policy(simulator: Path, scenario_json: Path, policy: str, out_json: Path) -> RunOutcome:
-    """Run the simulator for one policy and wait for it."""
+def run_policy(
+    simulator: Path,
+    scenario_json: Path,
+    policy: str,
+    out_json: Path,
+    accounting_prefix: Path | None = None,
+) -> RunOutcome:
+    """Run the simulator for one policy and wait for it; with `accounting_prefix`, it also writes
+    the jobs' accounting records to <prefix>.json and <prefix>.csv (docs/accounting.md)."""
     command = [
         str(simulator),
         "--scenario",
@@ -68,6 +75,8 @@ def run_policy(simulator: Path, scenario_json: Path, policy: str, out_json: Path
         "--out",
         str(out_json),
     ]
+    if accounting_prefix is not None:
+        command += ["--accounting", str(accounting_prefix)]
     start = time.monotonic()
     try:
         completed = subprocess.run(command, capture_output=True, text=True, check=False)
@@ -84,7 +93,8 @@ def run_policies(
     jobs: int,
     on_finished: Callable[[RunOutcome], None],
 ) -> list[RunOutcome]:
-    """Run every policy with up to `jobs` processes at once, writing `out_dir/<policy>.json`.
+    """Run every policy with up to `jobs` processes at once, writing `out_dir/<policy>.json` and
+    its accounting records, `out_dir/<policy>.accounting.{json,csv}`.
 
     `on_finished` is called as each run ends. After a failure, runs not yet started are skipped:
     the results would be discarded anyway.
@@ -92,7 +102,14 @@ def run_policies(
     outcomes: list[RunOutcome] = []
     with ThreadPoolExecutor(max_workers=jobs) as pool:
         futures: list[Future[RunOutcome]] = [
-            pool.submit(run_policy, simulator, scenario_json, policy, out_dir / f"{policy}.json")
+            pool.submit(
+                run_policy,
+                simulator,
+                scenario_json,
+                policy,
+                out_dir / f"{policy}.json",
+                out_dir / f"{policy}.accounting",
+            )
             for policy in policies
         ]
         for future in as_completed(futures):

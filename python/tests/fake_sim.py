@@ -1,7 +1,8 @@
 """A stand-in for `harmonia-sim` that follows its command-line and file contract
 (docs/formats.md sections 2 and 3) and writes plausible, made-up results.
 
-Run as `fake_sim.py --scenario FILE --policy NAME --out FILE`; a policy named in the
+Run as `fake_sim.py --scenario FILE --policy NAME --out FILE [--accounting PREFIX]`; a policy
+named in the
 FAKE_SIM_FAIL environment variable fails with a message on stderr. Tests also call
 `fake_result` directly to build result directories by hand.
 """
@@ -84,18 +85,50 @@ def fake_result(scenario: dict[str, Any], policy: str) -> dict[str, Any]:
     }
 
 
+def fake_accounting(result: dict[str, Any], scenario: dict[str, Any]) -> list[dict[str, Any]]:
+    """Accounting records (docs/accounting.md) of `result`: every job normal, 1 unit a node-hour."""
+    records = []
+    for index, (app, spec) in enumerate(zip(result["apps"], scenario["apps"], strict=True)):
+        elapsed = app["end"] - app["start"]
+        node_hours = spec["nodes"] * elapsed / 3600
+        records.append(
+            {
+                "JobID": str(index + 1), "JobName": app["name"], "User": app["name"],
+                "Account": app["name"], "QOS": spec.get("io_qos", "normal"),
+                "Submit": app["arrival"], "Start": app["start"], "End": app["end"],
+                "Elapsed": "00:00:00", "ElapsedRaw": elapsed, "State": "COMPLETED",
+                "NNodes": spec["nodes"], "NCPUS": spec["ranks"],
+                "WriteBytes": sum(p["size"] for p in spec["phases"]), "ReadBytes": 0,
+                "IOTime": 0.0, "StallTime": 0.0, "IOSlowdown": 1.0, "PromisedSlowdown": 1.0,
+                "BilledNodeHours": node_hours, "Refunded": 0.0, "UsageFactor": 1.0,
+                "Charge": node_hours, "BoundBroken": False,
+            }
+        )  # fmt: skip
+    return records
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     for option in ("--scenario", "--policy", "--out"):
         parser.add_argument(option, required=True)
+    parser.add_argument("--accounting")
     args = parser.parse_args()
     if args.policy == os.environ.get("FAKE_SIM_FAIL"):
         print(f"fake-sim: policy {args.policy} crashed on purpose", file=sys.stderr)
         return 3
     with open(args.scenario, encoding="utf-8") as scenario_file:
         scenario = json.load(scenario_file)
+    result = fake_result(scenario, args.policy)
     with open(args.out, "w", encoding="utf-8") as out_file:
-        json.dump(fake_result(scenario, args.policy), out_file)
+        json.dump(result, out_file)
+    if args.accounting:
+        records = fake_accounting(result, scenario)
+        with open(f"{args.accounting}.json", "w", encoding="utf-8") as json_file:
+            json.dump(records, json_file)
+        with open(f"{args.accounting}.csv", "w", encoding="utf-8") as csv_file:
+            csv_file.write(",".join(records[0]) + "\n")
+            for record in records:
+                csv_file.write(",".join(str(value) for value in record.values()) + "\n")
     return 0
 
 

@@ -87,7 +87,9 @@ def test_sim_defaults_to_results_dir_and_takes_a_policy_list(
     summary = json.loads((out / "summary.json").read_text())
     assert list(summary["policies"]) == ["fairness", "datawarp"]
     assert sorted(p.name for p in out.glob("*.json")) == [
+        "datawarp.accounting.json",
         "datawarp.json",
+        "fairness.accounting.json",
         "fairness.json",
         "scenario.json",
         "summary.json",

@@ -7,6 +7,7 @@
 #include <iostream>
 #include <optional>
 
+#include "common/accounting.hpp"
 #include "common/write_atomically.hpp"
 #include "core/registry.hpp"
 #include "sim/results.hpp"
@@ -15,13 +16,15 @@ namespace sg4 = simgrid::s4u;
 
 int main(int argc, char** argv) {
   CLI::App cli{"Run one Harmonia scheduling policy on a normalized scenario (docs/formats.md)"};
-  std::string scenario_path, policy, out_path, perf_path;
+  std::string scenario_path, policy, out_path, perf_path, accounting_prefix;
   bool list = false;
   cli.add_flag("--list-policies", list, "Print the policy names and exit");
   cli.add_option("--scenario", scenario_path, "Normalized scenario JSON");
   cli.add_option("--policy", policy, "Policy name");
   cli.add_option("--out", out_path, "Results JSON to write");
   cli.add_option("--perf", perf_path, "Also write wall time, events and peak memory here");
+  cli.add_option("--accounting", accounting_prefix,
+                 "Also write one accounting record per job to PREFIX.json and PREFIX.csv");
   CLI11_PARSE(cli, argc, argv);
 
   if (list) {
@@ -62,6 +65,8 @@ int main(int argc, char** argv) {
 
     harmonia::common::write_atomically(
         out_path, harmonia::sim::results_json(scenario, policy, result).dump(2));
+    if (!accounting_prefix.empty())
+      harmonia::common::write_accounting(accounting_prefix, result.accounting);
     if (!perf_path.empty()) {
       rusage usage{};
       getrusage(RUSAGE_SELF, &usage);

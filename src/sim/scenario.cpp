@@ -105,6 +105,30 @@ core::Op parse_op(const Reader& r, const std::string& key) {
   r.fail(key, "must be \"write\" or \"read\"");
 }
 
+core::PricingConfig parse_pricing(const Reader& pricing) {
+  core::PricingConfig out;
+  if (pricing.has("node_hour_rate")) out.node_hour_rate = pricing.number("node_hour_rate", 0);
+  if (pricing.has("classes")) {
+    const auto& classes = pricing.at("classes");
+    if (!classes.is_array() || classes.empty()) pricing.fail("classes", "must be a non-empty list");
+    out.classes.clear();
+    for (size_t i = 0; i < classes.size(); ++i) {
+      const Reader c(classes[i], pricing.join("classes") + "[" + std::to_string(i) + "]");
+      core::IoClass io_class{c.string("name"), c.number("slowdown", 1),
+                             c.number("usage_factor", 0)};
+      for (const auto& seen : out.classes)
+        if (seen.name == io_class.name) c.fail("name", "\"" + io_class.name + "\" defined twice");
+      out.classes.push_back(std::move(io_class));
+    }
+  }
+  try {
+    out.validate();
+  } catch (const std::invalid_argument& e) {
+    throw std::runtime_error(e.what());
+  }
+  return out;
+}
+
 }  // namespace
 
 double AppSpec::total_bytes() const {
@@ -190,6 +214,8 @@ Scenario parse_scenario(const std::string& json_text, const std::string& source)
                                            " (compute nodes + buffers + PFS servers)");
     }
 
+    if (root.has("pricing")) s.pricing = parse_pricing(root.child("pricing"));
+
     const auto& apps = root.at("apps");
     if (!apps.is_array() || apps.empty()) root.fail("apps", "must be a non-empty list");
     int nodes_used = 0;
@@ -209,6 +235,15 @@ Scenario parse_scenario(const std::string& json_text, const std::string& source)
       app.walltime = a.has("walltime") ? a.number("walltime", 0) : 0;
       if (a.has("reservation")) app.reservation = a.number("reservation", 0, false);
       if (a.has("write_only")) app.write_only = a.boolean("write_only");
+      app.ranks = a.has("ranks") ? a.integer("ranks", 1) : 1;
+      if (a.has("io_qos")) {
+        app.io_qos = a.string("io_qos");
+        try {
+          app.io_slowdown = s.pricing.resolve(app.io_qos).slowdown;
+        } catch (const std::invalid_argument& e) {
+          a.fail("io_qos", e.what());
+        }
+      }
       nodes_used += app.nodes;
       const auto& phases = a.at("phases");
       if (!phases.is_array() || phases.empty()) a.fail("phases", "must be a non-empty list");

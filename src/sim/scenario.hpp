@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "core/device.hpp"
+#include "core/pricing.hpp"
 #include "core/scheduler.hpp"
 
 namespace harmonia::sim {
@@ -41,6 +42,9 @@ struct AppSpec {
   double walltime = 0;     ///< requested time limit; 0: none
   double reservation = 0;  ///< the DataWarp reservation; 0: the total of its phases
   bool write_only = false;
+  int ranks = 1;                  ///< processes (the accounting's NCPUS)
+  std::string io_qos = "normal";  ///< its I/O service class (core/pricing.hpp)
+  double io_slowdown = 1;         ///< the slowdown that class accepts
   std::vector<PhaseSpec> phases;
 
   double total_bytes() const;
@@ -56,6 +60,7 @@ struct Scenario {
   core::DeviceModel pfs_device;
   int pfs_servers = 1;
   std::vector<AppSpec> apps;
+  core::PricingConfig pricing{};  ///< the `pricing` table; defaults: core/pricing.hpp
 };
 
 /// Parse a normalized scenario; throws std::runtime_error naming the key on bad input.

@@ -1,5 +1,6 @@
 #include "sim/simulation.hpp"
 
+#include <algorithm>
 #include <stdexcept>
 
 #include "core/registry.hpp"
@@ -57,6 +58,8 @@ void Simulation::run_app(size_t spec_index) {
   core::AppInfo info{spec.name, spec.nodes,   spec.priority, spec.hint, spec.reserved_bytes(),
                      spec.user, spec.walltime};
   info.write_only = spec.write_only;
+  info.io_qos = spec.io_qos;
+  info.io_slowdown = spec.io_slowdown;
   ++events_;
   const core::AppId id = scheduler_->on_app_register(info, sg4::Engine::get_clock());
   request_decision();
@@ -146,7 +149,11 @@ void Simulation::request_decision() {
 
 void Simulation::run_decider() {
   while (true) {
-    decider_wakeup_->acquire();
+    // A phase held back by discounted scheduling is released at a time no event may mark.
+    if (const auto release = scheduler_->next_release())
+      decider_wakeup_->acquire_timeout(std::max(0.0, *release - sg4::Engine::get_clock()));
+    else
+      decider_wakeup_->acquire();
     // Actors woken at this instant run before the decider gets the CPU back, so their requests
     // are decided together.
     sg4::this_actor::yield();
@@ -171,7 +178,11 @@ RunResult Simulation::run() {
         "simulation stalled: " + std::to_string(scenario_.apps.size() - apps_finished_) +
         " application(s) never finished (policy left phases waiting forever)");
   const auto& rec = scheduler_->recorder();
-  return {rec.app_metrics(), rec.system_metrics(), rec.phases(), rec.drains(), events_};
+  auto accounting =
+      core::accounting_records(*scheduler_, scenario_.pricing, sg4::Engine::get_clock());
+  for (size_t i = 0; i < accounting.size(); ++i) accounting[i].ncpus = scenario_.apps[i].ranks;
+  return {rec.app_metrics(), rec.system_metrics(),  rec.phases(),
+          rec.drains(),      std::move(accounting), events_};
 }
 
 }  // namespace harmonia::sim

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "core/accounting.hpp"
 #include "core/scheduler.hpp"
 #include "sim/platform.hpp"
 #include "sim/scenario.hpp"
@@ -21,7 +22,8 @@ struct RunResult {
   core::SystemMetrics system;
   std::vector<core::PhaseRecord> phases;
   std::vector<core::DrainRecord> drains;
-  long long events = 0;  ///< scheduler events plus simulated activities
+  std::vector<core::AccountingRecord> accounting;  ///< one per application, at the end
+  long long events = 0;                            ///< scheduler events plus simulated activities
 };
 
 class Simulation final : public core::Actions {

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/coordination/coordinator.hpp"
+#include "core/pricing.hpp"
 #include "core/registry.hpp"
 #include "core/requests/registry.hpp"
 #include "core/scheduler.hpp"
@@ -30,6 +31,12 @@ nlohmann::ordered_json describe() {
       {"backup_flushers", scheduler.backup_flushers},
       {"priority_tie", scheduler.priority_tie == core::PriorityTie::Share ? "share" : "fcfs"},
   };
+  const core::PricingConfig pricing;
+  out["pricing_defaults"] = {{"node_hour_rate", pricing.node_hour_rate},
+                             {"classes", ordered_json::array()}};
+  for (const auto& c : pricing.classes)
+    out["pricing_defaults"]["classes"].push_back(
+        {{"name", c.name}, {"slowdown", c.slowdown}, {"usage_factor", c.usage_factor}});
   out["coordination"] = {
       {"strategies", core::coordination::coordinator_names()},
       {"flush_orders", core::coordination::flush_order_names()},

@@ -1,4 +1,5 @@
-"""`harmonia report DIR`: the comparison table and plots of a finished `sim` run."""
+"""`harmonia report DIR`: the comparison table and plots of a finished `sim` run, and its jobs'
+accounting; `harmonia report FILE.json`: the jobs of one accounting file (harmonia-schedd's)."""
 
 from __future__ import annotations
 
@@ -69,28 +70,87 @@ def show_report(
     from harmonia.plots.timeline import plot_timeline
 
     buffer_count = _buffer_count(directory)
-    table = comparison_table(results)
-    console = Console()
-    # Rich crops what does not fit; a terminal soft-wrapping a wide line is better than lost digits.
-    natural_width = console.measure(table, options=console.options.update_width(1000)).maximum
-    Console(width=max(console.width, natural_width)).print(table)
+    _print_wide(comparison_table(results))
     written = [directory / "metrics.png"]
     plot_metrics(results, written[0])
     for policy, run in results.items():
         written.append(directory / f"timeline-{policy}.png")
         plot_timeline(run, buffer_count, written[-1])
     typer.echo(f"plots in {shown_as or directory}: " + ", ".join(path.name for path in written))
+    show_charges(directory, list(results), shown_as)
+
+
+def show_charges(directory: Path, policies: list[str], shown_as: Path | None = None) -> None:
+    """The charges per policy and I/O service class, from `<policy>.accounting.json` (runs made
+    before accounting existed have none: nothing is printed)."""
+    from harmonia.accounting import charges_table, load_accounting
+
+    files = {policy: directory / f"{policy}.accounting.json" for policy in policies}
+    present = {policy: path for policy, path in files.items() if path.exists()}
+    if not present:
+        return
+    per_policy = {policy: load_accounting(path) for policy, path in present.items()}
+    _print_wide(charges_table(per_policy))
+    typer.echo(
+        f"per-job accounting in {shown_as or directory}: <policy>.accounting.csv and .json"
+        " (harmonia report DIR --jobs POLICY)"
+    )
+
+
+def _print_wide(table: Table) -> None:
+    # Rich crops what does not fit; a terminal soft-wrapping a wide line is better than lost digits.
+    console = Console()
+    natural_width = console.measure(table, options=console.options.update_width(1000)).maximum
+    Console(width=max(console.width, natural_width)).print(table)
+
+
+def show_jobs(path: Path) -> None:
+    """The per-job table of one accounting JSON file, and where its CSV twin is."""
+    from harmonia.accounting import jobs_table, load_accounting
+
+    records = load_accounting(path)
+    _print_wide(jobs_table(records, f"{path}: {len(records)} jobs"))
+    csv = path.with_suffix(".csv")
+    if csv.exists():
+        typer.echo(f"CSV: {csv}")
 
 
 def report(
     directory: Annotated[
-        Path, typer.Argument(help="Output directory of `harmonia sim` (holds <policy>.json).")
+        Path,
+        typer.Argument(
+            help="Output directory of `harmonia sim` (holds <policy>.json), or an accounting"
+            " JSON file (harmonia-schedd --accounting PREFIX writes PREFIX.json)."
+        ),
     ],
+    jobs: Annotated[
+        str | None,
+        typer.Option(
+            help="List the accounting record of every job under this policy (sacct's columns"
+            " and Harmonia's).",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
-    """Re-print the comparison table and redraw the plots from a run's result files."""
+    """Re-print the comparison table, the charges, and redraw the plots from a run's result
+    files; or list the jobs of an accounting file."""
+    from harmonia.accounting import AccountingError
     from harmonia.results import ResultsError, load_results
 
     try:
-        show_report(directory, load_results(directory))
-    except ResultsError as error:
+        if directory.is_file():
+            if jobs is not None:
+                fail(
+                    [f"--jobs applies to a run directory, not to the file {directory}"],
+                    EXIT_INVALID,
+                )
+            show_jobs(directory)
+        elif jobs is not None:
+            path = directory / f"{jobs}.accounting.json"
+            if not path.exists():
+                fail([f"--jobs {jobs}: {path} does not exist"], EXIT_INVALID)
+            show_jobs(path)
+        else:
+            show_report(directory, load_results(directory))
+    except (ResultsError, AccountingError) as error:
         fail([str(error)], EXIT_INVALID)
