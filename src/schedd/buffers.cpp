@@ -37,6 +37,7 @@ core::SchedulerConfig BufferConfig::scheduler_config() const {
   if (stripe_bytes < 4096 || stripe_bytes > (16u << 20))
     throw std::invalid_argument("buffers: stripe must be 4 KiB to 16 MiB");
   if (!(report_seconds > 0)) throw std::invalid_argument("buffers: report period must be > 0");
+  pricing.validate();
   core::SchedulerConfig cfg(
       core::DeviceModel::from_slope("buffer", write_bw, read_bw, concurrency, interference_slope));
   cfg.buffer_count = count;
@@ -67,7 +68,9 @@ double BufferConfig::phase_bound() const {
 
 BrokerJob BufferBroker::add_job(const std::string& key, const std::string& name,
                                 std::uint32_t ranks, std::int32_t priority, double declared_bytes,
-                                bool cached, double now, const std::string& user) {
+                                bool cached, double now, const std::string& user,
+                                const std::string& io_qos) {
+  const core::IoClass io_class = config_.pricing.resolve(io_qos.empty() ? "normal" : io_qos);
   advance(now);
   const auto id = static_cast<BrokerJob>(jobs_.size());
   jobs_.push_back({});
@@ -81,6 +84,8 @@ BrokerJob BufferBroker::add_job(const std::string& key, const std::string& name,
   info.priority = priority;
   info.hint = cached ? core::Hint::Cached : core::Hint::Flushable;
   info.user = user;
+  info.io_qos = io_class.name;
+  info.io_slowdown = io_class.slowdown;
   // DataWarp reserves what the job declares; without a declaration, one default phase.
   info.declared_bytes = std::min(declared_bytes > 0 ? declared_bytes : config_.phase_bytes * ranks,
                                  config_.phase_bound());
@@ -326,6 +331,17 @@ double BufferBroker::wait_seconds(BrokerJob job, double now) const {
   for (const auto& phase : scheduler_->recorder().phases())
     if (phase.app == job) total += (phase.granted >= 0 ? phase.granted : now) - phase.requested;
   return total;
+}
+
+std::vector<core::AccountingRecord> BufferBroker::accounting(double now,
+                                                             double clock_offset) const {
+  auto records = core::accounting_records(*scheduler_, config_.pricing,
+                                          std::max(now_, now - origin_), origin_ + clock_offset);
+  for (size_t j = 0; j < records.size(); ++j) {
+    records[j].job_id = jobs_[j].key;
+    records[j].ncpus = static_cast<int>(std::min<std::uint32_t>(jobs_[j].ranks, 1U << 30));
+  }
+  return records;
 }
 
 std::vector<std::string> BufferBroker::take_changed_jobs() {

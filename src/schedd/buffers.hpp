@@ -16,6 +16,8 @@
 #include <vector>
 
 #include "control/control.pb.h"
+#include "core/accounting.hpp"
+#include "core/pricing.hpp"
 #include "core/scheduler.hpp"
 
 namespace harmonia::schedd {
@@ -42,6 +44,8 @@ struct BufferConfig {
   double max_phase_bytes = 0;
   std::uint64_t stripe_bytes = 1 << 20;
   double report_seconds = 0.1;
+  /// The price of a node-hour and the I/O service classes jobs may name (core/pricing.hpp).
+  core::PricingConfig pricing{};
 
   /// The policy core's configuration; throws std::invalid_argument naming a bad setting.
   core::SchedulerConfig scheduler_config() const;
@@ -61,9 +65,11 @@ class BufferBroker : private core::Actions {
   // Jobs, as the daemon sees them (a job is all processes with one key).
   /// `cached`: the job reads back what it writes; its data stays on the buffers until it ends.
   /// `user`: who runs it (the policies that share by user); empty: unknown.
+  /// `io_qos`: its I/O service class (empty: normal); throws std::invalid_argument naming an
+  /// unknown one before the job is added.
   BrokerJob add_job(const std::string& key, const std::string& name, std::uint32_t ranks,
                     std::int32_t priority, double declared_bytes, bool cached, double now,
-                    const std::string& user = {});
+                    const std::string& user = {}, const std::string& io_qos = {});
   /// The job's first process entered an I/O phase of `bytes` (0: the default size).
   void phase_begin(BrokerJob job, double bytes, double now);
   /// Its last process left the phase.
@@ -96,6 +102,9 @@ class BufferBroker : private core::Actions {
   std::vector<int> take_changed_nodes();
   /// The policy core's per-job and system metrics (as harmonia-sim writes them).
   std::string results_json() const;
+  /// One accounting record per job at `now` (the daemon's clock), JobID its key, NCPUS its
+  /// ranks; times are the daemon's clock plus `clock_offset` (Unix time minus it).
+  std::vector<core::AccountingRecord> accounting(double now, double clock_offset) const;
 
   const BufferConfig& config() const { return config_; }
 

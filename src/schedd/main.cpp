@@ -4,10 +4,13 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <chrono>
 #include <cstdio>
 #include <iostream>
 #include <memory>
+#include <optional>
 
+#include "common/accounting.hpp"
 #include "common/identity.hpp"
 #include "common/size.hpp"
 #include "common/write_atomically.hpp"
@@ -22,6 +25,30 @@ namespace {
 /// them): larger counts are refused by the option parser, not by a failed allocation.
 constexpr int kMaxBuffers = 4096;
 constexpr int kMaxPfsServers = 65536;  // as the site file (python/harmonia/coordination.py)
+
+/// An --io-class NAME:SLOWDOWN:USAGE_FACTOR, or nothing and why.
+std::optional<harmonia::core::IoClass> parse_io_class(const std::string& text, std::string& why) {
+  const auto first = text.find(':');
+  const auto second = first == std::string::npos ? first : text.find(':', first + 1);
+  if (second == std::string::npos || text.find(':', second + 1) != std::string::npos) {
+    why = "expected NAME:SLOWDOWN:USAGE_FACTOR";
+    return std::nullopt;
+  }
+  harmonia::core::IoClass out{text.substr(0, first), 0, 0};
+  try {
+    size_t used = 0;
+    const std::string slowdown = text.substr(first + 1, second - first - 1);
+    const std::string factor = text.substr(second + 1);
+    out.slowdown = std::stod(slowdown, &used);
+    if (used != slowdown.size()) throw std::invalid_argument(slowdown);
+    out.usage_factor = std::stod(factor, &used);
+    if (used != factor.size()) throw std::invalid_argument(factor);
+  } catch (const std::exception&) {
+    why = "SLOWDOWN and USAGE_FACTOR must be numbers";
+    return std::nullopt;
+  }
+  return out;
+}
 
 }  // namespace
 
@@ -122,6 +149,19 @@ int main(int argc, char** argv) {
   group->add_option("--stripe", stripe, "Stripe unit over a phase's nodes")->capture_default_str();
   group->add_option("--record", record,
                     "Write the policy's per-job metrics (JSON) here when stopped");
+  std::string accounting;
+  std::vector<std::string> io_classes;
+  group->add_option("--accounting", accounting,
+                    "Write one accounting record per job to PREFIX.json and PREFIX.csv, every "
+                    "second while running and when stopped (docs/accounting.md)");
+  group
+      ->add_option("--node-hour-rate", buffers.pricing.node_hour_rate,
+                   "Billing units per node-hour")
+      ->capture_default_str();
+  group->add_option("--io-class", io_classes,
+                    "NAME:SLOWDOWN:USAGE_FACTOR, an I/O service class jobs name with "
+                    "HARMONIA_IO_QOS (repeatable; replaces normal:1:1, relaxed:2:0.7, "
+                    "scavenger:4:0.5)");
   group->add_option("--buffer-node-uid", service.node_uids,
                     "A user whose processes may register buffer nodes on the Unix socket "
                     "(repeatable; root always may, and so does this daemon's own user)");
@@ -185,10 +225,23 @@ int main(int argc, char** argv) {
       buffers.max_phase_bytes = static_cast<double>(*bound);
     }
     service.buffers = buffers;
-  } else if (!record.empty()) {
-    std::fprintf(stderr, "harmonia-schedd: --record needs --buffers\n");
+  } else if (!record.empty() || !accounting.empty()) {
+    std::fprintf(stderr, "harmonia-schedd: --record and --accounting need --buffers\n");
     return 2;
   }
+  if (!io_classes.empty()) {
+    buffers.pricing.classes.clear();
+    for (const auto& text : io_classes) {
+      std::string why;
+      const auto io_class = parse_io_class(text, why);
+      if (!io_class) {
+        std::fprintf(stderr, "harmonia-schedd: --io-class %s: %s\n", text.c_str(), why.c_str());
+        return 2;
+      }
+      buffers.pricing.classes.push_back(*io_class);
+    }
+  }
+  if (service.buffers) service.buffers->pricing = buffers.pricing;
 
   // One descriptor per connected process: 10,000 jobs need more than the usual 1024.
   rlimit limit{};
@@ -202,6 +255,28 @@ int main(int argc, char** argv) {
   try {
     service.coordinator.flush_order = coord::parse_flush_order(flush_order);
     Service state(service, monotonic_seconds());
+    // Accounting times are Unix times: the daemon's clock is monotonic.
+    const double clock_offset =
+        std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count() -
+        monotonic_seconds();
+    double accounted_at = -1;
+    bool accounting_failed = false;
+    const auto write_accounting = [&](double now) {
+      try {
+        harmonia::common::write_accounting(accounting, state.accounting(now, clock_offset));
+        accounting_failed = false;
+      } catch (const std::exception& error) {
+        // A full or read-only disk must not stop the scheduling: said once, retried each second.
+        if (!accounting_failed)
+          std::fprintf(stderr, "harmonia-schedd: --accounting: %s\n", error.what());
+        accounting_failed = true;
+      }
+      accounted_at = now;
+    };
+    if (!accounting.empty())
+      server.after_tick = [&](double now) {
+        if (now - accounted_at >= 1) write_accounting(now);
+      };
     Server listener(state, server);
     if (!server.tcp.empty()) std::printf("tcp_port=%u\n", listener.tcp_port());
     std::fprintf(
@@ -213,6 +288,7 @@ int main(int argc, char** argv) {
     std::fflush(stdout);
     listener.run();
     if (!record.empty()) harmonia::common::write_atomically(record, state.buffer_results());
+    if (!accounting.empty()) write_accounting(monotonic_seconds());
     std::fprintf(stderr, "harmonia-schedd: stopped\n");
   } catch (const std::bad_alloc&) {
     std::fprintf(stderr, "harmonia-schedd: out of memory\n");

@@ -235,6 +235,7 @@ void Server::run() {
       std::vector<Outgoing> out;
       for (ConnectionId id : service_.on_tick(now, out)) close_connection(id);
       send_all(out);
+      if (config_.after_tick) config_.after_tick(now);
       next_tick = now + config_.tick_seconds;
     }
   }

@@ -3,6 +3,7 @@
 /// (control/frame.hpp), one Service (service.hpp) fed from one thread with epoll.
 
 #include <cstdint>
+#include <functional>
 #include <string>
 
 #include "schedd/service.hpp"
@@ -16,6 +17,8 @@ struct ServerConfig {
   /// Replies and pushes queued for all connections together, bytes: past it, the connection
   /// holding the most unread output is dropped (docs/limits.md).
   size_t max_output_bytes = 256UL << 20;
+  /// Called after each timer tick with the time (harmonia-schedd --accounting writes its files).
+  std::function<void(double now)> after_tick;
 };
 
 class Server {

@@ -13,6 +13,7 @@ using control::Error;
 namespace {
 
 constexpr size_t kMaxKeyLength = 256;
+constexpr size_t kMaxQosLength = 64;
 constexpr size_t kMaxPathLength = 4096;
 /// Files being settled at once, over all processes (each process settles one at a time).
 constexpr size_t kMaxSettles = 4096;
@@ -273,6 +274,18 @@ void Service::register_process(ConnectionId id, Connection& connection,
     set_error(reply, Error::CODE_INVALID, "RegisterProcess.bytes_per_process out of range");
     return;
   }
+  if (request.io_qos().size() > kMaxQosLength) {
+    set_error(reply, Error::CODE_INVALID, "RegisterProcess.io_qos must be at most 64 bytes");
+    return;
+  }
+  if (config_.buffers && !request.io_qos().empty()) {
+    try {
+      config_.buffers->pricing.resolve(request.io_qos());
+    } catch (const std::invalid_argument& e) {
+      set_error(reply, Error::CODE_INVALID, std::string("RegisterProcess.") + e.what());
+      return;
+    }
+  }
   auto found = jobs_.find(request.job());
   // A job is its registering user's: only that user, or an administrator (root, a Slurm
   // burst-buffer script acting for any job), may join it. A connection with no identity may
@@ -300,9 +313,10 @@ void Service::register_process(ConnectionId id, Connection& connection,
       job_of_id_.resize(static_cast<size_t>(job.id) + 1);
     job_of_id_[static_cast<size_t>(job.id)] = request.job();
     if (broker_)
-      job.broker_job = broker_->add_job(request.job(), job.name, job.ranks, job.priority,
-                                        request.bytes_per_process() * job.ranks, request.cached(),
-                                        now, job.uid ? std::to_string(*job.uid) : std::string());
+      job.broker_job =
+          broker_->add_job(request.job(), job.name, job.ranks, job.priority,
+                           request.bytes_per_process() * job.ranks, request.cached(), now,
+                           job.uid ? std::to_string(*job.uid) : std::string(), request.io_qos());
     found = jobs_.emplace(request.job(), std::move(job)).first;
   }
   Job& job = found->second;

@@ -79,6 +79,10 @@ class Service {
   const ServiceConfig& config() const { return config_; }
   /// The buffer policy's results (JSON), or "" without buffer nodes.
   std::string buffer_results() const { return broker_ ? broker_->results_json() : ""; }
+  /// The jobs' accounting records (none without buffer nodes); see BufferBroker::accounting.
+  std::vector<core::AccountingRecord> accounting(double now, double clock_offset) const {
+    return broker_ ? broker_->accounting(now, clock_offset) : std::vector<core::AccountingRecord>{};
+  }
 
  private:
   struct Connection {

@@ -450,6 +450,7 @@ class Agent {
     body.priority = id.priority;
     body.bytes_per_process = id.bytes_per_process;
     body.cached = id.cached;
+    body.io_qos = const_cast<char*>(id.io_qos.c_str());
     body.pid = static_cast<uint32_t>(getpid());
     body.host = const_cast<char*>(id.host.c_str());
     Harmonia__Control__Envelope e = HARMONIA__CONTROL__ENVELOPE__INIT;

@@ -237,6 +237,7 @@ Environment read_environment() {
     if (!id.cached && std::strcmp(hint, "flushable") != 0)
       bad("HARMONIA_HINT", hint, "expected flushable or cached");
   }
+  if (const char* io_qos = first_env({"HARMONIA_IO_QOS"})) id.io_qos = printable(io_qos);
   if (!env.errors.empty()) config.enabled = false;
   return env;
 }
