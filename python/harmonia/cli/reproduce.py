@@ -11,6 +11,7 @@ from harmonia.cli.reproduce_buffers import reproduce_buffers
 from harmonia.cli.reproduce_forwarding import reproduce_forwarding
 from harmonia.cli.reproduce_network import reproduce_network
 from harmonia.cli.reproduce_phases import reproduce_phases
+from harmonia.cli.reproduce_pricing import reproduce_pricing
 from harmonia.cli.reproduce_slurm import reproduce_slurm
 from harmonia.cli.sim import run_scenario
 
@@ -22,7 +23,8 @@ def reproduce(
             help='"harmonia" (section V), "buffers" (its VPIC draining case, for real on this '
             'machine), "slurm" (that case as sbatch jobs, DataWarp and Harmonia mode), "network" '
             '(MPI/I/O on fat-trees), "forwarding" (TWINS), "phases" (the accuracy of phase '
-            'detection) or "bakeoff" (every policy and peer, docs/bakeoff.md).'
+            'detection), "bakeoff" (every policy and peer, docs/bakeoff.md) or "pricing" (price '
+            "against completion, docs/accounting.md)."
         ),
     ] = "harmonia",
     out: Annotated[
@@ -36,7 +38,8 @@ def reproduce(
     only: Annotated[
         str | None,
         typer.Option(
-            help="network: experiments; buffers: policies; slurm: modes (comma-separated).",
+            help="network: experiments; buffers: policies; slurm: modes (comma-separated); "
+            "pricing: the policy (default min-stall).",
             show_default=False,
         ),
     ] = None,
@@ -44,7 +47,8 @@ def reproduce(
     seeds: Annotated[
         str | None,
         typer.Option(
-            help='harmonia, bakeoff: the seeds, "1-10" or "1,2,5" (harmonia: 1-10; bakeoff: 1-5, '
+            help='harmonia, bakeoff, pricing: the seeds, "1-10" or "1,2,5" (harmonia, pricing: '
+            "1-10; bakeoff: 1-5, "
             "--full 1-10); reports give the mean and range or 95 % interval over them.",
             show_default=False,
         ),
@@ -95,11 +99,18 @@ def reproduce(
             fail([f"--seeds {seeds}: {error}"], EXIT_INVALID)
         reproduce_bakeoff(out or Path("results/bakeoff"), jobs, full, bakeoff_seeds)
         return
+    if paper == "pricing":
+        try:
+            pricing_seeds = parse_seeds(seeds or "1-10")
+        except ValueError as error:
+            fail([f"--seeds {seeds}: {error}"], EXIT_INVALID)
+        reproduce_pricing(out or Path("results/pricing"), jobs, pricing_seeds, only)
+        return
     if paper != "harmonia":
         fail(
             [
                 f'PAPER: unknown "{paper}" '
-                "(harmonia, buffers, slurm, network, forwarding, phases, bakeoff)"
+                "(harmonia, buffers, slurm, network, forwarding, phases, bakeoff, pricing)"
             ],
             EXIT_INVALID,
         )
