@@ -181,3 +181,26 @@ def test_report_lists_an_accounting_file_and_refuses_a_broken_one(tmp_path: Path
     broken = CliRunner().invoke(app, ["report", str(path)])
     assert broken.exit_code == 2
     assert "acct.json: record 0: missing Charge" in broken.output
+
+
+def test_the_default_classes_come_from_the_policy_core(write_toml: Callable[[str], Path]) -> None:
+    text = BASE_SCENARIO + SYNTHETIC_APP.replace(
+        'workload = "synthetic"', 'io_qos = "scavenger"\nworkload = "synthetic"'
+    )
+    assert normalize(load_scenario(write_toml(text)))["apps"][0]["io_qos"] == "scavenger"
+    with pytest.raises(ScenarioError, match="normal, relaxed, scavenger"):
+        load_scenario(write_toml(text.replace('"scavenger"', '"gold"')))
+
+
+@pytest.mark.usefixtures("fake_simulator")
+def test_reproduce_pricing_writes_the_table_and_the_plot(tmp_path: Path) -> None:
+    out = tmp_path / "pricing"
+    result = CliRunner().invoke(app, ["reproduce", "pricing", "--seeds", "1-2", "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    report = (out / "report.md").read_text()
+    # One row per share (the fake simulator charges every job the normal price).
+    for share in ("0 %", "25 %", "50 %", "75 %", "100 %"):
+        assert f"| {share} |" in report
+    assert "seeds 1-2" in report
+    assert (out / "price-vs-completion.png").read_bytes().startswith(b"\x89PNG")
+    assert (out / "share-50" / "seed-2" / "min-stall.accounting.csv").exists()
