@@ -304,14 +304,22 @@ std::vector<PendingPhase> Scheduler::hold_back_yielding(double now) {
   for (const auto& p : pending_) least = std::min(least, patience(p.request.app));
   for (const auto& r : running_) least = std::min(least, patience(r.request.app));
   std::vector<PendingPhase> visible, held;
+  // Most runs have one class: then nothing yields and the queue is left as it is.
+  if (std::none_of(pending_.begin(), pending_.end(),
+                   [&](const PendingPhase& p) { return patience(p.request.app) > least; }))
+    return held;
   for (const auto& p : pending_) {
     const double slowdown = patience(p.request.app);
+    if (slowdown <= least) {
+      visible.push_back(p);
+      continue;
+    }
     // Half the slack the job accepted goes to waiting, the other half to the interference it may
     // meet once it runs (the estimate is for its phase alone on the minimum of buffers).
     const double release =
         p.requested +
         (slowdown - 1) * io_alone(p.request, static_cast<size_t>(config_.min_buffers)) / 2;
-    if (slowdown > least && now < release) {
+    if (now < release) {
       held.push_back(p);
       next_release_ = std::min(next_release_.value_or(release), release);
     } else {
