@@ -62,8 +62,10 @@ void Service::on_message(ConnectionId connection, const Envelope& request, doubl
   handle(connection, it->second, request, now, reply, pushes);
   if (broker_) decide_buffers(it->second, now, reply);
   out.push_back({connection, std::move(reply)});
+  const size_t before = out.size();
   std::move(pushes.begin(), pushes.end(), std::back_inserter(out));
   push_changes(connection, out);
+  pushes_ += out.size() - before;
 }
 
 void Service::handle(ConnectionId id, Connection& connection, const Envelope& request, double now,
@@ -195,7 +197,8 @@ void Service::start_settle(ConnectionId id, const control::SettleFile& file, dou
   const std::uint64_t settle = ++last_settle_;
   Settle pending{{id}, file, now + kSettleWait, {}};
   for (const auto& [other, c] : connections_) {
-    if (other == id || c.job.empty()) continue;
+    // A node agent opening the file has other ranks behind it, which it asks itself.
+    if ((other == id && !c.node_agent) || c.job.empty()) continue;
     pending.waiting.insert(other);
     Envelope push;
     push.mutable_settle_order()->set_id(settle);
@@ -322,6 +325,7 @@ void Service::register_process(ConnectionId id, Connection& connection,
   Job& job = found->second;
   job.processes.insert(id);
   connection.job = request.job();
+  connection.node_agent = request.node_agent();
   // A process re-registering with a restarted daemon brings its state back.
   if (request.in_phase()) {
     job.phases += 1;
@@ -475,9 +479,11 @@ void Service::on_disconnect(ConnectionId connection, double now, std::vector<Out
   forget_node(it->second);
   connections_.erase(it);
   drop_from_settles(connection);
+  const size_t before = out.size();
   finish_settles(out);
   if (broker_) broker_->tick(now);
   push_changes(connection, out);
+  pushes_ += out.size() - before;
 }
 
 void Service::forget_node(const Connection& connection) {
@@ -496,10 +502,12 @@ std::vector<ConnectionId> Service::on_tick(double now, std::vector<Outgoing>& ou
     connections_.erase(id);
     drop_from_settles(id);
   }
+  const size_t before = out.size();
   finish_settles(out, now);
   coordinator_->on_tick(now);
   if (broker_) broker_->tick(now);
   push_changes(0, out);
+  pushes_ += out.size() - before;
   return expired;
 }
 
@@ -552,6 +560,7 @@ void Service::fill_status(double now, control::Status& out) const {
   out.set_pfs_servers(static_cast<std::uint32_t>(config_.coordinator.pfs_servers));
   out.set_uptime_seconds(now - started_);
   out.set_requests(requests_);
+  out.set_pushes(pushes_);
   out.set_connections(static_cast<std::uint32_t>(connections_.size()));
   std::vector<const std::string*> keys;
   for (const auto& entry : jobs_) keys.push_back(&entry.first);

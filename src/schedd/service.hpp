@@ -91,7 +91,8 @@ class Service {
     std::string job;  ///< empty until registered
     bool in_phase = false;
     bool wants_flush = false;
-    int buffer_node = -1;  ///< a buffer node's monitor, not a process
+    int buffer_node = -1;     ///< a buffer node's monitor, not a process
+    bool node_agent = false;  ///< speaks for several ranks (harmonia-agentd)
   };
   /// The daemon's one record of a job, by key: its user, its processes and their phase and
   /// flush counts. The policy core keeps its own state of the job (the coordinator's JobInfo
@@ -152,6 +153,7 @@ class Service {
   std::unordered_map<std::string, Job> jobs_;
   std::vector<std::string> job_of_id_;  ///< core job id -> job key ("" once the job ended)
   std::uint64_t requests_ = 0;
+  std::uint64_t pushes_ = 0;  ///< messages sent that answer no request
   std::unique_ptr<BufferBroker> broker_;
   std::vector<ConnectionId> node_connection_;  ///< buffer slot -> its monitor (0: none)
   /// A file being settled for a process about to open it (SettleFile).

@@ -419,3 +419,39 @@ TEST(Service, AJobDeclaringMoreRanksThanTheSiteAllowsIsRefused) {
   e.mutable_register_process()->set_ranks(64);
   EXPECT_TRUE(h.call(1, e).has_registered());
 }
+
+TEST(Service, ANodeAgentGetsTheSettleOrdersOfFilesItsOwnRanksOpen) {
+  Harness h(config("none"));
+  h.connect(1);
+  Envelope agent = registration("A");
+  agent.mutable_register_process()->set_node_agent(true);
+  h.call(1, agent);
+  h.connect(2);
+  h.call(2, registration("A"));
+  // Its other ranks may stage the file: the agent is asked too, and fans the order out.
+  const Envelope started = h.call(1, settle_file("/pfs/out"));
+  EXPECT_EQ(started.settle_started().waiting(), 2u);
+  const auto asked = orders(h.pushes);
+  EXPECT_TRUE(asked.count(1) && asked.count(2));
+  // A plain process opening the file is not asked about its own.
+  h.pushes.clear();
+  const Envelope plain = h.call(2, settle_file("/pfs/other"));
+  EXPECT_EQ(plain.settle_started().waiting(), 1u);
+}
+
+TEST(Service, StatusCountsTheMessagesItPushed) {
+  Harness h(config("2a"));
+  for (ConnectionId id : {1, 2, 3}) {
+    h.connect(id);
+    h.call(id, registration(id == 1 ? "A" : "B"));
+  }
+  h.call(1, phase_begin());
+  h.call(2, phase_begin());  // B is second under 2a: its other process gets the directive
+  const size_t pushed = h.pushes.size();  // every message but the replies, since the start
+  ASSERT_GT(pushed, 0u);
+  Envelope request;
+  request.mutable_status_request();
+  const Envelope status = h.call(1, request);
+  EXPECT_EQ(status.status().pushes(), pushed);
+  EXPECT_EQ(status.status().requests(), 6u);
+}
