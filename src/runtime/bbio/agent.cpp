@@ -133,6 +133,7 @@ int connect_to(const std::string& address) {
 class Agent {
  public:
   explicit Agent(std::string address) : address_(std::move(address)), pid_(getpid()) {
+    if (const char* node_agent = std::getenv("HARMONIA_AGENT")) node_agent_ = node_agent;
     char host[256] = {0};
     gethostname(host, sizeof(host) - 1);
     host_ = printable(host);
@@ -435,10 +436,23 @@ class Agent {
     harmonia__control__envelope__free_unpacked(e, nullptr);
   }
 
-  /// Connects and registers, restating this process's phase and flush state. Returns the
-  /// connected socket or -1.
+  /// Registers through the node agent when there is one (HARMONIA_AGENT), else, or when it is
+  /// gone or refuses this process, with the daemon directly. Returns the socket or -1.
   int attach() {
-    const int fd = connect_to(address_);
+    if (!node_agent_.empty() && !node_agent_refused_) {
+      const int fd = attach(node_agent_, "HARMONIA_AGENT", node_agent_refused_);
+      via_node_agent_ = fd >= 0;
+      if (fd >= 0) return fd;
+    }
+    via_node_agent_ = false;
+    return refused_ ? -1 : attach(address_, "HARMONIA_SCHEDD", refused_);
+  }
+
+  /// Connects to `address` (the daemon or a node agent, which speaks the same protocol) and
+  /// registers, restating this process's phase and flush state. Returns the connected socket
+  /// or -1; `refused` is set when the registration was refused (no retry would change that).
+  int attach(const std::string& address, const char* variable, bool& refused) {
+    const int fd = connect_to(address);
     if (fd < 0) return -1;
     const Identity id = identity();
     Harmonia__Control__RegisterProcess body = HARMONIA__CONTROL__REGISTER_PROCESS__INIT;
@@ -461,7 +475,7 @@ class Agent {
     // the registration, said below.
     std::string frames;
     std::string credential_problem;
-    if (address_.rfind("tcp:", 0) == 0) {
+    if (address.rfind("tcp:", 0) == 0) {
       const auto credential = common::make_credential(
           "harmonia-schedd", common::munge_socket_from_environment(), credential_problem);
       if (credential) {
@@ -512,12 +526,14 @@ class Agent {
         if (reply && reply->seq == e.seq) {
           registered = reply->body_case == HARMONIA__CONTROL__ENVELOPE__BODY_REGISTERED;
           if (!registered) {
+            const bool via_node_agent = &refused == &node_agent_refused_;
             report(
-                "HARMONIA_SCHEDD=" + address_ + ": registration refused: " +
+                std::string(variable) + "=" + address + ": registration refused: " +
                 (is_error ? std::string(reply->error->message) : std::string("unexpected reply")) +
                 (credential_problem.empty() ? "" : " (" + credential_problem + ")") +
-                "; writing through without coordination");
-            refused_ = true;
+                (via_node_agent ? "; speaking to the scheduler daemon directly"
+                                : "; writing through without coordination"));
+            refused = true;
           } else {
             std::lock_guard lock(mutex_);
             receive(input.data() + wire::kHeaderBytes, scan.body_length);
@@ -547,7 +563,7 @@ class Agent {
     double last_sent = 0, last_heard = 0;
     for (;;) {
       if (fd < 0) {
-        fd = refused_ ? -1 : attach();
+        fd = attach();
         std::unique_lock lock(mutex_);
         attempted_ = true;
         if (fd >= 0) {
@@ -628,8 +644,12 @@ class Agent {
         fall_back();
         changed_.notify_all();
         if (stopping_) return;
-        report("HARMONIA_SCHEDD=" + address_ +
-               ": lost the scheduler daemon; writing through until it is back");
+        if (via_node_agent_)
+          report("HARMONIA_AGENT=" + node_agent_ +
+                 ": lost the node agent; speaking to the scheduler daemon directly");
+        else
+          report("HARMONIA_SCHEDD=" + address_ +
+                 ": lost the scheduler daemon; writing through until it is back");
       }
     }
   }
@@ -644,6 +664,9 @@ class Agent {
   static size_t staged_total() { return harmonia::bbio::staged_total(); }
 
   std::string address_;
+  std::string node_agent_;  ///< HARMONIA_AGENT: the node agent's socket, tried first
+  bool node_agent_refused_ = false;
+  bool via_node_agent_ = false;  ///< the connection is to the node agent (run's thread only)
   pid_t pid_;
   double phase_gap_ = 1.0;
   int wake_[2] = {-1, -1};

@@ -1,0 +1,223 @@
+"""The node agent (harmonia-agentd, docs/node-agent.md) with real ranks under libharmonia and a
+real harmonia-schedd: the ranks' phases reach the scheduler as one, its directives reach every
+rank, a killed agent leaves the ranks speaking directly, and a rank of another user is refused."""
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+from bbio_support import BUILD
+from schedd_support import (
+    expected_bytes,
+    finish,
+    running_daemon,
+    start_writer,
+    status,
+    wait_until,
+)
+
+AGENTD = BUILD / "src" / "agent" / "harmonia-agentd"
+
+
+def start_agent(
+    socket_path: Path, schedd: Path, *args: str, user: list[str] | None = None
+) -> subprocess.Popen[str]:
+    agent = subprocess.Popen(
+        env={**os.environ, "TRACE": "1"},
+        args=[
+            *(user or []),
+            str(AGENTD),
+            "--socket",
+            str(socket_path),
+            "--schedd",
+            str(schedd),
+            *args,
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        try:
+            with socket.socket(socket.AF_UNIX) as probe:
+                probe.connect(str(socket_path))
+            return agent
+        except OSError:
+            if agent.poll() is not None:
+                raise AssertionError(
+                    f"harmonia-agentd exited: {agent.stderr.read() if agent.stderr else ''}"
+                ) from None
+            time.sleep(0.02)
+    agent.kill()
+    raise AssertionError("harmonia-agentd did not start listening")
+
+
+@contextmanager
+def running_agent(
+    socket_path: Path, schedd: Path, *args: str
+) -> Iterator[subprocess.Popen[str]]:
+    agent = start_agent(socket_path, schedd, *args)
+    try:
+        yield agent
+    finally:
+        if agent.poll() is None:
+            agent.send_signal(signal.SIGTERM)
+        agent.wait(timeout=10)
+
+
+def job(address: Path, key: str) -> dict[str, Any]:
+    for entry in status(address)["jobs"]:
+        if entry["job"] == key:
+            return dict(entry)
+    return {}
+
+
+def test_ranks_speak_through_one_connection_and_their_phase_is_one(
+    tmp_path: Path,
+) -> None:
+    schedd, agent_socket = tmp_path / "s.sock", tmp_path / "agent.sock"
+    with (
+        running_daemon(schedd, "--strategy", "2a"),
+        running_agent(agent_socket, schedd),
+    ):
+        ranks = [
+            start_writer(
+                schedd,
+                "A",
+                tmp_path / f"r{k}",
+                chunks=10,
+                pause=0.1,
+                HARMONIA_AGENT=str(agent_socket),
+            )
+            for k in range(4)
+        ]
+        assert wait_until(lambda: job(schedd, "A").get("in_phase") == 1)
+        seen = job(schedd, "A")
+        # Four ranks, one connection: the scheduler sees the group, in one phase.
+        assert seen["processes"] == 1
+        for rank in ranks:
+            finish(rank)
+        assert wait_until(lambda: job(schedd, "A") == {})
+    for k in range(4):
+        assert (tmp_path / f"r{k}").read_bytes() == expected_bytes(10)
+
+
+def test_the_schedulers_directives_reach_every_rank(tmp_path: Path) -> None:
+    schedd, agent_socket = tmp_path / "s.sock", tmp_path / "agent.sock"
+    with (
+        running_daemon(schedd, "--strategy", "2a"),
+        running_agent(agent_socket, schedd),
+    ):
+        # B (direct) is in its phase first: under 2a, A's ranks must stage and wait to flush.
+        first = start_writer(schedd, "B", tmp_path / "b", chunks=40, pause=0.1)
+        assert wait_until(lambda: job(schedd, "B").get("in_phase") == 1)
+        ranks = [
+            start_writer(
+                schedd,
+                "A",
+                tmp_path / f"a{k}",
+                chunks=3,
+                pause=0,
+                HARMONIA_AGENT=str(agent_socket),
+            )
+            for k in range(3)
+        ]
+        assert wait_until(lambda: job(schedd, "A").get("wants_flush") == 1)
+        a = job(schedd, "A")
+        assert a["processes"] == 1
+        assert a["directive"]["mode"] == "MODE_STAGE"
+        b_times = finish(first)
+        a_times = [finish(rank) for rank in ranks]
+    for k, times in enumerate(a_times):
+        # Each rank staged at once, and closed only once B's phase ended: the directive pushed
+        # to the agent's one connection reached all three.
+        assert times["written"] < b_times["written"], k
+        assert times["closed"] >= b_times["written"], k
+        assert (tmp_path / f"a{k}").read_bytes() == expected_bytes(3)
+    assert (tmp_path / "b").read_bytes() == expected_bytes(40)
+
+
+def test_ranks_speak_directly_once_the_agent_is_killed(tmp_path: Path) -> None:
+    schedd, agent_socket = tmp_path / "s.sock", tmp_path / "agent.sock"
+    with running_daemon(schedd, "--strategy", "2a"):
+        agent = start_agent(agent_socket, schedd)
+        try:
+            ranks = [
+                start_writer(
+                    schedd,
+                    "A",
+                    tmp_path / f"r{k}",
+                    chunks=30,
+                    pause=0.1,
+                    HARMONIA_AGENT=str(agent_socket),
+                )
+                for k in range(3)
+            ]
+            assert wait_until(lambda: job(schedd, "A").get("in_phase") == 1)
+            assert job(schedd, "A")["processes"] == 1
+            agent.kill()
+            agent.wait(timeout=10)
+            # Each rank registers directly, restating its phase (all three write for 3 s).
+            assert wait_until(lambda: job(schedd, "A").get("processes") == 3, 3)
+            assert wait_until(lambda: job(schedd, "A").get("in_phase") == 3, 3)
+            results = [finish(rank) for rank in ranks]
+        finally:
+            if agent.poll() is None:
+                agent.kill()
+            agent.wait(timeout=10)
+    for k, result in enumerate(results):
+        assert (
+            "lost the node agent; speaking to the scheduler daemon directly"
+            in result["stderr"]
+        )
+        assert (tmp_path / f"r{k}").read_bytes() == expected_bytes(30)
+
+
+@pytest.mark.skipif(
+    os.geteuid() != 0, reason="running the agent as another user needs root"
+)
+def test_a_rank_of_another_user_is_refused_and_goes_direct(tmp_path: Path) -> None:
+    setpriv = shutil.which("setpriv")
+    if setpriv is None:
+        pytest.skip("setpriv (util-linux) is needed to run the agent as another user")
+    # Sockets both users reach: pytest's tmp_path is root's alone.
+    shared = Path(tempfile.mkdtemp(prefix="harmonia-agent-"))
+    try:
+        shared.chmod(0o777)
+        schedd, agent_socket = shared / "s.sock", shared / "agent.sock"
+        nobody = ["--reuid", "65534", "--regid", "65534", "--clear-groups"]
+        with running_daemon(schedd, "--strategy", "2a"):
+            agent = start_agent(agent_socket, schedd, user=[setpriv, *nobody])
+            try:
+                # This rank runs as root: the agent (uid 65534) must not speak for it.
+                rank = start_writer(
+                    schedd,
+                    "A",
+                    tmp_path / "r",
+                    chunks=3,
+                    pause=0.2,
+                    HARMONIA_AGENT=str(agent_socket),
+                )
+                assert wait_until(lambda: job(schedd, "A").get("processes") == 1)
+                result = finish(rank)
+            finally:
+                agent.send_signal(signal.SIGTERM)
+                out, _ = agent.communicate(timeout=10)
+    finally:
+        shutil.rmtree(shared, ignore_errors=True)
+    assert "registration refused" in result["stderr"]
+    assert "speaks for uid 65534, not for uid 0" in result["stderr"]
+    assert "speaking to the scheduler daemon directly" in result["stderr"]
+    # The agent relayed nothing of it to the scheduler.
+    assert '"to_scheduler": 0' in out
+    assert (tmp_path / "r").read_bytes() == expected_bytes(3)
