@@ -25,6 +25,20 @@ int main(int argc, char** argv) {
   cli.add_option("--perf", perf_path, "Also write wall time, events and peak memory here");
   cli.add_option("--accounting", accounting_prefix,
                  "Also write one accounting record per job to PREFIX.json and PREFIX.csv");
+  harmonia::sim::ControlConfig control;
+  cli.add_option("--ranks-per-node", control.ranks_per_node,
+                 "Model the control plane with this many ranks per node (default 0: not modelled)")
+      ->check(CLI::Range(0, 1 << 16));
+  cli.add_option("--agent-ranks", control.agent_ranks,
+                 "Ranks one connection to the scheduler speaks for (1: every rank; 64: one node "
+                 "agent per 64 ranks)")
+      ->check(CLI::Range(1, 1 << 20));
+  cli.add_option("--message-seconds", control.message_seconds,
+                 "The scheduler's time per message (default 5e-6, harmonia-schedd's measured)")
+      ->check(CLI::Range(0.0, 1.0));
+  cli.add_option("--arrival-jitter", control.arrival_jitter,
+                 "Ranks reach a phase up to this many seconds apart (default 0.02)")
+      ->check(CLI::Range(0.0, 60.0));
   CLI11_PARSE(cli, argc, argv);
 
   if (list) {
@@ -58,7 +72,7 @@ int main(int argc, char** argv) {
     engine.set_config("network/crosstraffic:0");
 
     const auto started = std::chrono::steady_clock::now();
-    harmonia::sim::Simulation simulation(scenario, policy);
+    harmonia::sim::Simulation simulation(scenario, policy, control);
     const auto result = simulation.run();
     const double wall =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();

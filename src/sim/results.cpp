@@ -1,5 +1,8 @@
 #include "sim/results.hpp"
 
+#include <algorithm>
+#include <vector>
+
 namespace harmonia::sim {
 
 nlohmann::ordered_json results_json(const Scenario& scenario, const std::string& policy,
@@ -60,6 +63,36 @@ nlohmann::ordered_json results_json(const Scenario& scenario, const std::string&
       out["drains"].push_back(
           {{"buffer", d.buffer}, {"start", d.start}, {"end", d.end}, {"bytes", d.bytes}});
   out["sim"] = {{"events", r.events}};
+  if (!r.control.empty()) {
+    // The control plane (docs/node-agent.md): messages to and from the scheduler per phase, and
+    // the time they add between a phase's first rank and its last connection holding the grant.
+    long long messages = 0;
+    std::vector<double> overhead;
+    ordered_json phases = ordered_json::array();
+    for (const auto& p : r.control) {
+      messages += p.messages;
+      overhead.push_back(p.overhead);
+      phases.push_back({{"app", r.apps.at(static_cast<size_t>(p.app)).name},
+                        {"index", p.index},
+                        {"connections", p.connections},
+                        {"messages", p.messages},
+                        {"first_arrival", p.first_arrival},
+                        {"all_granted", p.all_granted},
+                        {"overhead", p.overhead}});
+    }
+    std::sort(overhead.begin(), overhead.end());
+    const auto at = [&](double q) {
+      return overhead[static_cast<size_t>(q * static_cast<double>(overhead.size() - 1))];
+    };
+    out["control"] = {{"messages", messages},
+                      {"messages_per_phase",
+                       static_cast<double>(messages) / static_cast<double>(r.control.size())},
+                      {"heartbeats_at_most", r.heartbeats},
+                      {"overhead_p50", at(0.5)},
+                      {"overhead_p99", at(0.99)},
+                      {"overhead_max", overhead.back()},
+                      {"phases", phases}};
+  }
   return out;
 }
 

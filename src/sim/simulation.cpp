@@ -15,8 +15,11 @@ void wait_all(std::vector<sg4::ActivityPtr>& activities) {
 }
 }  // namespace
 
-Simulation::Simulation(const Scenario& scenario, const std::string& policy)
+Simulation::Simulation(const Scenario& scenario, const std::string& policy, ControlConfig control)
     : scenario_(scenario), hosts_(build_platform(scenario)) {
+  // The scheduler runs where the decider does.
+  if (control.ranks_per_node > 0)
+    control_ = std::make_unique<ControlPlane>(control, hosts_.buffers.front(), scenario.seed);
   scheduler_ = core::make_scheduler(policy, scenario.scheduler, *this);
   const auto buffers = static_cast<size_t>(scenario.scheduler.buffer_count);
   draining_.assign(buffers, false);
@@ -65,14 +68,25 @@ void Simulation::run_app(size_t spec_index) {
   request_decision();
   wakeup(id)->acquire();  // admitted
 
+  const std::vector<sg4::Host*> nodes(
+      hosts_.compute.begin() + first_node_[spec_index],
+      hosts_.compute.begin() + first_node_[spec_index] + spec.nodes);
+  const double registered = sg4::Engine::get_clock();
   for (size_t k = 0; k < spec.phases.size(); ++k) {
     const PhaseSpec& phase = spec.phases[k];
     sg4::this_actor::sleep_for(phase.compute);
     ++events_;
-    scheduler_->on_phase_request({id, static_cast<int>(k), phase.bytes, phase.op, phase.priority},
-                                 sg4::Engine::get_clock());
-    request_decision();
+    const auto request = [&] {
+      scheduler_->on_phase_request({id, static_cast<int>(k), phase.bytes, phase.op, phase.priority},
+                                   sg4::Engine::get_clock());
+      request_decision();
+    };
+    if (control_)
+      control_->phase_begin(id, static_cast<int>(k), nodes, request);
+    else
+      request();
     wakeup(id)->acquire();  // granted
+    if (control_) control_->granted(id, static_cast<int>(k), nodes);
     const auto buffers = grants_.at(id);
 
     // Every node of the application sends its share to every granted buffer while the buffer's
@@ -97,9 +111,16 @@ void Simulation::run_app(size_t spec_index) {
     events_ += static_cast<long long>(activities.size());
     wait_all(activities);
     ++events_;
-    scheduler_->on_phase_complete(id, static_cast<int>(k), sg4::Engine::get_clock());
-    request_decision();
+    const auto complete = [&] {
+      scheduler_->on_phase_complete(id, static_cast<int>(k), sg4::Engine::get_clock());
+      request_decision();
+    };
+    if (control_)
+      control_->phase_end(id, static_cast<int>(k), nodes, complete);
+    else
+      complete();
   }
+  if (control_) control_->lived(spec.nodes, sg4::Engine::get_clock() - registered);
   ++events_;
   scheduler_->on_app_end(id, sg4::Engine::get_clock());
   request_decision();
@@ -181,8 +202,13 @@ RunResult Simulation::run() {
   auto accounting =
       core::accounting_records(*scheduler_, scenario_.pricing, sg4::Engine::get_clock());
   for (size_t i = 0; i < accounting.size(); ++i) accounting[i].ncpus = scenario_.apps[i].ranks;
-  return {rec.app_metrics(), rec.system_metrics(),  rec.phases(),
-          rec.drains(),      std::move(accounting), events_};
+  RunResult result{rec.app_metrics(), rec.system_metrics(), rec.phases(), rec.drains(),
+                   std::move(accounting), events_, {}, 0};
+  if (control_) {
+    result.control = control_->phases();
+    result.heartbeats = control_->heartbeats();
+  }
+  return result;
 }
 
 }  // namespace harmonia::sim

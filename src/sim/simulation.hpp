@@ -12,6 +12,7 @@
 
 #include "core/accounting.hpp"
 #include "core/scheduler.hpp"
+#include "sim/control_plane.hpp"
 #include "sim/platform.hpp"
 #include "sim/scenario.hpp"
 
@@ -24,6 +25,8 @@ struct RunResult {
   std::vector<core::DrainRecord> drains;
   std::vector<core::AccountingRecord> accounting;  ///< one per application, at the end
   long long events = 0;                            ///< scheduler events plus simulated activities
+  std::vector<PhaseControl> control;               ///< per phase, with a control plane modelled
+  long long heartbeats = 0;                        ///< at most, with a control plane modelled
 };
 
 class Simulation final : public core::Actions {
@@ -31,7 +34,8 @@ class Simulation final : public core::Actions {
   /// Bytes a drain actor moves per step; a stop request takes effect at the next step.
   static constexpr double kDrainChunk = 1e9;
 
-  Simulation(const Scenario& scenario, const std::string& policy);
+  /// `control`: the messages between ranks and the scheduler (ranks_per_node 0: not modelled).
+  Simulation(const Scenario& scenario, const std::string& policy, ControlConfig control = {});
   /// Runs the SimGrid engine to the end; throws std::runtime_error if applications never finish.
   RunResult run();
 
@@ -58,6 +62,7 @@ class Simulation final : public core::Actions {
   simgrid::s4u::SemaphorePtr decider_wakeup_;
   bool decision_requested_ = false;
   std::vector<int> first_node_;  ///< first compute node of each app spec
+  std::unique_ptr<ControlPlane> control_;
   size_t apps_finished_ = 0;
   long long events_ = 0;
 };
