@@ -1,0 +1,130 @@
+"""The simulator's control plane (docs/node-agent.md, "In the simulator"): messages per phase
+with every rank speaking, or one agent per 64 ranks, and the time those messages add."""
+
+import json
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sim_support import app, scenario
+
+GB = 1e9
+
+
+def run(simulator: Path, tmp_path: Path, *options: str) -> dict[str, Any]:
+    src, out = tmp_path / "scenario.json", tmp_path / "out.json"
+    # Two applications of 4 nodes, two phases each.
+    doc = scenario(
+        [app("a", [(1.0, 4 * GB), (1.0, 4 * GB)]), app("b", [(1.5, 4 * GB)] * 2)]
+    )
+    src.write_text(json.dumps(doc))
+    done = subprocess.run(
+        [
+            str(simulator),
+            "--scenario",
+            str(src),
+            "--policy",
+            "min-stall",
+            "--out",
+            str(out),
+        ]
+        + list(options),
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    result: dict[str, Any] = json.loads(out.read_text())
+    return result
+
+
+def test_messages_per_phase_follow_the_connections(
+    simulator: Path, tmp_path: Path
+) -> None:
+    direct = run(simulator, tmp_path, "--ranks-per-node", "128", "--agent-ranks", "1")
+    agents = run(simulator, tmp_path, "--ranks-per-node", "128", "--agent-ranks", "64")
+    for result, connections in ((direct, 4 * 128), (agents, 4 * 2)):
+        phases = result["control"]["phases"]
+        assert len(phases) == 4
+        for phase in phases:
+            assert phase["connections"] == connections
+            # PhaseBegin, its reply, the pushed grant, PhaseEnd, its reply.
+            assert phase["messages"] == 5 * connections
+    assert (
+        direct["control"]["messages_per_phase"]
+        == 64 * agents["control"]["messages_per_phase"]
+    )
+    assert (
+        direct["control"]["heartbeats_at_most"]
+        > 60 * agents["control"]["heartbeats_at_most"]
+    )
+
+
+def test_every_rank_speaking_costs_the_scheduler_time(
+    simulator: Path, tmp_path: Path
+) -> None:
+    options = [
+        "--ranks-per-node",
+        "128",
+        "--message-seconds",
+        "1e-4",
+        "--arrival-jitter",
+        "0",
+    ]
+    direct = run(simulator, tmp_path, *options, "--agent-ranks", "1")
+    agents = run(simulator, tmp_path, *options, "--agent-ranks", "64")
+    # 512 connections, one message at a time, 0.1 ms each: the grant alone reaches the last
+    # connection about 51 ms after the policy decided; 8 connections: under 1 ms.
+    for phase in direct["control"]["phases"]:
+        assert phase["overhead"] >= 512 * 1e-4
+    for phase in agents["control"]["phases"]:
+        assert phase["overhead"] < 0.01
+    assert direct["metrics"]["makespan"] > agents["metrics"]["makespan"]
+
+
+def test_without_ranks_per_node_nothing_is_modelled(
+    simulator: Path, tmp_path: Path
+) -> None:
+    plain = run(simulator, tmp_path)
+    assert "control" not in plain
+    free = run(
+        simulator,
+        tmp_path,
+        "--ranks-per-node",
+        "1",
+        "--message-seconds",
+        "0",
+        "--arrival-jitter",
+        "0",
+    )
+    # Messages that cost nothing but the network's latency leave the schedule as it was.
+    assert free["metrics"]["makespan"] == pytest.approx(
+        plain["metrics"]["makespan"], rel=1e-3
+    )
+
+
+def test_bad_options_are_refused(simulator: Path, tmp_path: Path) -> None:
+    src = tmp_path / "s.json"
+    src.write_text(json.dumps(scenario([app("a", [(1.0, GB)])])))
+    done = subprocess.run(
+        [
+            str(simulator),
+            "--scenario",
+            str(src),
+            "--policy",
+            "min-stall",
+            "--out",
+            str(tmp_path / "o.json"),
+            "--ranks-per-node",
+            "4",
+            "--agent-ranks",
+            "0",
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode != 0
+    assert "--agent-ranks" in done.stderr
+    assert not (tmp_path / "o.json").exists()
