@@ -70,6 +70,7 @@ bench: build
 	scripts/bench-control.sh
 	scripts/bench-netsim.sh
 	$(VENV)/bin/python scripts/bench_bbd.py
+	$(VENV)/bin/python scripts/bench_agents.py --out results/agents
 
 ## Mutation testing of the policy core (docs/benchmarks.md): every policy's cost made constant
 ## and its queue reversed, plus a seeded sample of universalmutator's operator mutants
