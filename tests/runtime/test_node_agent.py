@@ -221,3 +221,40 @@ def test_a_rank_of_another_user_is_refused_and_goes_direct(tmp_path: Path) -> No
     # The agent relayed nothing of it to the scheduler.
     assert '"to_scheduler": 0' in out
     assert (tmp_path / "r").read_bytes() == expected_bytes(3)
+
+
+def test_ranks_leave_a_hung_agent_and_speak_directly(tmp_path: Path) -> None:
+    schedd, agent_socket = tmp_path / "s.sock", tmp_path / "agent.sock"
+    # A short lease: the daemon drops the hung agent's connection after 2 s.
+    with running_daemon(schedd, "--strategy", "2a", "--lease", "2"):
+        agent = start_agent(agent_socket, schedd)
+        try:
+            ranks = [
+                start_writer(
+                    schedd,
+                    "A",
+                    tmp_path / f"r{k}",
+                    chunks=40,
+                    pause=0.1,
+                    HARMONIA_AGENT=str(agent_socket),
+                )
+                for k in range(2)
+            ]
+            assert wait_until(lambda: job(schedd, "A").get("in_phase") == 1)
+            agent.send_signal(signal.SIGSTOP)
+            # The ranks' requests go unanswered: within a few seconds both speak directly, in
+            # their phases, and the agent's connection is gone.
+            assert wait_until(
+                lambda: (
+                    job(schedd, "A").get("processes") == 2
+                    and job(schedd, "A").get("in_phase") == 2
+                ),
+                8,
+            )
+            results = [finish(rank) for rank in ranks]
+        finally:
+            agent.kill()
+            agent.wait(timeout=10)
+    for k, result in enumerate(results):
+        assert "lost the node agent" in result["stderr"]
+        assert (tmp_path / f"r{k}").read_bytes() == expected_bytes(40)
