@@ -7,6 +7,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Iterator
@@ -258,3 +259,29 @@ def test_ranks_leave_a_hung_agent_and_speak_directly(tmp_path: Path) -> None:
     for k, result in enumerate(results):
         assert "lost the node agent" in result["stderr"]
         assert (tmp_path / f"r{k}").read_bytes() == expected_bytes(40)
+
+
+def test_harmonia_run_starts_a_node_agent_for_its_processes(tmp_path: Path) -> None:
+    schedd = tmp_path / "s.sock"
+    env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
+    harmonia = Path(sys.executable).with_name("harmonia")
+    writer = Path(__file__).with_name("slow_writer.py")
+    # Two processes of one job under one `harmonia run`, each writing for 2 s.
+    script = " & ".join(
+        f"{sys.executable} {writer} {tmp_path / name} 20 0.1" for name in ("r0", "r1")
+    )
+    with running_daemon(schedd, "--strategy", "2a"):
+        run = subprocess.Popen(
+            [str(harmonia), "run", "--schedd", str(schedd), "--job", "J", "--node-agent",
+             "--", "sh", "-c", f"{script} & wait"],
+            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        assert wait_until(lambda: job(schedd, "J").get("in_phase") == 1)
+        assert job(schedd, "J")["processes"] == 1, (
+            "both processes speak through the agent"
+        )
+        _, err = run.communicate(timeout=60)
+        assert run.returncode == 0, err
+        assert wait_until(lambda: job(schedd, "J") == {})
+    for name in ("r0", "r1"):
+        assert (tmp_path / name).read_bytes() == expected_bytes(20)
