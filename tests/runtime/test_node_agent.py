@@ -21,8 +21,10 @@ from schedd_support import (
     expected_bytes,
     finish,
     running_daemon,
+    start_daemon,
     start_writer,
     status,
+    stop_daemon,
     wait_until,
 )
 
@@ -285,3 +287,43 @@ def test_harmonia_run_starts_a_node_agent_for_its_processes(tmp_path: Path) -> N
         assert wait_until(lambda: job(schedd, "J") == {})
     for name in ("r0", "r1"):
         assert (tmp_path / name).read_bytes() == expected_bytes(20)
+
+
+def test_a_restarted_daemon_gets_the_group_back_through_the_agent(
+    tmp_path: Path,
+) -> None:
+    schedd, agent_socket = tmp_path / "s.sock", tmp_path / "agent.sock"
+    daemon = start_daemon(schedd, "--strategy", "2a")
+    try:
+        with running_agent(agent_socket, schedd):
+            ranks = [
+                start_writer(
+                    schedd,
+                    "A",
+                    tmp_path / f"r{k}",
+                    chunks=40,
+                    pause=0.1,
+                    HARMONIA_AGENT=str(agent_socket),
+                )
+                for k in range(2)
+            ]
+            assert wait_until(lambda: job(schedd, "A").get("in_phase") == 1)
+            stop_daemon(daemon, hard=True)
+            daemon = start_daemon(schedd, "--strategy", "2a")
+            # The ranks come back through the agent (one connection), restating their phases.
+            assert wait_until(
+                lambda: (
+                    job(schedd, "A").get("processes") == 1
+                    and job(schedd, "A").get("in_phase") == 1
+                ),
+                5,
+            )
+            time.sleep(
+                1.0
+            )  # both ranks retry every 0.5 s: both are back by now, still as one
+            assert job(schedd, "A")["processes"] == 1
+            results = [finish(rank) for rank in ranks]
+    finally:
+        stop_daemon(daemon)
+    for k, result in enumerate(results):
+        assert (tmp_path / f"r{k}").read_bytes() == expected_bytes(40), result["stderr"]
