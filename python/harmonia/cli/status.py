@@ -59,7 +59,8 @@ def status(
     typer.echo(
         f"harmonia-schedd at {address}: strategy {state['strategy']}, flush order "
         f"{state['flush_order']}, {state['pfs_servers']} PFS servers, "
-        f"up {state['uptime_seconds']:.0f} s, {state['requests']} requests"
+        f"up {state['uptime_seconds']:.0f} s, {state['requests']} requests, "
+        f"{state.get('pushes', 0)} pushes"
     )
     table = Table()
     for column in ("job", "name", "processes", "in phase", "flush waits", "phases", "directive"):
