@@ -2,6 +2,7 @@
 real harmonia-schedd: the ranks' phases reach the scheduler as one, its directives reach every
 rank, a killed agent leaves the ranks speaking directly, and a rank of another user is refused."""
 
+import hashlib
 import os
 import shutil
 import signal
@@ -20,6 +21,7 @@ from bbio_support import BUILD
 from schedd_support import (
     expected_bytes,
     finish,
+    job_env,
     running_daemon,
     start_daemon,
     start_writer,
@@ -327,3 +329,45 @@ def test_a_restarted_daemon_gets_the_group_back_through_the_agent(
         stop_daemon(daemon)
     for k, result in enumerate(results):
         assert (tmp_path / f"r{k}").read_bytes() == expected_bytes(40), result["stderr"]
+
+
+def test_a_rank_opening_a_file_another_rank_of_its_group_stages_sees_its_bytes(
+    tmp_path: Path,
+) -> None:
+    """Open-to-open coherence within one group: the daemon asks the opener's own agent too, and
+    the agent asks the group's other ranks (docs/node-agent.md)."""
+    schedd, agent_socket = tmp_path / "s.sock", tmp_path / "agent.sock"
+    reader = (
+        "import hashlib, sys; data = open(sys.argv[1], 'rb').read(); "
+        "print(len(data), hashlib.sha256(data).hexdigest())"
+    )
+    with (
+        running_daemon(schedd, "--strategy", "2a"),
+        running_agent(agent_socket, schedd),
+    ):
+        first = start_writer(schedd, "A", tmp_path / "a", chunks=60, pause=0.1)
+        # Generous waits: Python's start-up under libharmonia is slow on a loaded machine.
+        assert wait_until(lambda: job(schedd, "A").get("in_phase") == 1, 20)
+        # B's data waits staged in line behind A (2a), held by one of B's ranks.
+        writer = start_writer(
+            schedd, "B", tmp_path / "b", chunks=5, pause=0, hold=8.0,
+            HARMONIA_AGENT=str(agent_socket),
+        )  # fmt: skip
+        assert wait_until(lambda: job(schedd, "B").get("wants_flush") == 1, 20)
+        assert (tmp_path / "b").stat().st_size == 0, "still staged"
+        # Another rank of B, through the same agent and group, opens the file.
+        done = subprocess.run(
+            [sys.executable, "-c", reader, str(tmp_path / "b")],
+            env=job_env(schedd, "B", HARMONIA_AGENT=str(agent_socket)),
+            capture_output=True, text=True, timeout=30, check=False,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        expected = expected_bytes(5)
+        assert done.stdout.split() == [
+            str(len(expected)),
+            hashlib.sha256(expected).hexdigest(),
+        ]
+        assert job(schedd, "B")["processes"] == 1, "both ranks spoke through the agent"
+        finish(first)
+        finish(writer)
+    assert (tmp_path / "b").read_bytes() == expected_bytes(5)
