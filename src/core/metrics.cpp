@@ -52,6 +52,15 @@ void Recorder::buffer_changed(int buffer, bool busy, double used, double now) {
     b.steps.emplace_back(now, busy, used);
 }
 
+void Recorder::prefetch_started(int app, int index, double bytes, double now) {
+  prefetches_.push_back({app, index, bytes, now, -1});
+}
+
+void Recorder::prefetch_done(int app, int index, double now) {
+  for (auto& p : prefetches_)
+    if (p.app == app && p.index == index && p.end < 0) p.end = now;
+}
+
 void Recorder::drain_started(int buffer, double now) {
   auto& b = buffers_.at(static_cast<size_t>(buffer));
   b.open_drain = static_cast<int>(drains_.size());

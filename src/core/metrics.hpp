@@ -28,6 +28,15 @@ struct DrainRecord {
   double bytes = 0;
 };
 
+/// A read phase's data staged in from the PFS onto the buffers.
+struct PrefetchRecord {
+  int app = 0;
+  int index = 0;
+  double bytes = 0;
+  double start = 0;
+  double end = -1;
+};
+
 struct AppRecord {
   std::string name;
   double arrival = 0;
@@ -70,9 +79,12 @@ class Recorder {
   void drain_started(int buffer, double now);
   void drained(int buffer, double bytes, double now);
   void drain_stopped(int buffer, double now);
+  void prefetch_started(int app, int index, double bytes, double now);
+  void prefetch_done(int app, int index, double now);
 
   const std::vector<PhaseRecord>& phases() const { return phases_; }
   const std::vector<DrainRecord>& drains() const { return drains_; }
+  const std::vector<PrefetchRecord>& prefetches() const { return prefetches_; }
 
   std::vector<AppMetrics> app_metrics() const;
   SystemMetrics system_metrics() const;
@@ -93,6 +105,7 @@ class Recorder {
   std::vector<AppRecord> apps_;
   std::vector<PhaseRecord> phases_;
   std::vector<DrainRecord> drains_;
+  std::vector<PrefetchRecord> prefetches_;
   std::vector<BufferTrack> buffers_;
 };
 

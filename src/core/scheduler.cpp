@@ -45,6 +45,8 @@ Scheduler::Scheduler(SchedulerConfig config, Actions& actions)
 AppId Scheduler::on_app_register(const AppInfo& info, double now) {
   const AppId id = static_cast<AppId>(apps_.size());
   apps_.push_back({info, false, false, 0});
+  staging_in_.push_back(0);
+  written_.emplace_back();
   recorder_.app_arrived(id, info.name, now);
   admit_on_register(id, now);
   return id;
@@ -74,17 +76,153 @@ void Scheduler::admit_waiting(double now) {
 }
 
 void Scheduler::admit(AppId app, double now) {
-  apps_.at(static_cast<size_t>(app)).admitted = true;
+  auto& state = apps_.at(static_cast<size_t>(app));
+  state.admitted = true;
+  if (stages_in_before_start()) {
+    // Batch-queue burst buffers stage the job's input in before it starts, striped over every
+    // buffer inside its reservation; it starts when the last stage-in is done (on_prefetched).
+    std::vector<BufferId> all(static_cast<size_t>(config_.buffer_count));
+    for (BufferId b = 0; b < config_.buffer_count; ++b) all[static_cast<size_t>(b)] = b;
+    for (PhaseRequest read : state.info.declared_reads) {
+      // A read of what the job itself writes finds it in the reservation: nothing to stage in.
+      if (read.source_phase >= 0) continue;
+      read.app = app;
+      read.op = Op::Read;
+      if (!(read.bytes > 0)) throw std::invalid_argument("declared read size must be > 0");
+      if (find_read(app, read.index) != reads_.end())
+        throw std::invalid_argument("read phase declared twice");
+      reads_.push_back({read, ReadPhase::Stage::Prefetching, all, false, 0, false});
+      staging_in_[static_cast<size_t>(app)] += 1;
+      start_prefetch(read, now, all, now);
+    }
+    if (staging_in_[static_cast<size_t>(app)] > 0) return;
+  }
   recorder_.app_started(app, now);
   actions_.admit(app);
 }
 
-void Scheduler::on_phase_request(const PhaseRequest& request, double now) {
+std::vector<ReadPhase>::iterator Scheduler::find_read(AppId app, int index) {
+  return std::find_if(reads_.begin(), reads_.end(), [&](const ReadPhase& r) {
+    return r.request.app == app && r.request.index == index;
+  });
+}
+
+bool Scheduler::source_on_buffers(AppId app, int source) const {
+  const auto& written = written_[static_cast<size_t>(app)];
+  if (source < 0 || static_cast<size_t>(source) >= written.size() || !(written[source] > 0))
+    return false;
+  double held = 0;
+  for (const auto& buf : buffers_)
+    for (const auto& h : buf.held)
+      if (h.app == app && h.phase == source) held += h.bytes;
+  return held >= written[static_cast<size_t>(source)] - kByteEpsilon;
+}
+
+std::vector<BufferId> Scheduler::pin_phase(AppId app, int index, bool pinned) {
+  std::vector<BufferId> where;
+  const bool drainable = apps_[static_cast<size_t>(app)].ended || drain_before_app_end(app);
+  for (BufferId b = 0; b < config_.buffer_count; ++b) {
+    bool here = false;
+    for (auto& h : buffers_[static_cast<size_t>(b)].held)
+      if (h.app == app && h.phase == index) {
+        h.drainable = !pinned && drainable;
+        here = true;
+      }
+    if (here) where.push_back(b);
+  }
+  return where;
+}
+
+ReadPhase& Scheduler::track_read(const PhaseRequest& request, double now) {
   const auto& app = apps_.at(static_cast<size_t>(request.app));
   if (!app.admitted || app.ended)
+    throw std::logic_error("read phase of an application that is not running");
+  if (request.op != Op::Read) throw std::invalid_argument("prefetch of a phase that is no read");
+  if (!(request.bytes > 0)) throw std::invalid_argument("phase size must be > 0");
+  if (source_on_buffers(request.app, request.source_phase)) {
+    // Read-after-write: the data never left the buffers (hint `cached`, or not drained yet); it
+    // is read where it lies and held there until the read is done.
+    ReadPhase read{request, ReadPhase::Stage::Ready, {}, false, 0, true};
+    read.buffers = pin_phase(request.app, request.source_phase, true);
+    reads_.push_back(std::move(read));
+  } else {
+    reads_.push_back({request, ReadPhase::Stage::Pending, {}, false, 0, false});
+    pending_.push_back({request, now});
+  }
+  return reads_.back();
+}
+
+void Scheduler::on_prefetch_request(const PhaseRequest& request, double now) {
+  // Already known: declared and staged in with its job (or announced before).
+  if (find_read(request.app, request.index) != reads_.end()) return;
+  track_read(request, now);
+}
+
+void Scheduler::start_prefetch(const PhaseRequest& request, double requested,
+                               const std::vector<BufferId>& buffers, double now) {
+  const double share = request.bytes / static_cast<double>(buffers.size());
+  for (BufferId b : buffers) {
+    auto& buf = buffers_.at(static_cast<size_t>(b));
+    // The stage-in is a stream on the buffer's device, and the space is taken from its start.
+    buf.used += share;
+    buf.phases += 1;
+    buf.held.push_back({request.app, request.index, share, false, true});
+  }
+  apps_[static_cast<size_t>(request.app)].held_bytes += request.bytes;
+  running_.push_back({request, buffers, requested, now, true});
+  recorder_.prefetch_started(request.app, request.index, request.bytes, now);
+  actions_.start_prefetch(request, buffers);
+}
+
+void Scheduler::on_prefetched(AppId app, int index, double now) {
+  const auto it = std::find_if(running_.begin(), running_.end(), [&](const RunningPhase& p) {
+    return p.prefetch && p.request.app == app && p.request.index == index;
+  });
+  if (it == running_.end()) throw std::logic_error("prefetch that is not running completed");
+  for (BufferId b : it->buffers) buffers_[static_cast<size_t>(b)].phases -= 1;
+  const auto read = find_read(app, index);
+  read->stage = ReadPhase::Stage::Ready;
+  read->buffers = it->buffers;
+  running_.erase(it);
+  recorder_.prefetch_done(app, index, now);
+  if (apps_[static_cast<size_t>(app)].ended) {
+    // Its application left without reading it.
+    for (BufferId b : read->buffers) release_clean(b, app, index);
+    reads_.erase(read);
+    settle_if_drained(app, now);
+    return;
+  }
+  auto& staging = staging_in_[static_cast<size_t>(app)];
+  if (staging > 0 && --staging == 0) {
+    recorder_.app_started(app, now);
+    actions_.admit(app);
+  }
+}
+
+void Scheduler::start_ready_reads(double now) {
+  for (auto& r : reads_)
+    if (r.requested && r.stage == ReadPhase::Stage::Ready) {
+      r.stage = ReadPhase::Stage::Running;
+      start_phase(r.request, r.requested_at, r.buffers, now);
+    }
+}
+
+void Scheduler::on_phase_request(const PhaseRequest& request, double now) {
+  const auto& app = apps_.at(static_cast<size_t>(request.app));
+  if (!app.admitted || app.ended || staging_in_[static_cast<size_t>(request.app)] > 0)
     throw std::logic_error("phase request from an application that is not running");
   if (!(request.bytes > 0)) throw std::invalid_argument("phase size must be > 0");
-  pending_.push_back({request, now});
+  if (request.op == Op::Read) {
+    // The policy placed (or places) the read with its prefetch; the read starts once the data is
+    // on the buffers, at the next decision.
+    auto read = find_read(request.app, request.index);
+    ReadPhase& r = read != reads_.end() ? *read : track_read(request, now);
+    if (r.requested) throw std::logic_error("read phase requested twice");
+    r.requested = true;
+    r.requested_at = now;
+  } else {
+    pending_.push_back({request, now});
+  }
   recorder_.phase_requested(request.app, request.index, request.bytes, now, request.op);
 }
 
@@ -97,23 +235,39 @@ void Scheduler::grant(AppId app, int index, const std::vector<BufferId>& buffers
   const PendingPhase phase = *it;
   pending_.erase(it);
 
+  if (phase.request.op == Op::Read) {
+    find_read(app, index)->stage = ReadPhase::Stage::Prefetching;
+    start_prefetch(phase.request, phase.requested, buffers, now);
+    return;
+  }
   const double share = phase.request.bytes / static_cast<double>(buffers.size());
   for (BufferId b : buffers) {
     auto& buf = buffers_.at(static_cast<size_t>(b));
     buf.used += share;
-    buf.phases += 1;
     buf.held.push_back({app, index, share, false});
+  }
+  apps_[static_cast<size_t>(app)].held_bytes += phase.request.bytes;
+  auto& written = written_[static_cast<size_t>(app)];
+  if (written.size() <= static_cast<size_t>(index)) written.resize(static_cast<size_t>(index) + 1);
+  written[static_cast<size_t>(index)] = phase.request.bytes;
+  start_phase(phase.request, phase.requested, buffers, now);
+}
+
+void Scheduler::start_phase(const PhaseRequest& request, double requested,
+                            const std::vector<BufferId>& buffers, double now) {
+  for (BufferId b : buffers) {
+    auto& buf = buffers_.at(static_cast<size_t>(b));
+    buf.phases += 1;
     if (drain_mode() == DrainMode::YieldToIO && buf.draining) {
       buf.draining = false;
       actions_.stop_drain(b);
       recorder_.drain_stopped(b, now);
     }
   }
-  apps_[static_cast<size_t>(app)].held_bytes += phase.request.bytes;
-
-  recorder_.phase_granted(app, index, buffers, io_alone(phase.request, buffers.size()), now);
-  running_.push_back({phase.request, buffers, phase.requested, now});
-  actions_.grant(phase.request, buffers);
+  recorder_.phase_granted(request.app, request.index, buffers, io_alone(request, buffers.size()),
+                          now);
+  running_.push_back({request, buffers, requested, now});
+  actions_.grant(request, buffers);
 }
 
 double Scheduler::io_alone(const PhaseRequest& request, size_t buffers) const {
@@ -126,28 +280,26 @@ double Scheduler::io_alone(const PhaseRequest& request, size_t buffers) const {
 
 void Scheduler::on_phase_complete(AppId app, int index, double now) {
   const auto it = std::find_if(running_.begin(), running_.end(), [&](const RunningPhase& p) {
-    return p.request.app == app && p.request.index == index;
+    return !p.prefetch && p.request.app == app && p.request.index == index;
   });
   if (it == running_.end()) throw std::logic_error("completion of a phase that is not running");
   const bool drainable = drain_before_app_end(app);
-  const bool read = it->request.op == Op::Read;
   auto& owner = apps_[static_cast<size_t>(app)];
-  for (BufferId b : it->buffers) {
-    auto& buf = buffers_[static_cast<size_t>(b)];
-    buf.phases -= 1;
-    for (auto h = buf.held.begin(); h != buf.held.end();) {
-      if (h->app != app || h->phase != index) {
-        ++h;
-      } else if (read) {
-        // Read data came from the PFS: nothing to drain, the space is free again.
-        buf.used = std::max(0.0, buf.used - h->bytes);
-        owner.held_bytes -= h->bytes;
-        h = buf.held.erase(h);
-      } else {
-        h->drainable = drainable;
-        ++h;
-      }
+  for (BufferId b : it->buffers) buffers_[static_cast<size_t>(b)].phases -= 1;
+  if (it->request.op == Op::Read) {
+    const auto read = find_read(app, index);
+    if (read->from_source) {
+      pin_phase(app, it->request.source_phase, false);
+    } else if (owner.info.hint != Hint::Cached && !stages_in_before_start()) {
+      // Staged-in data is a copy of the PFS: nothing to drain, the space is free again. The
+      // cached hint, and a batch reservation, keep it until the application ends.
+      for (BufferId b : it->buffers) release_clean(b, app, index);
     }
+    reads_.erase(read);
+  } else {
+    for (BufferId b : it->buffers)
+      for (auto& h : buffers_[static_cast<size_t>(b)].held)
+        if (h.app == app && h.phase == index) h.drainable = drainable;
   }
   running_.erase(it);
   recorder_.phase_completed(app, index, now);
@@ -185,9 +337,38 @@ void Scheduler::on_app_end(AppId app, double now) {
   if (state.ended) throw std::logic_error("application ended twice");
   state.ended = true;
   recorder_.app_ended(app, now);
-  for (auto& buf : buffers_)
-    for (auto& h : buf.held)
-      if (h.app == app) h.drainable = true;
+  // Reads it announced (or declared) and never did: their prefetches are dropped, and a
+  // stage-in under way is released when it completes.
+  for (auto r = reads_.begin(); r != reads_.end();) {
+    if (r->request.app != app || r->stage == ReadPhase::Stage::Prefetching) {
+      ++r;
+      continue;
+    }
+    if (r->stage == ReadPhase::Stage::Running)
+      throw std::logic_error("application ended during its read phase");
+    if (r->from_source) pin_phase(app, r->request.source_phase, false);
+    pending_.erase(std::remove_if(pending_.begin(), pending_.end(),
+                                  [&](const PendingPhase& p) {
+                                    return p.request.app == app &&
+                                           p.request.index == r->request.index;
+                                  }),
+                   pending_.end());
+    r = reads_.erase(r);
+  }
+  std::vector<int> staging;  // prefetches still writing: released when they complete
+  for (const auto& r : reads_)
+    if (r.request.app == app) staging.push_back(r.request.index);
+  for (BufferId b = 0; b < config_.buffer_count; ++b) {
+    auto& held = buffers_[static_cast<size_t>(b)].held;
+    std::vector<int> copies;
+    for (const auto& h : held)
+      if (h.app == app && h.clean &&
+          std::find(staging.begin(), staging.end(), h.phase) == staging.end())
+        copies.push_back(h.phase);
+    for (int index : copies) release_clean(b, app, index);
+    for (auto& h : held)
+      if (h.app == app && !h.clean) h.drainable = true;
+  }
   settle_if_drained(app, now);
   // The paper's admission limit: "the rest of the apps will be scheduled once one of the
   // previous apps finishes" (IV-B1).
@@ -236,6 +417,20 @@ void Scheduler::on_held_reported(BufferId buffer, AppId app, double bytes, doubl
   settle_if_drained(app, now);
 }
 
+void Scheduler::release_clean(BufferId buffer, AppId app, std::optional<int> index) {
+  auto& buf = buffers_[static_cast<size_t>(buffer)];
+  auto& owner = apps_[static_cast<size_t>(app)];
+  for (auto h = buf.held.begin(); h != buf.held.end();) {
+    if (h->clean && h->app == app && (!index || h->phase == *index)) {
+      buf.used = std::max(0.0, buf.used - h->bytes);
+      owner.held_bytes -= h->bytes;
+      h = buf.held.erase(h);
+    } else {
+      ++h;
+    }
+  }
+}
+
 void Scheduler::stop_drain_if_done(BufferId buffer, double now) {
   auto& buf = buffers_[static_cast<size_t>(buffer)];
   if (!buf.draining || buf.drainable() > kByteEpsilon) return;
@@ -268,6 +463,14 @@ bool Scheduler::placeable(BufferId buffer, AppId app) const {
   });
 }
 
+bool Scheduler::holds_cached(AppId app) const {
+  if (apps_[static_cast<size_t>(app)].info.hint != Hint::Cached) return false;
+  return std::any_of(buffers_.begin(), buffers_.end(), [&](const BufferState& b) {
+    return std::any_of(b.held.begin(), b.held.end(),
+                       [&](const HeldData& h) { return h.app == app; });
+  });
+}
+
 bool Scheduler::fits_somewhere(double bytes, AppId app) const {
   std::vector<double> free;
   for (BufferId b = 0; b < config_.buffer_count; ++b)
@@ -288,6 +491,7 @@ void Scheduler::on_tick(double now) {
   capacity_blocked_ = false;
   assign_flushers();
   auto held_back = hold_back_yielding(now);
+  start_ready_reads(now);
   decide(now);
   restore_held_back(std::move(held_back));
   update_drains(now);

@@ -19,6 +19,19 @@ using BufferId = int;
 enum class Hint { Flushable, Cached };
 enum class PriorityTie { Share, Fcfs };
 
+struct PhaseRequest {
+  AppId app = 0;
+  int index = 0;
+  double bytes = 0;
+  /// The phase's kind: a write phase goes to the buffers and drains to the PFS; a read phase
+  /// reads data staged in from the PFS (a prefetch) or left on the buffers by `source_phase`.
+  Op op = Op::Write;
+  int priority = 0;
+  /// Read phases: the index of the same application's earlier write phase whose data this one
+  /// reads back (read-after-write), or -1 when the data is only on the PFS.
+  int source_phase = -1;
+};
+
 struct AppInfo {
   std::string name;
   int nodes = 1;
@@ -35,14 +48,10 @@ struct AppInfo {
   /// The I/O slowdown its class accepts (>= 1): its phases yield to those of jobs accepting
   /// less, for at most half the slack this allows (docs/scheduling-model.md, section 9).
   double io_slowdown = 1;
-};
-
-struct PhaseRequest {
-  AppId app = 0;
-  int index = 0;
-  double bytes = 0;
-  Op op = Op::Write;
-  int priority = 0;
+  /// Read phases the job declares when it is submitted (Slurm's `#DW stage_in`): the policies
+  /// that stage in before a job starts (`datawarp`, `slurm-easy`) prefetch them then; the others
+  /// prefetch each read phase when it is announced (`Scheduler::on_prefetch_request`).
+  std::vector<PhaseRequest> declared_reads{};
 };
 
 struct SchedulerConfig {
@@ -87,6 +96,9 @@ class Actions {
   /// with `Scheduler::on_drained` until `stop_drain` or until nothing is drainable.
   virtual void start_drain(BufferId buffer) = 0;
   virtual void stop_drain(BufferId buffer) = 0;
+  /// Stage the read phase's data in from the PFS onto `buffers` (`phase.bytes` striped evenly
+  /// over them), then report it with `Scheduler::on_prefetched`. The read itself is granted later.
+  virtual void start_prefetch(const PhaseRequest& phase, const std::vector<BufferId>& buffers) = 0;
 };
 
 /// Bytes that one application holds on one buffer, in arrival order.
@@ -95,6 +107,8 @@ struct HeldData {
   int phase = 0;
   double bytes = 0;
   bool drainable = false;
+  /// A copy of PFS data staged in for a read phase: never drained, dropped when released.
+  bool clean = false;
 };
 
 struct BufferState {
@@ -114,6 +128,24 @@ struct RunningPhase {
   std::vector<BufferId> buffers;
   double requested = 0;
   double granted = 0;
+  /// The stage-in of a read phase's data, not the application's own I/O.
+  bool prefetch = false;
+};
+
+/// A read phase from its announcement (or request) until it completes.
+struct ReadPhase {
+  enum class Stage {
+    Pending,      ///< its prefetch waits in `pending_` for the policy
+    Prefetching,  ///< staging in from the PFS
+    Ready,        ///< its data is on `buffers`
+    Running,      ///< the application reads it
+  };
+  PhaseRequest request;
+  Stage stage = Stage::Pending;
+  std::vector<BufferId> buffers;
+  bool requested = false;  ///< the application asked to read (it may have been announced only)
+  double requested_at = 0;
+  bool from_source = false;  ///< reads `request.source_phase`'s data where it was written
 };
 
 struct PendingPhase {
@@ -148,6 +180,12 @@ class Scheduler {
   // scheduled together (the paper's scheduling window).
   AppId on_app_register(const AppInfo& info, double now);
   void on_phase_request(const PhaseRequest& request, double now);
+  /// The application will read `request` (a read phase) after its current computation: its data
+  /// may be prefetched ahead (paper IV-B, "Additional discussion"). Optional: a read phase that
+  /// was not announced is prefetched when requested.
+  void on_prefetch_request(const PhaseRequest& request, double now);
+  /// The stage-in of read phase (app, index) has placed all its data on its buffers.
+  void on_prefetched(AppId app, int index, double now);
   void on_phase_complete(AppId app, int index, double now);
   /// A drain chunk of `bytes` from `buffer` reached the PFS.
   void on_drained(BufferId buffer, double bytes, double now);
@@ -162,6 +200,7 @@ class Scheduler {
 
   const std::vector<BufferState>& buffers() const { return buffers_; }
   const std::vector<AppState>& apps() const { return apps_; }
+  const std::vector<ReadPhase>& reads() const { return reads_; }
   const Recorder& recorder() const { return recorder_; }
   /// When a phase held back by discounted scheduling is released, if one is: the host must call
   /// `on_tick` then even if no event arrives (the simulator's decider and the daemon's timer do).
@@ -181,15 +220,22 @@ class Scheduler {
   virtual int default_max_running_apps() const { return 0; }
   virtual double flush_threshold() const { return config_.flush_threshold; }
   virtual int backup_flushers() const { return config_.backup_flushers; }
+  /// Policy hook: whether a job's declared reads are staged in before it starts and stay on the
+  /// buffers until it ends (batch-queue burst buffers: DataWarp, Slurm), instead of each read
+  /// phase being prefetched when announced and released after it is read.
+  virtual bool stages_in_before_start() const { return false; }
 
   void admit(AppId app, double now);
   /// The admission limit in force (0: none).
   int max_running_apps() const;
-  /// Start the pending phase (app, index) on `buffers`.
+  /// Start the pending phase (app, index) on `buffers`: a write phase runs; the pending entry of a
+  /// read phase is its prefetch, which reserves `bytes` on the buffers and stages the data in.
   void grant(AppId app, int index, const std::vector<BufferId>& buffers, double now);
   /// Buffers a new phase of `app` may use: not flushing exclusively, not holding another
   /// running application's cached data.
   bool placeable(BufferId buffer, AppId app) const;
+  /// Whether `app` holds cached data on some buffer, which only it may place phases on.
+  bool holds_cached(AppId app) const;
   /// Whether `bytes` could be placed striped over every placeable buffer.
   bool fits_somewhere(double bytes, AppId app) const;
 
@@ -199,6 +245,7 @@ class Scheduler {
   std::vector<AppState> apps_;
   std::vector<PendingPhase> pending_;
   std::vector<RunningPhase> running_;
+  std::vector<ReadPhase> reads_;
   int max_colocated_;
   /// Set by `decide` when it left a phase waiting for lack of space: drains then run regardless
   /// of the threshold. Cleared at every tick.
@@ -222,8 +269,31 @@ class Scheduler {
   /// Puts the held-back phases back into `pending_`, in request order.
   void restore_held_back(std::vector<PendingPhase> held);
 
+  /// Records the read phase (announced or requested): served from its source phase's data when
+  /// that is still whole on the buffers, otherwise its prefetch waits in `pending_`.
+  ReadPhase& track_read(const PhaseRequest& request, double now);
+  std::vector<ReadPhase>::iterator find_read(AppId app, int index);
+  /// Stages the read in on `buffers` (a prefetch the policy granted, or a batch stage-in).
+  void start_prefetch(const PhaseRequest& request, double requested,
+                      const std::vector<BufferId>& buffers, double now);
+  /// Grants the requested reads whose data is on the buffers (the policy placed them when it
+  /// placed their prefetch).
+  void start_ready_reads(double now);
+  /// Marks the phase running on `buffers` and tells the host.
+  void start_phase(const PhaseRequest& request, double requested,
+                   const std::vector<BufferId>& buffers, double now);
+  /// Drops the application's staged-in copies on the buffer (of phase `index`, or all).
+  void release_clean(BufferId buffer, AppId app, std::optional<int> index);
+  /// Whether the source phase's data still lies whole on the buffers.
+  bool source_on_buffers(AppId app, int source) const;
+  /// The buffers holding the phase's data, and lets it drain (or not) as `drainable`.
+  std::vector<BufferId> pin_phase(AppId app, int index, bool pinned);
+
   std::deque<AppId> waiting_;  ///< registered, not admitted yet (admission limit)
   std::optional<double> next_release_;
+  std::vector<int> staging_in_;  ///< per application: stage-ins to finish before it starts
+  /// Bytes each write phase (app, index) was granted, for read-after-write.
+  std::vector<std::vector<double>> written_;
 
   Recorder recorder_;
 };

@@ -266,6 +266,11 @@ void BufferBroker::stop_drain(core::BufferId buffer) {
   nodes_.at(static_cast<size_t>(buffer)).draining = false;
 }
 
+void BufferBroker::start_prefetch(const core::PhaseRequest&, const std::vector<core::BufferId>&) {
+  // Every phase this daemon submits is a write phase (submit_phase), and no job declares reads.
+  throw std::logic_error("harmonia-schedd submitted no read phase to prefetch");
+}
+
 void BufferBroker::update_orders() {
   const auto& buffers = scheduler_->buffers();
   for (size_t b = 0; b < nodes_.size(); ++b) {

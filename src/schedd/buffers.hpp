@@ -139,6 +139,8 @@ class BufferBroker : private core::Actions {
   void grant(const core::PhaseRequest& phase, const std::vector<core::BufferId>& buffers) override;
   void start_drain(core::BufferId buffer) override;
   void stop_drain(core::BufferId buffer) override;
+  void start_prefetch(const core::PhaseRequest& phase,
+                      const std::vector<core::BufferId>& buffers) override;
 
   void submit_phase(BrokerJob job, double now);
   void advance(double now);

@@ -49,6 +49,7 @@ nlohmann::ordered_json results_json(const Scenario& scenario, const std::string&
   for (const auto& p : r.phases)
     out["phases"].push_back({{"app", r.apps.at(static_cast<size_t>(p.app)).name},
                              {"index", p.index},
+                             {"op", p.op == core::Op::Read ? "read" : "write"},
                              {"requested", p.requested},
                              {"granted", p.granted},
                              {"end", p.end},
@@ -62,6 +63,13 @@ nlohmann::ordered_json results_json(const Scenario& scenario, const std::string&
     if (d.bytes > 0)
       out["drains"].push_back(
           {{"buffer", d.buffer}, {"start", d.start}, {"end", d.end}, {"bytes", d.bytes}});
+  out["prefetches"] = ordered_json::array();
+  for (const auto& p : r.prefetches)
+    out["prefetches"].push_back({{"app", r.apps.at(static_cast<size_t>(p.app)).name},
+                                 {"index", p.index},
+                                 {"start", p.start},
+                                 {"end", p.end},
+                                 {"bytes", p.bytes}});
   out["sim"] = {{"events", r.events}};
   if (!r.control.empty()) {
     // The control plane (docs/node-agent.md): messages to and from the scheduler per phase, and

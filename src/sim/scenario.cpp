@@ -203,6 +203,7 @@ Scenario parse_scenario(const std::string& json_text, const std::string& source)
         root.string("name"),       seed, plat, cfg, parse_device(devices, pfs.string("device")),
         pfs.integer("servers", 1), {}};
 
+    if (sched.has("prefetch_ahead")) s.prefetch_ahead = sched.boolean("prefetch_ahead");
     if (plat.fat_tree) {
       const auto leaves =
           std::accumulate(plat.tree.down.begin(), plat.tree.down.end(), 1UL, std::multiplies<>());
@@ -256,6 +257,13 @@ Scenario parse_scenario(const std::string& json_text, const std::string& source)
           p.fail("size", "larger than the total buffer capacity");
         ph.op = p.has("op") ? parse_op(p, "op") : core::Op::Write;
         ph.priority = p.has("priority") ? p.integer("priority", -1000000) : app.priority;
+        if (p.has("source_phase")) {
+          ph.source_phase = p.integer("source_phase", 0);
+          if (ph.op != core::Op::Read) p.fail("source_phase", "only a read phase has a source");
+          if (static_cast<size_t>(ph.source_phase) >= k ||
+              app.phases[static_cast<size_t>(ph.source_phase)].op != core::Op::Write)
+            p.fail("source_phase", "must be the index of an earlier write phase of this app");
+        }
         app.phases.push_back(ph);
       }
       s.apps.push_back(std::move(app));

@@ -30,6 +30,7 @@ struct PhaseSpec {
   double bytes = 0;
   core::Op op = core::Op::Write;
   int priority = 0;
+  int source_phase = -1;  ///< read phases: the earlier write phase it reads back; -1: the PFS
 };
 
 struct AppSpec {
@@ -61,6 +62,9 @@ struct Scenario {
   int pfs_servers = 1;
   std::vector<AppSpec> apps;
   core::PricingConfig pricing{};  ///< the `pricing` table; defaults: core/pricing.hpp
+  /// Read phases are announced when the computation before them begins (their data may be staged
+  /// in meanwhile); false: only when requested.
+  bool prefetch_ahead = true;
 };
 
 /// Parse a normalized scenario; throws std::runtime_error naming the key on bad input.

@@ -13,6 +13,12 @@ namespace {
 void wait_all(std::vector<sg4::ActivityPtr>& activities) {
   for (auto& a : activities) a->wait();
 }
+
+core::PhaseRequest read_request(const AppSpec& spec, core::AppId app, size_t k) {
+  const PhaseSpec& phase = spec.phases[k];
+  return {
+      app, static_cast<int>(k), phase.bytes, core::Op::Read, phase.priority, phase.source_phase};
+}
 }  // namespace
 
 Simulation::Simulation(const Scenario& scenario, const std::string& policy, ControlConfig control)
@@ -55,6 +61,36 @@ void Simulation::stop_drain(core::BufferId buffer) {
   draining_[static_cast<size_t>(buffer)] = false;
 }
 
+void Simulation::start_prefetch(const core::PhaseRequest& phase,
+                                const std::vector<core::BufferId>& buffers) {
+  // Called from the decider: the stage-in runs in its own actor.
+  sg4::Actor::create("prefetch-" + std::to_string(phase.app) + "." + std::to_string(phase.index),
+                     hosts_.buffers[static_cast<size_t>(buffers.front())],
+                     [this, phase, buffers] { run_prefetch(phase, buffers); });
+}
+
+void Simulation::run_prefetch(core::PhaseRequest phase, std::vector<core::BufferId> buffers) {
+  const auto servers = hosts_.pfs.size();
+  const double per_buffer = phase.bytes / static_cast<double>(buffers.size());
+  const double piece = per_buffer / static_cast<double>(servers);
+  std::vector<sg4::ActivityPtr> activities;
+  for (core::BufferId b : buffers) {
+    auto* buffer_host = hosts_.buffers[static_cast<size_t>(b)];
+    activities.push_back(hosts_.buffer_disks[static_cast<size_t>(b)]->write_async(
+        static_cast<sg_size_t>(per_buffer)));
+    for (size_t s = 0; s < servers; ++s) {
+      activities.push_back(hosts_.pfs_disks[s]->read_async(static_cast<sg_size_t>(piece)));
+      activities.push_back(
+          sg4::Comm::sendto_async(hosts_.pfs[s], buffer_host, static_cast<uint64_t>(piece)));
+    }
+  }
+  events_ += static_cast<long long>(activities.size());
+  wait_all(activities);
+  ++events_;
+  scheduler_->on_prefetched(phase.app, phase.index, sg4::Engine::get_clock());
+  request_decision();
+}
+
 void Simulation::run_app(size_t spec_index) {
   const AppSpec& spec = scenario_.apps[spec_index];
   sg4::this_actor::sleep_until(spec.arrival);
@@ -63,6 +99,9 @@ void Simulation::run_app(size_t spec_index) {
   info.write_only = spec.write_only;
   info.io_qos = spec.io_qos;
   info.io_slowdown = spec.io_slowdown;
+  for (size_t k = 0; k < spec.phases.size(); ++k)
+    if (spec.phases[k].op == core::Op::Read)
+      info.declared_reads.push_back(read_request(spec, 0, k));
   ++events_;
   const core::AppId id = scheduler_->on_app_register(info, sg4::Engine::get_clock());
   request_decision();
@@ -74,11 +113,18 @@ void Simulation::run_app(size_t spec_index) {
   const double registered = sg4::Engine::get_clock();
   for (size_t k = 0; k < spec.phases.size(); ++k) {
     const PhaseSpec& phase = spec.phases[k];
+    if (phase.op == core::Op::Read && scenario_.prefetch_ahead) {
+      // The phase detection knows a read comes next: its data may be fetched during the compute.
+      ++events_;
+      scheduler_->on_prefetch_request(read_request(spec, id, k), sg4::Engine::get_clock());
+      request_decision();
+    }
     sg4::this_actor::sleep_for(phase.compute);
     ++events_;
     const auto request = [&] {
-      scheduler_->on_phase_request({id, static_cast<int>(k), phase.bytes, phase.op, phase.priority},
-                                   sg4::Engine::get_clock());
+      scheduler_->on_phase_request(
+          {id, static_cast<int>(k), phase.bytes, phase.op, phase.priority, phase.source_phase},
+          sg4::Engine::get_clock());
       request_decision();
     };
     if (control_)
@@ -202,8 +248,15 @@ RunResult Simulation::run() {
   auto accounting =
       core::accounting_records(*scheduler_, scenario_.pricing, sg4::Engine::get_clock());
   for (size_t i = 0; i < accounting.size(); ++i) accounting[i].ncpus = scenario_.apps[i].ranks;
-  RunResult result{rec.app_metrics(), rec.system_metrics(), rec.phases(), rec.drains(),
-                   std::move(accounting), events_, {}, 0};
+  RunResult result{rec.app_metrics(),
+                   rec.system_metrics(),
+                   rec.phases(),
+                   rec.drains(),
+                   rec.prefetches(),
+                   std::move(accounting),
+                   events_,
+                   {},
+                   0};
   if (control_) {
     result.control = control_->phases();
     result.heartbeats = control_->heartbeats();

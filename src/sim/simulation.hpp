@@ -23,6 +23,7 @@ struct RunResult {
   core::SystemMetrics system;
   std::vector<core::PhaseRecord> phases;
   std::vector<core::DrainRecord> drains;
+  std::vector<core::PrefetchRecord> prefetches;
   std::vector<core::AccountingRecord> accounting;  ///< one per application, at the end
   long long events = 0;                            ///< scheduler events plus simulated activities
   std::vector<PhaseControl> control;               ///< per phase, with a control plane modelled
@@ -43,10 +44,15 @@ class Simulation final : public core::Actions {
   void grant(const core::PhaseRequest& phase, const std::vector<core::BufferId>& buffers) override;
   void start_drain(core::BufferId buffer) override;
   void stop_drain(core::BufferId buffer) override;
+  void start_prefetch(const core::PhaseRequest& phase,
+                      const std::vector<core::BufferId>& buffers) override;
 
  private:
   void run_app(size_t spec_index);
   void run_drain(core::BufferId buffer);
+  /// Stages a read phase in: every PFS server reads its stripe of each buffer's share and sends
+  /// it to the buffer, whose device writes it.
+  void run_prefetch(core::PhaseRequest phase, std::vector<core::BufferId> buffers);
   void run_decider();
   /// Ask the decider actor to run the policy once every event of this instant is delivered.
   void request_decision();

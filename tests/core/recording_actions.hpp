@@ -23,12 +23,20 @@ struct Granted {
 
 class RecordingActions : public Actions {
  public:
-  void admit(AppId app) override { admitted.push_back(app); }
+  void admit(AppId app) override {
+    admitted.push_back(app);
+    log.push_back("admit " + std::to_string(app));
+  }
   void grant(const PhaseRequest& p, const std::vector<BufferId>& b) override {
     grants.push_back({p.app, p.index, b});
+    log.push_back("grant " + std::to_string(p.app) + "." + std::to_string(p.index));
   }
   void start_drain(BufferId b) override { drain_starts.push_back(b); }
   void stop_drain(BufferId b) override { drain_stops.push_back(b); }
+  void start_prefetch(const PhaseRequest& p, const std::vector<BufferId>& b) override {
+    prefetches.push_back({p.app, p.index, b});
+    log.push_back("prefetch " + std::to_string(p.app) + "." + std::to_string(p.index));
+  }
 
   bool was_admitted(AppId app) const {
     return std::find(admitted.begin(), admitted.end(), app) != admitted.end();
@@ -52,6 +60,9 @@ class RecordingActions : public Actions {
 
   std::vector<AppId> admitted;
   std::vector<Granted> grants;
+  std::vector<Granted> prefetches;  ///< stage-ins started, in order
+  /// Admissions, grants and prefetches in the order they were made ("grant 1.0": app 1 phase 0).
+  std::vector<std::string> log;
   std::vector<BufferId> drain_starts, drain_stops;
 };
 
@@ -87,6 +98,19 @@ class PolicyDriver {
     for (AppId a : apps) scheduler->on_phase_request({a, index, bytes, Op::Write, priority}, now);
     scheduler->on_tick(now);
   }
+  /// The application announces read phase `index` (its data may be prefetched from now on).
+  void announce_read(AppId app, int index, double bytes, double now, int source = -1) {
+    scheduler->on_prefetch_request({app, index, bytes, Op::Read, 0, source}, now);
+    scheduler->on_tick(now);
+  }
+  void request_read(AppId app, int index, double bytes, double now, int source = -1) {
+    scheduler->on_phase_request({app, index, bytes, Op::Read, 0, source}, now);
+    scheduler->on_tick(now);
+  }
+  void prefetched(AppId app, int index, double now) {
+    scheduler->on_prefetched(app, index, now);
+    scheduler->on_tick(now);
+  }
   void complete(AppId app, int index, double now) {
     scheduler->on_phase_complete(app, index, now);
     scheduler->on_tick(now);
@@ -100,6 +124,12 @@ class PolicyDriver {
     scheduler->on_tick(now);
   }
   const std::vector<BufferState>& buffers() const { return scheduler->buffers(); }
+  /// Bytes used on all buffers together.
+  double used() const {
+    double total = 0;
+    for (const auto& b : buffers()) total += b.used;
+    return total;
+  }
 
   RecordingActions actions;
   std::unique_ptr<Scheduler> scheduler;

@@ -236,6 +236,8 @@ TEST(Scheduler, ReadPhasesFreeTheirSpaceWithoutDraining) {
   d.scheduler->on_phase_request({0, 0, 40 * GB, Op::Read, 0}, 0);
   d.scheduler->on_tick(0);
   EXPECT_DOUBLE_EQ(d.buffers()[0].used, 40 * GB);
+  d.scheduler->on_prefetched(0, 0, 5);  // its data staged in from the PFS
+  d.scheduler->on_tick(5);
   d.complete(0, 0, 10);
   EXPECT_DOUBLE_EQ(d.buffers()[0].used, 0.0);
   EXPECT_TRUE(d.actions.drain_starts.empty());

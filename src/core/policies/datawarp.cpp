@@ -42,6 +42,8 @@ class DataWarp : public Scheduler {
   // Stage-out is DataWarp's only drain: no threshold, no backup flushers.
   double flush_threshold() const override { return 0.0; }
   int backup_flushers() const override { return 0; }
+  // A job's input is staged in before it starts and stays in its reservation until it ends.
+  bool stages_in_before_start() const override { return true; }
 
   void on_app_drained(AppId app, double now) override {
     reserved_ -= reservation(app) + extension(app);

@@ -30,13 +30,45 @@ void OptimizingPolicy::decide(double now) {
   });
   if (order.size() > kMaxCandidates) order.resize(kMaxCandidates);
 
+  // A buffer holding an application's cached data takes only that application's phases (section
+  // IV-B, read-after-write hint): each such application is planned on its own, on the buffers it
+  // may use, then the others together on the buffers everybody may use.
+  std::vector<AppId> owners;
+  std::vector<size_t> others;
+  for (const auto& [key, i] : order) {
+    const AppId app = pending_[i].request.app;
+    if (!holds_cached(app))
+      others.push_back(i);
+    else if (std::find(owners.begin(), owners.end(), app) == owners.end())
+      owners.push_back(app);
+  }
+  std::vector<PhaseRequest> others_requests;
+  for (size_t i : others) others_requests.push_back(pending_[i].request);
+  for (AppId owner : owners) {
+    std::vector<size_t> mine;
+    for (const auto& [key, i] : order)
+      if (pending_[i].request.app == owner) mine.push_back(i);
+    decide_among(mine, owner, now);
+  }
+  // Granting removed entries from pending_: find the others again.
+  std::vector<size_t> rest;
+  for (const auto& r : others_requests)
+    for (size_t i = 0; i < pending_.size(); ++i)
+      if (pending_[i].request.app == r.app && pending_[i].request.index == r.index)
+        rest.push_back(i);
+  decide_among(rest, -1, now);
+}
+
+void OptimizingPolicy::decide_among(const std::vector<size_t>& candidates, AppId usable_by,
+                                    double now) {
+  if (candidates.empty()) return;
   OptimizerInput in;
   in.device = &config_.buffer_device;
   in.buffer_link_bw = config_.buffer_link_bw;
   in.max_colocated = max_colocated_;
   in.min_buffers = config_.min_buffers;
   std::vector<PhaseRequest> chosen;
-  for (const auto& [key, i] : order) {
+  for (size_t i : candidates) {
     const auto& p = pending_[i];
     const double client_bw =
         apps_[static_cast<size_t>(p.request.app)].info.nodes * config_.client_node_bw;
@@ -44,12 +76,11 @@ void OptimizingPolicy::decide(double now) {
     chosen.push_back(p.request);
   }
 
-  // Buffers that can take a phase, least loaded and emptiest first. A buffer holding another
-  // application's cached data is left out for everyone (section IV-B, read-after-write hint).
+  // Buffers that can take a phase, least loaded and emptiest first.
   std::vector<BufferId> ids;
   for (BufferId b = 0; b < config_.buffer_count; ++b) {
     const auto& buf = buffers_[static_cast<size_t>(b)];
-    if (buf.phases < max_colocated_ && placeable(b, -1)) ids.push_back(b);
+    if (buf.phases < max_colocated_ && placeable(b, usable_by)) ids.push_back(b);
   }
   std::sort(ids.begin(), ids.end(), [&](BufferId a, BufferId b) {
     const auto& x = buffers_[static_cast<size_t>(a)];

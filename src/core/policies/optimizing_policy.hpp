@@ -37,6 +37,9 @@ class OptimizingPolicy : public Scheduler {
 
  private:
   double order_key(const PendingPhase& p);
+  /// Plans the candidates (pending indices, in policy order) on the buffers `usable` admits,
+  /// and grants the plan.
+  void decide_among(const std::vector<size_t>& candidates, AppId usable_by, double now);
 
   PolicyTraits traits_;
   std::mt19937_64 rng_;

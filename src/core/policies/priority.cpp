@@ -28,10 +28,22 @@ class PriorityPolicy : public Scheduler {
     std::stable_sort(level.begin(), level.end(), [](const auto& a, const auto& b) {
       return std::tie(a.requested, a.request.app) < std::tie(b.requested, b.request.app);
     });
+    // A buffer holding an application's cached data takes only its phases (IV-B), and serves no
+    // one else until it ends: the first such application of the level goes first, alone, on its
+    // buffers and the free ones (otherwise it could wait behind phases its data keeps out).
+    const auto owner = std::find_if(level.begin(), level.end(), [&](const PendingPhase& p) {
+      return holds_cached(p.request.app);
+    });
+    const AppId usable_by = owner == level.end() ? -1 : owner->request.app;
+    if (usable_by >= 0)
+      level.erase(std::remove_if(level.begin(), level.end(),
+                                 [&](const PendingPhase& p) { return p.request.app != usable_by; }),
+                  level.end());
 
     std::vector<BufferId> free;
     for (BufferId b = 0; b < config_.buffer_count; ++b)
-      if (buffers_[static_cast<size_t>(b)].phases == 0 && placeable(b, -1)) free.push_back(b);
+      if (buffers_[static_cast<size_t>(b)].phases == 0 && placeable(b, usable_by))
+        free.push_back(b);
     std::sort(free.begin(), free.end(), [&](BufferId a, BufferId b) {
       return buffers_[static_cast<size_t>(a)].used < buffers_[static_cast<size_t>(b)].used;
     });

@@ -36,6 +36,8 @@ class SlurmEasy : public Scheduler {
   bool drain_before_app_end(AppId) const override { return false; }
   double flush_threshold() const override { return 0.0; }
   int backup_flushers() const override { return 0; }
+  // A job's input is staged in before it starts and stays in its reservation until it ends.
+  bool stages_in_before_start() const override { return true; }
 
   void on_app_drained(AppId app, double now) override {
     holding_.erase(app);
