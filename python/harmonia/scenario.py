@@ -196,6 +196,9 @@ class Scheduler(_Table):
     # DataWarp only (paper II-c, II-d; docs/scheduling-model.md section 5).
     extend_reservations: bool = False
     lend_write_only: bool = False
+    # A read phase is announced when the computation before it begins, so that its data can be
+    # staged in meanwhile; false: only when requested (docs/scheduling-model.md section 7).
+    prefetch_ahead: bool = True
 
 
 class IoClass(_Table):
@@ -235,6 +238,9 @@ class ExplicitPhase(_Table):
     size: PositiveSize
     op: Literal["write", "read"] = "write"
     priority: int | None = Field(default=None, ge=MIN_PRIORITY, le=INT32_MAX)
+    # A read phase reading back this application's earlier write phase (its index from 0);
+    # without one a read phase's data comes from the PFS (docs/scheduling-model.md section 7).
+    source_phase: int | None = Field(default=None, ge=0, le=INT32_MAX)
 
 
 class ImportedPhase(_Table):
@@ -540,9 +546,27 @@ def _io_qos_errors(scenario: Scenario) -> Iterator[tuple[str, str]]:
             )
 
 
+def _source_phase_errors(app: App) -> Iterator[tuple[str, str]]:
+    phases = app.phases or []
+    for index, phase in enumerate(phases):
+        source = phase.source_phase
+        if source is None:
+            continue
+        if phase.op != "read":
+            yield f"phases[{index}].source_phase", "only a read phase has a source"
+        elif source >= index or phases[source].op != "write":
+            yield (
+                f"phases[{index}].source_phase",
+                f"must be the index of an earlier write phase of this application, got {source}",
+            )
+
+
 def _cross_table_errors(scenario: Scenario) -> Iterator[tuple[str, str]]:
     yield from _io_qos_errors(scenario)
     devices = scenario.resolved_devices()
+    for number, app in enumerate(scenario.apps):
+        for key, reason in _source_phase_errors(app):
+            yield f"apps[{number}].{key}", reason
     for key, name in (
         ("buffers.device", scenario.buffers.device),
         ("pfs.device", scenario.pfs.device),
@@ -636,6 +660,7 @@ def _expand_phases(app: App, buffer_write_bw: float) -> list[dict[str, Any]]:
                 "size": phase.size,
                 "op": phase.op,
                 "priority": app.priority if phase.priority is None else phase.priority,
+                **({} if phase.source_phase is None else {"source_phase": phase.source_phase}),
             }
             for phase in app.phases or []
         ]
@@ -696,6 +721,8 @@ def normalize(scenario: Scenario) -> dict[str, Any]:
     for option in ("extend_reservations", "lend_write_only"):
         if getattr(scenario.scheduler, option):
             scheduler[option] = True
+    if not scenario.scheduler.prefetch_ahead:
+        scheduler["prefetch_ahead"] = False
     if scenario.scheduler.max_colocated is not None:
         scheduler["max_colocated"] = scenario.scheduler.max_colocated
     if scenario.scheduler.max_running_apps is not None:

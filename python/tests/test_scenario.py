@@ -186,6 +186,17 @@ def test_invalid_tables_name_the_key(
             '[[apps.phases]]\ncompute = 0\nsize = "1 GB"\n',
             "platform.compute_nodes: the applications need 20 nodes",
         ),
+        (
+            '[[apps]]\nname = "a"\nworkload = "explicit"\n[[apps.phases]]\ncompute = 0\n'
+            'size = "1 GB"\nsource_phase = 0\n',
+            "apps[0].phases[0].source_phase: only a read phase has a source",
+        ),
+        (
+            '[[apps]]\nname = "a"\nworkload = "explicit"\n[[apps.phases]]\ncompute = 0\n'
+            'size = "1 GB"\nop = "read"\n[[apps.phases]]\ncompute = 0\nsize = "1 GB"\n'
+            'op = "read"\nsource_phase = 0\n',
+            "apps[0].phases[1].source_phase: must be the index of an earlier write phase",
+        ),
         (SYNTHETIC_APP + SYNTHETIC_APP, 'apps[1].name: duplicate application name "bench"'),
         ("", "apps: missing required key"),
     ],

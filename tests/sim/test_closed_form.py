@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from sim_support import SSD_SLOPE, RunSim, app, efficiency, scenario
+from sim_support import HDD_SLOPE, SSD_SLOPE, RunSim, app, efficiency, scenario
 
 GB = 1e9
 SSD_WRITE = 500e6
@@ -257,3 +257,31 @@ def test_admission_limit_makes_the_rest_wait_until_one_ends(run_sim: RunSim) -> 
     spans = sorted((a["start"], a["end"]) for a in one["apps"])
     for (_, end), (start, _) in itertools.pairwise(spans):
         assert start == pytest.approx(end), "one job at a time"
+
+
+@pytest.mark.parametrize("ahead", [True, False])
+def test_read_phase_is_staged_in_from_the_pfs_then_read_from_the_buffers(
+    run_sim: RunSim, ahead: bool
+) -> None:
+    # fair-share stages 8 GB in on all four buffers: each of the 8 HDD servers reads 0.25 GB for
+    # each buffer, four streams on its disk (1 GB at 115 MB/s * e_hdd(4)); links and SSDs are
+    # faster. Announced when the 30 s computation begins, it is done before the read is requested;
+    # announced with the request, the read waits for all of it. The read then moves 2 GB per
+    # buffer off its SSD at 550 MB/s * e_ssd(1).
+    phases = [{"compute": 30.0, "size": 8 * GB, "op": "read"}]
+    sc = scenario([{"name": "a", "nodes": 4, "phases": phases}])
+    sc["scheduler"]["prefetch_ahead"] = ahead
+    result = run_sim(sc, "fair-share")
+    stage_in = 1 * GB / (115e6 * efficiency(HDD_SLOPE, 4))
+    (prefetch,) = result["prefetches"]
+    assert prefetch["start"] == pytest.approx(0.0 if ahead else 30.0)
+    assert prefetch["end"] - prefetch["start"] == pytest.approx(stage_in, rel=1e-6)
+    (phase,) = result["phases"]
+    assert phase["op"] == "read"
+    assert phase["wait"] == pytest.approx(
+        0.0 if ahead else stage_in, rel=1e-6, abs=1e-9
+    )
+    assert phase["io"] == pytest.approx(
+        2 * GB / (550e6 * efficiency(SSD_SLOPE, 1)), rel=1e-6
+    )
+    assert result["drains"] == []  # a copy of PFS data is not written back
