@@ -202,8 +202,8 @@ TEST(Accounting, OneRecordPerJobWithItsStateBytesAndCharge) {
   const AppId w = run.reg(writer, 10);
   const AppId r = run.reg(job("reader", 1), 10);
   run.request(w, 0, 10 * GB, 20);
-  run.scheduler->on_phase_request({r, 0, 4 * GB, Op::Read, 0}, 20);
-  run.scheduler->on_tick(20);
+  run.request_read(r, 0, 4 * GB, 20);  // staged in from the PFS first, 20 s to 25 s
+  run.prefetched(r, 0, 25);
   run.complete(w, 0, 60);
   run.complete(r, 0, 30);
   run.end(w, 3610);
