@@ -30,7 +30,7 @@ from pydantic import (
 )
 from pydantic_core import ErrorDetails
 
-from harmonia.names import pricing_defaults, scheduler_default
+from harmonia.names import one_of, policy_names, pricing_defaults, scheduler_default
 from harmonia.units import format_size, parse_bandwidth, parse_duration, parse_size
 
 # Compute time before each synthetic phase, in time slices (docs/formats.md, paper section V-A).
@@ -184,6 +184,13 @@ class PriorityOptions(_Table):
     tie: Literal["share", "fcfs"] = "share"
 
 
+class AutoOptions(_Table):
+    # What the `auto` policy minimises and the policies it chooses among (docs/scheduling-model.md
+    # section 9); empty: every policy but auto, datawarp and slurm-easy.
+    objective: Literal["makespan", "mean_completion", "stall", "slowdown"] = "stall"
+    candidates: list[Annotated[str, one_of(policy_names)]] = []
+
+
 class Scheduler(_Table):
     max_colocated: int | None = Field(default=None, ge=1, le=INT32_MAX)
     # Applications a policy runs at once; 0: no limit; None: the policy's paper default.
@@ -193,6 +200,7 @@ class Scheduler(_Table):
         default_factory=lambda: scheduler_default("min_buffers"), ge=1, le=INT32_MAX
     )
     priority: PriorityOptions = PriorityOptions()
+    auto: AutoOptions = AutoOptions()
     # DataWarp only (paper II-c, II-d; docs/scheduling-model.md section 5).
     extend_reservations: bool = False
     lend_write_only: bool = False
@@ -723,6 +731,9 @@ def normalize(scenario: Scenario) -> dict[str, Any]:
             scheduler[option] = True
     if not scenario.scheduler.prefetch_ahead:
         scheduler["prefetch_ahead"] = False
+    # The `auto` policy's settings appear only when set, as other policies ignore them.
+    if scenario.scheduler.auto != AutoOptions():
+        scheduler["auto"] = scenario.scheduler.auto.model_dump()
     if scenario.scheduler.max_colocated is not None:
         scheduler["max_colocated"] = scenario.scheduler.max_colocated
     if scenario.scheduler.max_running_apps is not None:

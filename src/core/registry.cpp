@@ -30,6 +30,8 @@ const std::vector<Entry>& registry() {
       {"themisio-user", Peer, make_themisio_user},
       {"themisio-size", Peer, make_themisio_size},
       {"slurm-easy", Peer, make_slurm_easy},
+      // Automatic choice among the others (docs/scheduling-model.md section 9).
+      {"auto", Auto, make_auto},
   };
   return table;
 }
@@ -49,6 +51,8 @@ const char* family_name(PolicyFamily family) {
       return "harmonia";
     case PolicyFamily::Peer:
       return "peer";
+    case PolicyFamily::Auto:
+      return "auto";
   }
   return "unknown";
 }

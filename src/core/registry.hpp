@@ -10,10 +10,11 @@
 namespace harmonia::core {
 
 /// Where a policy comes from: the baseline Harmonia is compared with (DataWarp), the Harmonia
-/// paper's own policies, or a published scheduler that came after it.
-enum class PolicyFamily { Baseline, Harmonia, Peer };
+/// paper's own policies, a published scheduler that came after it, or the automatic choice among
+/// them (`auto`).
+enum class PolicyFamily { Baseline, Harmonia, Peer, Auto };
 
-/// "baseline", "harmonia" or "peer".
+/// "baseline", "harmonia", "peer" or "auto".
 const char* family_name(PolicyFamily family);
 
 /// Names of every registered policy, baseline first.

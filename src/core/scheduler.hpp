@@ -80,6 +80,10 @@ struct SchedulerConfig {
   /// DataWarp (paper II-d): a queued job may be admitted on the unused space of write-only
   /// reservations; the lenders get their space back first.
   bool lend_write_only = false;
+  /// The `auto` policy (policies/auto.cpp): what it minimises (makespan, mean_completion, stall
+  /// or slowdown) and the policies it chooses among (empty: every phase-scheduling policy).
+  std::string auto_objective = "stall";
+  std::vector<std::string> auto_candidates{};
 
   int resolved_max_colocated() const;
 };
@@ -168,6 +172,10 @@ enum class DrainMode {
 };
 
 class Scheduler {
+  /// The `auto` policy's look-ahead copies a scheduler's state into other policies and drives
+  /// them (core/lookahead.hpp).
+  friend class Lookahead;
+
  public:
   Scheduler(SchedulerConfig config, Actions& actions);
   virtual ~Scheduler() = default;

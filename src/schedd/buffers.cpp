@@ -50,6 +50,7 @@ core::SchedulerConfig BufferConfig::scheduler_config() const {
   cfg.max_running_apps = max_running_apps;
   cfg.min_buffers = min_buffers;
   cfg.extend_reservations = extend_reservations;
+  cfg.auto_objective = auto_objective;
   return cfg;
 }
 

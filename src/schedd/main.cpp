@@ -14,6 +14,7 @@
 #include "common/identity.hpp"
 #include "common/size.hpp"
 #include "common/write_atomically.hpp"
+#include "core/lookahead.hpp"
 #include "schedd/server.hpp"
 
 using namespace harmonia::schedd;
@@ -137,6 +138,11 @@ int main(int argc, char** argv) {
   group->add_option("--min-buffers", buffers.min_buffers, "Nodes per phase at least")
       ->capture_default_str()
       ->check(CLI::Range(1, kMaxBuffers));
+  group
+      ->add_option("--auto-objective", buffers.auto_objective,
+                   "auto: what it minimises (makespan, mean_completion, stall, slowdown)")
+      ->capture_default_str()
+      ->check(CLI::IsMember(harmonia::core::auto_objective_names()));
   group->add_flag("--extend-reservations", buffers.extend_reservations,
                   "datawarp: a job writing past its reservation gets a temporary extension");
   std::string max_phase = "0";

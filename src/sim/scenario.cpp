@@ -1,5 +1,6 @@
 #include "sim/scenario.hpp"
 
+#include <algorithm>
 #include <fstream>
 #include <functional>
 #include <limits>
@@ -7,6 +8,10 @@
 #include <numeric>
 #include <sstream>
 #include <stdexcept>
+
+#include "core/lookahead.hpp"
+#include "core/policies/auto.hpp"
+#include "core/registry.hpp"
 
 namespace harmonia::sim {
 
@@ -196,6 +201,33 @@ Scenario parse_scenario(const std::string& json_text, const std::string& source)
     if (sched.has("extend_reservations"))
       cfg.extend_reservations = sched.boolean("extend_reservations");
     if (sched.has("lend_write_only")) cfg.lend_write_only = sched.boolean("lend_write_only");
+    if (sched.has("auto")) {
+      // The `auto` policy's settings (docs/scheduling-model.md section 9).
+      const Reader options = sched.child("auto");
+      if (options.has("objective")) {
+        cfg.auto_objective = options.string("objective");
+        try {
+          core::parse_auto_objective(cfg.auto_objective);
+        } catch (const std::invalid_argument& e) {
+          options.fail("objective", e.what());
+        }
+      }
+      if (options.has("candidates")) {
+        const auto& list = options.at("candidates");
+        if (!list.is_array()) options.fail("candidates", "must be a list of policy names");
+        const auto known = core::policy_names();
+        for (const auto& name : list) {
+          if (!name.is_string() ||
+              std::find(known.begin(), known.end(), name.get<std::string>()) == known.end() ||
+              !core::AutoPolicy::choosable(name.get<std::string>()))
+            options.fail("candidates",
+                         "entries must name policies other than auto, datawarp "
+                         "and slurm-easy, got " +
+                             name.dump());
+          cfg.auto_candidates.push_back(name.get<std::string>());
+        }
+      }
+    }
 
     const uint64_t seed = root.has("seed") ? static_cast<uint64_t>(root.integer("seed", 0)) : 1;
     cfg.seed = seed;

@@ -1,0 +1,103 @@
+// The `auto` policy: automatic policy choice, the Harmonia paper's future work ("we plan to
+// ... automatically select the best policy", section VII). At every scheduling window with a
+// phase waiting, it forecasts each candidate policy from the current state with the fluid
+// look-ahead of the policy core (core/lookahead.hpp) over the phases running and waiting and
+// each application's next iteration, and lets the candidate with the best forecast value of the
+// admin's objective (`auto.objective`) make this window's decision. docs/scheduling-model.md,
+// section 9.
+#include "core/policies/auto.hpp"
+
+#include <algorithm>
+#include <set>
+#include <stdexcept>
+
+#include "core/policies/policies.hpp"
+#include "core/registry.hpp"
+
+namespace harmonia::core {
+
+bool AutoPolicy::choosable(const std::string& policy) {
+  return policy != "auto" && policy != "datawarp" && policy != "slurm-easy";
+}
+
+AutoPolicy::AutoPolicy(SchedulerConfig config, Actions& actions)
+    : Scheduler(std::move(config), actions),
+      objective_(parse_auto_objective(config_.auto_objective)),
+      names_(config_.auto_candidates) {
+  if (names_.empty())
+    for (const auto& name : policy_names())
+      if (choosable(name)) names_.push_back(name);
+  for (const auto& name : names_) {
+    if (!choosable(name))
+      throw std::invalid_argument("auto.candidates: '" + name +
+                                  "' cannot be chosen per window (it admits jobs by reservation "
+                                  "or is auto itself)");
+    delegates_.push_back(make_scheduler(name, config_, capture_));  // unknown names throw
+  }
+  if (std::set<std::string>(names_.begin(), names_.end()).size() != names_.size())
+    throw std::invalid_argument("auto.candidates: a policy is named twice");
+}
+
+DrainMode AutoPolicy::drain_mode() const { return Lookahead::drain_mode(*delegates_[current_]); }
+
+std::vector<ExpectedIteration> AutoPolicy::expected_iterations() const {
+  struct History {
+    double bytes = 0, gaps = 0, last_end = -1;
+    int phases = 0, gap_samples = 0, last_index = -1;
+    bool busy = false;
+  };
+  std::map<AppId, History> history;
+  for (const auto& p : recorder().phases()) {
+    auto& h = history[p.app];
+    if (h.last_end >= 0) {
+      h.gaps += std::max(0.0, p.requested - h.last_end);
+      h.gap_samples += 1;
+    }
+    h.bytes += p.bytes;
+    h.phases += 1;
+    h.last_index = std::max(h.last_index, p.index);
+    h.last_end = p.end;
+    h.busy = p.end < 0;
+  }
+  // Phase records keep no operation: the next iteration is taken to write, as in every example.
+  std::vector<ExpectedIteration> next;
+  for (const auto& [app, h] : history) {
+    const auto& state = apps_[static_cast<size_t>(app)];
+    // Without one observed compute gap there is nothing to predict from.
+    if (!state.admitted || state.ended || h.gap_samples == 0) continue;
+    next.push_back({app, h.last_index + 1, h.bytes / h.phases, Op::Write, h.gaps / h.gap_samples,
+                    h.busy ? -1.0 : h.last_end});
+  }
+  return next;
+}
+
+void AutoPolicy::decide(double now) {
+  if (pending_.empty()) return;
+  const auto next = expected_iterations();
+  size_t best = 0;
+  double best_value = 0;
+  for (size_t k = 0; k < names_.size(); ++k) {
+    const double value = Lookahead::forecast(names_[k], *this, now, next).value(objective_);
+    if (k == 0 || value < best_value) {
+      best = k;
+      best_value = value;
+    }
+  }
+  current_ = best;
+  last_choice_ = names_[best];
+  choices_[last_choice_] += 1;
+
+  auto& delegate = *delegates_[best];
+  Lookahead::copy_state(*this, delegate);
+  capture_.grants.clear();
+  Lookahead::decide(delegate, now);
+  capacity_blocked_ = Lookahead::capacity_blocked(delegate);
+  const auto grants = std::move(capture_.grants);
+  for (const auto& [request, buffers] : grants) grant(request.app, request.index, buffers, now);
+}
+
+std::unique_ptr<Scheduler> make_auto(SchedulerConfig config, Actions& actions) {
+  return std::make_unique<AutoPolicy>(std::move(config), actions);
+}
+
+}  // namespace harmonia::core

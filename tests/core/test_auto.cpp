@@ -1,0 +1,175 @@
+// The `auto` policy and its fluid look-ahead (docs/scheduling-model.md section 9): the forecast
+// follows the device curve exactly on cases solved by hand, and auto lets the candidate with the
+// best forecast decide, so that the same state gives different decisions for different
+// objectives (a fixed policy in its place fails one of the two cases).
+#include <gtest/gtest.h>
+
+#include <stdexcept>
+
+#include "core/lookahead.hpp"
+#include "core/policies/auto.hpp"
+#include "recording_actions.hpp"
+
+using namespace harmonia::core;
+using namespace harmonia::core::testing;
+
+namespace {
+
+// Two applications each write `kBytes` at t = 1 to the same single SSD buffer. Sharing it
+// (fair-share) ends both at 2B / aggregate(2); one after the other (max-bandwidth, X = 1) ends
+// the first at B / bw(1) and the second at 2B / bw(1). The SSD's aggregate grows only 2.3 % from
+// one stream to two, so sharing wins the makespan and loses the mean completion, the stall and
+// the slowdown.
+constexpr double kBytes = 10 * GB;
+
+SchedulerConfig one_buffer(const std::string& objective) {
+  SchedulerConfig c = ssd_buffers(1, 1000 * GB);
+  c.max_colocated = 4;
+  c.auto_objective = objective;
+  c.auto_candidates = {"fair-share", "max-bandwidth"};
+  return c;
+}
+
+AppInfo app(const std::string& name) {
+  AppInfo info;
+  info.name = name;
+  return info;
+}
+
+std::unique_ptr<PolicyDriver> two_writers(const std::string& policy, SchedulerConfig cfg) {
+  auto d = std::make_unique<PolicyDriver>(policy, std::move(cfg));
+  d->reg(app("a"), 0);
+  d->reg(app("b"), 0);
+  return d;
+}
+
+const AutoPolicy& auto_of(const PolicyDriver& d) {
+  return dynamic_cast<const AutoPolicy&>(*d.scheduler);
+}
+
+}  // namespace
+
+TEST(Lookahead, ForecastFollowsTheDeviceCurve) {
+  const auto cfg = one_buffer("makespan");
+  const double bw1 = cfg.buffer_device.stream_bw(1, Op::Write);
+  const double agg2 = cfg.buffer_device.aggregate_bw(2, Op::Write);
+  ASSERT_GT(agg2, bw1);
+
+  // The state forecast from: both phases pending at t = 1, nothing decided yet.
+  RecordingActions idle;
+  auto state = make_scheduler("fair-share", cfg, idle);
+  state->on_app_register(app("a"), 0);
+  state->on_app_register(app("b"), 0);
+  state->on_phase_request({0, 0, kBytes, Op::Write, 0}, 1);
+  state->on_phase_request({1, 0, kBytes, Op::Write, 0}, 1);
+
+  const Forecast shared = Lookahead::forecast("fair-share", *state, 1, {});
+  ASSERT_TRUE(shared.complete);
+  EXPECT_EQ(shared.phases, 2);
+  EXPECT_NEAR(shared.makespan, 2 * kBytes / agg2, 1e-6);
+  EXPECT_NEAR(shared.mean_completion, 2 * kBytes / agg2, 1e-6);
+  EXPECT_NEAR(shared.stall, 2 * kBytes / agg2 - kBytes / bw1, 1e-6);
+  EXPECT_NEAR(shared.slowdown, (2 * kBytes / agg2) / (kBytes / bw1), 1e-9);
+
+  const Forecast serial = Lookahead::forecast("max-bandwidth", *state, 1, {});
+  ASSERT_TRUE(serial.complete);
+  EXPECT_NEAR(serial.makespan, 2 * kBytes / bw1, 1e-6);
+  EXPECT_NEAR(serial.mean_completion, 1.5 * kBytes / bw1, 1e-6);
+  EXPECT_NEAR(serial.stall, 0.5 * kBytes / bw1, 1e-6) << "the second waits one phase";
+  EXPECT_NEAR(serial.slowdown, 1.5, 1e-9);
+
+  EXPECT_LT(shared.value(AutoObjective::Makespan), serial.value(AutoObjective::Makespan));
+  EXPECT_GT(shared.value(AutoObjective::MeanCompletion),
+            serial.value(AutoObjective::MeanCompletion));
+  // The forecast decides on a copy: the state it started from is untouched.
+  EXPECT_TRUE(idle.grants.empty());
+  EXPECT_EQ(state->buffers()[0].phases, 0);
+}
+
+TEST(Lookahead, ExpectedIterationJoinsTheForecast) {
+  const auto cfg = one_buffer("makespan");
+  const double bw1 = cfg.buffer_device.stream_bw(1, Op::Write);
+  RecordingActions idle;
+  auto state = make_scheduler("max-bandwidth", cfg, idle);
+  state->on_app_register(app("a"), 0);
+  state->on_phase_request({0, 0, kBytes, Op::Write, 0}, 1);
+  // After its phase, the application computes 100 s and writes the same again.
+  const ExpectedIteration next{0, 1, kBytes, Op::Write, 100, -1};
+  const Forecast f = Lookahead::forecast("max-bandwidth", *state, 1, {next});
+  ASSERT_TRUE(f.complete);
+  EXPECT_EQ(f.phases, 2);
+  EXPECT_NEAR(f.makespan, 2 * kBytes / bw1 + 100, 1e-6);
+}
+
+TEST(Auto, PicksSharingForTheMakespan) {
+  auto d = two_writers("auto", one_buffer("makespan"));
+  d->request_together({0, 1}, kBytes, 1);
+  EXPECT_EQ(auto_of(*d).last_choice(), "fair-share");
+  ASSERT_EQ(d->actions.grants.size(), 2u) << "both phases share the buffer";
+  EXPECT_EQ(d->buffers()[0].phases, 2);
+}
+
+TEST(Auto, PicksOneAtATimeForMeanCompletionStallAndSlowdown) {
+  for (const std::string objective : {"mean_completion", "stall", "slowdown"}) {
+    auto d = two_writers("auto", one_buffer(objective));
+    d->request_together({0, 1}, kBytes, 1);
+    EXPECT_EQ(auto_of(*d).last_choice(), "max-bandwidth") << objective;
+    ASSERT_EQ(d->actions.grants.size(), 1u) << objective << ": the other phase waits";
+    d->complete(d->actions.grants[0].app, 0, 1 + kBytes / 477e6);
+    EXPECT_EQ(d->actions.grants.size(), 2u) << objective << ": then it runs";
+  }
+}
+
+TEST(Auto, ChoiceDoesNotDependOnTheCandidatesOrder) {
+  for (const std::string objective : {"makespan", "mean_completion"}) {
+    auto cfg = one_buffer(objective);
+    cfg.auto_candidates = {"max-bandwidth", "fair-share"};
+    auto d = two_writers("auto", cfg);
+    d->request_together({0, 1}, kBytes, 1);
+    EXPECT_EQ(auto_of(*d).last_choice(), objective == "makespan" ? "fair-share" : "max-bandwidth");
+  }
+}
+
+TEST(Auto, DecidesLikeTheChosenPolicy) {
+  // What auto grants is what the chosen policy grants from the same state.
+  auto fixed = two_writers("fair-share", one_buffer("makespan"));
+  fixed->request_together({0, 1}, kBytes, 1);
+  auto chosen = two_writers("auto", one_buffer("makespan"));
+  chosen->request_together({0, 1}, kBytes, 1);
+  ASSERT_EQ(fixed->actions.grants.size(), chosen->actions.grants.size());
+  for (size_t k = 0; k < fixed->actions.grants.size(); ++k) {
+    EXPECT_EQ(fixed->actions.grants[k].app, chosen->actions.grants[k].app);
+    EXPECT_EQ(fixed->actions.grants[k].buffers, chosen->actions.grants[k].buffers);
+  }
+}
+
+TEST(Auto, DefaultCandidatesAreEveryPerWindowPolicy) {
+  RecordingActions actions;
+  const AutoPolicy policy(ssd_buffers(2, 100 * GB), actions);
+  const auto& names = policy.candidates();
+  for (const auto& name : policy_names())
+    EXPECT_EQ(std::find(names.begin(), names.end(), name) != names.end(),
+              name != "auto" && name != "datawarp" && name != "slurm-easy")
+        << name;
+}
+
+TEST(Auto, RejectsUnknownObjectiveAndUnchoosableCandidates) {
+  RecordingActions actions;
+  auto with = [](const std::string& objective, std::vector<std::string> candidates) {
+    SchedulerConfig c = ssd_buffers(2, 100 * GB);
+    c.auto_objective = objective;
+    c.auto_candidates = std::move(candidates);
+    return c;
+  };
+  try {
+    AutoPolicy bad(with("fastest", {}), actions);
+    FAIL() << "unknown objective accepted";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("auto.objective"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(AutoPolicy(with("stall", {"datawarp"}), actions), std::invalid_argument);
+  EXPECT_THROW(AutoPolicy(with("stall", {"auto"}), actions), std::invalid_argument);
+  EXPECT_THROW(AutoPolicy(with("stall", {"no-such-policy"}), actions), std::invalid_argument);
+  EXPECT_THROW(AutoPolicy(with("stall", {"priority", "priority"}), actions), std::invalid_argument);
+  EXPECT_EQ(parse_auto_objective("slowdown"), AutoObjective::Slowdown);
+}
