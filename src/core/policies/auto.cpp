@@ -1,10 +1,10 @@
-// The `auto` policy: automatic policy choice, the Harmonia paper's future work ("we plan to
-// ... automatically select the best policy", section VII). At every scheduling window with a
-// phase waiting, it forecasts each candidate policy from the current state with the fluid
-// look-ahead of the policy core (core/lookahead.hpp) over the phases running and waiting and
-// each application's next iteration, and lets the candidate with the best forecast value of the
-// admin's objective (`auto.objective`) make this window's decision. docs/scheduling-model.md,
-// section 9.
+// The `auto` policy: automatic policy choice (issue 17 item 4). The paper leaves the choice to
+// the administrator (section VII: the policies give "system administrators many tools to achieve
+// their respective goals"). At every scheduling window with a phase waiting, auto forecasts each
+// candidate policy from the current state with the fluid look-ahead of the policy core
+// (core/lookahead.hpp) over the phases running and waiting and each application's next
+// iteration, and lets the candidate with the best forecast value of the admin's objective
+// (`auto.objective`) make this window's decision. docs/scheduling-model.md, section 9.
 #include "core/policies/auto.hpp"
 
 #include <algorithm>

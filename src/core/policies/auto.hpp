@@ -1,6 +1,6 @@
 #pragma once
-/// @file The `auto` policy (the Harmonia paper's future work, section VII): at each scheduling
-/// window it forecasts every candidate policy from the current state by simulating ahead with the
+/// @file The `auto` policy (automatic policy choice, issue 17): at each scheduling window it
+/// forecasts every candidate policy from the current state by simulating ahead with the
 /// policy core (core/lookahead.hpp) and lets the best for the admin's objective decide.
 
 #include <map>
