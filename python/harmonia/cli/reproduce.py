@@ -10,6 +10,7 @@ from harmonia.cli.reproduce_bakeoff import reproduce_bakeoff
 from harmonia.cli.reproduce_buffers import reproduce_buffers
 from harmonia.cli.reproduce_forwarding import reproduce_forwarding
 from harmonia.cli.reproduce_network import reproduce_network
+from harmonia.cli.reproduce_optimum import reproduce_optimum
 from harmonia.cli.reproduce_phases import reproduce_phases
 from harmonia.cli.reproduce_pricing import reproduce_pricing
 from harmonia.cli.reproduce_slurm import reproduce_slurm
@@ -23,8 +24,9 @@ def reproduce(
             help='"harmonia" (section V), "buffers" (its VPIC draining case, for real on this '
             'machine), "slurm" (that case as sbatch jobs, DataWarp and Harmonia mode), "network" '
             '(MPI/I/O on fat-trees), "forwarding" (TWINS), "phases" (the accuracy of phase '
-            'detection), "bakeoff" (every policy and peer, docs/bakeoff.md) or "pricing" (price '
-            "against completion, docs/accounting.md)."
+            'detection), "bakeoff" (every policy and peer, docs/bakeoff.md), "optimum" (their '
+            'gaps to the CP-SAT optimum on small instances) or "pricing" (price against '
+            "completion, docs/accounting.md)."
         ),
     ] = "harmonia",
     out: Annotated[
@@ -47,8 +49,8 @@ def reproduce(
     seeds: Annotated[
         str | None,
         typer.Option(
-            help='harmonia, bakeoff, pricing: the seeds, "1-10" or "1,2,5" (harmonia, pricing: '
-            "1-10; bakeoff: 1-5, "
+            help='harmonia, bakeoff, optimum, pricing: the seeds, "1-10" or "1,2,5" (harmonia, '
+            "pricing: 1-10; optimum and bakeoff: 1-5, "
             "--full 1-10); reports give the mean and range or 95 % interval over them.",
             show_default=False,
         ),
@@ -65,6 +67,12 @@ def reproduce(
     full: Annotated[
         bool, typer.Option(help="bakeoff: the large grid (32 jobs, 10 seeds).")
     ] = False,
+    slots: Annotated[
+        int, typer.Option(min=10, max=400, help="optimum: time slots of the CP-SAT model.")
+    ] = 40,
+    time_limit: Annotated[
+        float, typer.Option(min=1, help="optimum: seconds per CP-SAT solve.")
+    ] = 30.0,
 ) -> None:
     """Simulate every scenario of the paper's section V with every policy over SEEDS, then write
     report.md (paper next to ours, mean and range over the seeds) and the figures into OUT.
@@ -106,11 +114,18 @@ def reproduce(
             fail([f"--seeds {seeds}: {error}"], EXIT_INVALID)
         reproduce_pricing(out or Path("results/pricing"), jobs, pricing_seeds, only)
         return
+    if paper == "optimum":
+        try:
+            optimum_seeds = tuple(parse_seeds(seeds or "1-5"))
+        except ValueError as error:
+            fail([f"--seeds {seeds}: {error}"], EXIT_INVALID)
+        reproduce_optimum(out or Path("results/optimum"), optimum_seeds, slots, time_limit)
+        return
     if paper != "harmonia":
         fail(
             [
                 f'PAPER: unknown "{paper}" '
-                "(harmonia, buffers, slurm, network, forwarding, phases, bakeoff, pricing)"
+                "(harmonia, buffers, slurm, network, forwarding, phases, bakeoff, optimum, pricing)"
             ],
             EXIT_INVALID,
         )

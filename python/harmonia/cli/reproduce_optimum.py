@@ -1,0 +1,51 @@
+"""`harmonia reproduce optimum`: every policy's gap to the CP-SAT optimum on small instances."""
+
+import time
+from pathlib import Path
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
+
+from harmonia.cli import EXIT_FAILED, EXIT_INVALID, fail
+from harmonia.simulator import SimulatorNotFound, find_tool
+
+
+def reproduce_optimum(out: Path, seeds: tuple[int, ...], slots: int, time_limit: float) -> None:
+    from harmonia.experiments.optimum import markdown, run_seed, write_outputs
+
+    if len(seeds) < 2:
+        fail(["--seeds: at least 2 (a 95 % interval needs a spread)"], EXIT_INVALID)
+    if out.exists() and not out.is_dir():
+        fail([f"--out {out}: not a directory"], EXIT_INVALID)
+    try:
+        fluid = find_tool("harmonia-fluid", "HARMONIA_FLUID", "src/tools/harmonia-fluid")
+    except SimulatorNotFound as error:
+        fail([str(error)], EXIT_FAILED)
+    console = Console(stderr=True)
+    started = time.monotonic()
+    results = []
+    progress = Progress(
+        "[progress.description]{task.description}",
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console,
+    )
+    with progress:
+        task = progress.add_task("instances (policies, then 4 CP-SAT solves)", total=len(seeds))
+        for seed in seeds:
+            try:
+                results.append(run_seed(seed, fluid, slots, time_limit))
+            except (RuntimeError, ValueError) as error:
+                fail([f"seed {seed}: {error}"], EXIT_FAILED)
+            progress.advance(task)
+    try:
+        written = write_outputs(results, out)
+    except OSError as error:
+        fail([f"--out {out}: cannot write: {error.strerror or error}"], EXIT_FAILED)
+    typer.echo(markdown(results))
+    typer.echo(
+        f"{len(seeds)} instances in {time.monotonic() - started:.0f} s; "
+        + ", ".join(str(p) for p in written)
+    )
