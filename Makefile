@@ -65,6 +65,7 @@ format: setup
 bench: build
 	$(BUILD)/bench/optimizer_bench --benchmark_repetitions=5 --benchmark_report_aggregates_only=true
 	$(BUILD)/bench/requests_bench --benchmark_repetitions=5 --benchmark_report_aggregates_only=true
+	$(BUILD)/bench/auto_bench --benchmark_repetitions=5 --benchmark_report_aggregates_only=true
 	scripts/bench-sim.sh
 	scripts/bench-bbio.sh
 	scripts/bench-control.sh
