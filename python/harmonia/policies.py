@@ -3,7 +3,7 @@
 The names come from the C++ registry through `harmonia-describe`, asked the first time one is
 read: `POLICIES` (the baseline and the Harmonia paper's policies, what "all" means), `PEERS`
 (published schedulers that came after Harmonia, docs/scheduling-model.md section 8) and
-`EVERY_POLICY` (both).
+`EVERY_POLICY` (every registered policy: both, and `auto`, section 9).
 """
 
 from harmonia.names import policy_names
@@ -22,8 +22,8 @@ def __getattr__(name: str) -> tuple[str, ...]:
 
 
 def parse_policies(spec: str) -> list[str]:
-    """Turn ``"all"`` (the paper's policies), ``"peers"``, ``"every"`` (both) or a comma-separated
-    list of policy names and groups into a list of names.
+    """Turn ``"all"`` (the paper's policies), ``"peers"``, ``"every"`` (both, and auto) or a
+    comma-separated list of policy names and groups into a list of names.
 
     Duplicates are dropped, the order given is kept. Raises ValueError for an unknown name.
     """

@@ -181,7 +181,7 @@ def test_trace_mix_takes_arrivals_sizes_users_and_limits_from_the_trace() -> Non
 def test_policy_groups() -> None:
     assert parse_policies("all") == list(POLICIES)
     assert parse_policies("peers") == list(PEERS)
-    assert parse_policies("every") == list(POLICIES + PEERS)
+    assert parse_policies("every") == [*POLICIES, *PEERS, "auto"]
     assert parse_policies("io-sets, datawarp, io-sets") == ["io-sets", "datawarp"]
     with pytest.raises(ValueError, match='unknown policy "set-10"'):
         parse_policies("set-10")
