@@ -190,6 +190,17 @@ class AutoOptions(_Table):
     objective: Literal["makespan", "mean_completion", "stall", "slowdown"] = "stall"
     candidates: list[Annotated[str, one_of(policy_names)]] = []
 
+    @field_validator("candidates")
+    @classmethod
+    def _chosen_per_window(cls, candidates: list[str]) -> list[str]:
+        # These admit whole jobs by reservation (or are auto itself): no choice per window.
+        for name in candidates:
+            if name in ("auto", "datawarp", "slurm-easy"):
+                raise ValueError(f"{name} cannot be chosen per window")
+        if len(set(candidates)) != len(candidates):
+            raise ValueError("a policy is named twice")
+        return candidates
+
 
 class Scheduler(_Table):
     max_colocated: int | None = Field(default=None, ge=1, le=INT32_MAX)

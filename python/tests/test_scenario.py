@@ -123,6 +123,15 @@ def test_invalid_values_name_the_key(
         ),
         ("[scheduler]\nif_limit = 1\n", "scheduler.if_limit: Input should be greater than 1"),
         ('[scheduler.priority]\ntie = "random"\n', "scheduler.priority.tie: Input should be"),
+        ('[scheduler.auto]\nobjective = "fastest"\n', "scheduler.auto.objective: Input should be"),
+        (
+            '[scheduler.auto]\ncandidates = ["priority", "set-10"]\n',
+            "scheduler.auto.candidates[1]: unknown name 'set-10'",
+        ),
+        (
+            '[scheduler.auto]\ncandidates = ["priority", "datawarp"]\n',
+            "scheduler.auto.candidates: datawarp cannot be chosen per window",
+        ),
         (
             '[devices.ssd]\nwrite_bw = "1 GB/s"\nread_bw = "1 GB/s"\nconcurrency = 2\n',
             "devices.ssd: give exactly one of interference_slope or curve",
@@ -344,6 +353,9 @@ max_running_apps = 3
 min_buffers = 2
 [scheduler.priority]
 tie = "fcfs"
+[scheduler.auto]
+objective = "makespan"
+candidates = ["priority", "fair-share"]
 """
     normalized = normalize(load_scenario(write_toml(text + SYNTHETIC_APP)))
     assert normalized["platform"]["fat_tree"] == {
@@ -365,6 +377,7 @@ tie = "fcfs"
         "if_limit": 5.0,
         "min_buffers": 2,
         "priority_tie": "fcfs",
+        "auto": {"objective": "makespan", "candidates": ["priority", "fair-share"]},
         "max_colocated": 2,
         "max_running_apps": 3,
     }
