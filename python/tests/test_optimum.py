@@ -11,6 +11,7 @@ from harmonia.optimum import (
     PhaseTimes,
     io_alone,
     metrics,
+    retime,
     run_policies,
     solve,
     stream_bw,
@@ -109,3 +110,25 @@ def test_model_rates_match_the_core() -> None:
     inst = Instance([AppSpec(0.0, [(0.0, 5 * GBS)])], buffers=2, max_colocated=1)
     run = run_policies(inst, ["fair-share"], fluid)["fair-share"]
     assert run["phases"][0]["io_alone"] == pytest.approx(io_alone(inst, 5 * GBS, 2), rel=1e-9)
+
+
+def test_retime_plays_the_decisions_in_continuous_time() -> None:
+    # Two 8 GB phases on one buffer, the second after the first (X = 1): back to back at the
+    # rate of one stream; the second application's second phase follows its 5 s of compute.
+    inst = Instance(
+        [AppSpec(0.0, [(0.0, 8 * GBS)]), AppSpec(0.0, [(0.0, 8 * GBS), (5.0, 4 * GBS)])],
+        buffers=1,
+        max_colocated=1,
+    )
+    bw = stream_bw(inst.device, 1)
+    times = retime(inst, [(0, 0), (1, 0), (1, 1)], [[0], [0], [0]], [1, 0, 2])
+    assert times is not None
+    by_phase = {(p.app, p.index): p for p in times}
+    assert by_phase[(1, 0)].end == pytest.approx(8 * GBS / bw)
+    assert by_phase[(0, 0)].start == pytest.approx(8 * GBS / bw)  # waits its turn in the order
+    assert by_phase[(0, 0)].end == pytest.approx(16 * GBS / bw)
+    assert by_phase[(1, 1)].requested == pytest.approx(8 * GBS / bw + 5)
+    assert by_phase[(1, 1)].end == pytest.approx(20 * GBS / bw)
+    # More than the buffer holds without a drain: no continuous schedule is claimed.
+    small = Instance(inst.apps, buffers=1, capacity=10 * GBS, max_colocated=1)
+    assert retime(small, [(0, 0), (1, 0), (1, 1)], [[0], [0], [0]], [1, 0, 2]) is None
