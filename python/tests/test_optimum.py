@@ -132,3 +132,24 @@ def test_retime_plays_the_decisions_in_continuous_time() -> None:
     # More than the buffer holds without a drain: no continuous schedule is claimed.
     small = Instance(inst.apps, buffers=1, capacity=10 * GBS, max_colocated=1)
     assert retime(small, [(0, 0), (1, 0), (1, 1)], [[0], [0], [0]], [1, 0, 2]) is None
+
+
+def test_gaps_are_relative_except_stall_and_skip_unproven_optima() -> None:
+    from harmonia.experiments.optimum import SeedResult, gaps, markdown
+
+    def seed(status: str) -> SeedResult:
+        optimum = {
+            "makespan": {"value": 100.0, "status": status, "seconds": 1.0},
+            "mean_completion": {"value": 50.0, "status": status, "seconds": 1.0},
+            "stall": {"value": 0.0, "status": status, "seconds": 1.0},
+            "slowdown": {"value": 1.0, "status": status, "seconds": 1.0},
+        }
+        values = {"p": {"makespan": 110.0, "mean_completion": 50.0, "stall": 4.0, "slowdown": 1.5}}
+        return SeedResult(1, {}, values, optimum)
+
+    got = gaps([seed("OPTIMAL"), seed("FEASIBLE")])
+    assert got["p"]["makespan"] == [pytest.approx(10.0)]
+    assert got["p"]["mean_completion"] == [pytest.approx(0.0)]
+    assert got["p"]["stall"] == [4.0]  # seconds: the optimum's stall is 0
+    assert got["p"]["slowdown"] == [pytest.approx(50.0)]
+    assert "| *optimum proven* | 1/2 | 1/2 | 1/2 | 1/2 |" in markdown([seed("OPTIMAL"), seed("X")])

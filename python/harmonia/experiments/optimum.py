@@ -67,9 +67,18 @@ def run_seed(
     return SeedResult(seed, instance.to_json(), values, optimum)
 
 
+# Stall can be 0 at the optimum (no phase waits or shares): its gap is in seconds, not in %.
+ABSOLUTE_GAPS = ("stall",)
+
+
+def gap_unit(objective: str) -> str:
+    return "s" if objective in ABSOLUTE_GAPS else "%"
+
+
 def gaps(results: list[SeedResult]) -> dict[str, dict[str, list[float]]]:
-    """policy -> objective -> (value / optimum - 1) per seed, in %, over the seeds whose optimum
-    CP-SAT proved within its time limit (a schedule it could not prove optimal is no reference)."""
+    """policy -> objective -> gap per seed: value / optimum - 1 in %, or value - optimum in
+    seconds for stall; over the seeds whose optimum CP-SAT proved within its time limit (a
+    schedule it could not prove optimal is no reference)."""
     out: dict[str, dict[str, list[float]]] = {}
     for r in results:
         for policy, values in r.values.items():
@@ -77,19 +86,19 @@ def gaps(results: list[SeedResult]) -> dict[str, dict[str, list[float]]]:
                 opt = r.optimum[objective]["value"]
                 if r.optimum[objective]["status"] != "OPTIMAL":
                     continue
-                out.setdefault(policy, {}).setdefault(objective, []).append(
-                    100 * (values[objective] / opt - 1)
-                )
+                value = values[objective]
+                gap = value - opt if objective in ABSOLUTE_GAPS else 100 * (value / opt - 1)
+                out.setdefault(policy, {}).setdefault(objective, []).append(gap)
     return out
 
 
 def markdown(results: list[SeedResult]) -> str:
     g = gaps(results)
     lines = [
-        "Gap to the CP-SAT optimum, % (mean ± 95 % interval over the seeds where it is proven, "
-        "see the last rows; negative: the policy beat the discretised optimum)",
+        "Gap to the CP-SAT optimum (mean ± 95 % interval over the seeds where it is proven, "
+        "see the last rows; negative: the policy beat the model's optimum)",
         "",
-        "| policy | " + " | ".join(OBJECTIVES) + " |",
+        "| policy | " + " | ".join(f"{o} ({gap_unit(o)})" for o in OBJECTIVES) + " |",
         "| --- |" + " ---: |" * len(OBJECTIVES),
     ]
     for policy, by_objective in g.items():
@@ -115,10 +124,10 @@ def markdown(results: list[SeedResult]) -> str:
 def write_outputs(results: list[SeedResult], out: Path) -> list[Path]:
     """optimum.md, optimum.json and optimum-gaps.png into `out`."""
     out.mkdir(parents=True, exist_ok=True)
-    (out / "optimum.md").write_text(markdown(results), encoding="utf-8")
     (out / "optimum.json").write_text(
         json.dumps([asdict(r) for r in results], indent=1), encoding="utf-8"
     )
+    (out / "optimum.md").write_text(markdown(results), encoding="utf-8")
     g = gaps(results)
     fig = Figure(figsize=(12, 4.5))
     ax = fig.add_subplot()
@@ -135,7 +144,7 @@ def write_outputs(results: list[SeedResult], out: Path) -> list[Path]:
             capsize=2,
         )
     ax.set_xticks(np.arange(len(names)) + 0.4 - width / 2, names, rotation=30, ha="right")
-    ax.set_ylabel("gap to the optimum (%)")
+    ax.set_ylabel("gap to the optimum (% ; stall: s)")
     ax.axhline(0, color="black", linewidth=0.8)
     ax.legend()
     fig.tight_layout()
