@@ -102,7 +102,7 @@ int main(int argc, char** argv) {
       ->add_option("--policy", buffers.policy,
                    "datawarp, max-buffer-efficiency, priority, max-bandwidth, fairness, "
                    "min-stall; peers: fair-share, io-sets, themisio-job, themisio-user, "
-                   "themisio-size, slurm-easy")
+                   "themisio-size, slurm-easy; auto (chooses among them per window)")
       ->capture_default_str();
   group->add_option("--buffer-capacity", capacity, "Bytes per node")->capture_default_str();
   group->add_option("--buffer-write-bw", buffers.write_bw, "A node's device, bytes/s")
