@@ -38,8 +38,9 @@ struct BufferConfig {
   int min_buffers = 1;
   /// DataWarp: a job writing past its reservation gets a temporary extension (paper II-c).
   bool extend_reservations = false;
-  std::string auto_objective = "stall";  ///< what the `auto` policy minimises
-  double phase_bytes = 64e6;             ///< per process, for a phase that declares no size
+  /// What the `auto` policy minimises (makespan, mean_completion, stall or slowdown).
+  std::string auto_objective = "stall";
+  double phase_bytes = 64e6;  ///< per process, for a phase that declares no size
   /// Most bytes one job's phase (and a DataWarp reservation) may ask for, whatever it declares;
   /// 0: all buffers together.
   double max_phase_bytes = 0;
