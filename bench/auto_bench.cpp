@@ -17,6 +17,7 @@ class NoActions : public Actions {
  public:
   void admit(AppId) override {}
   void grant(const PhaseRequest&, const std::vector<BufferId>&) override {}
+  void start_prefetch(const PhaseRequest&, const std::vector<BufferId>&) override {}
   void start_drain(BufferId) override {}
   void stop_drain(BufferId) override {}
 };

@@ -186,7 +186,7 @@ class PriorityOptions(_Table):
 
 class AutoOptions(_Table):
     # What the `auto` policy minimises and the policies it chooses among (docs/scheduling-model.md
-    # section 9); empty: every policy but auto, datawarp and slurm-easy.
+    # section 10); empty: every policy but auto, datawarp and slurm-easy.
     objective: Literal["makespan", "mean_completion", "stall", "slowdown"] = "stall"
     candidates: list[Annotated[str, one_of(policy_names)]] = []
 

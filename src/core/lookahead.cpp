@@ -34,12 +34,16 @@ class FluidActions : public Actions {
   struct Grant {
     PhaseRequest request;
     std::vector<BufferId> buffers;
+    bool prefetch = false;
   };
   std::vector<Grant> grants;
 
   void admit(AppId) override {}
   void grant(const PhaseRequest& phase, const std::vector<BufferId>& buffers) override {
-    grants.push_back({phase, buffers});
+    grants.push_back({phase, buffers, false});
+  }
+  void start_prefetch(const PhaseRequest& phase, const std::vector<BufferId>& buffers) override {
+    grants.push_back({phase, buffers, true});
   }
   void start_drain(BufferId) override {}
   void stop_drain(BufferId) override {}
@@ -50,6 +54,9 @@ struct Stream {
   std::vector<BufferId> buffers;
   double remaining = 0;
   double client_bw = 0;
+  /// A read phase's stage-in: a stream into its buffers like a write, which ends in
+  /// `on_prefetched` (the PFS side of it is not modelled here).
+  bool prefetch = false;
 };
 
 /// The fluid rates of the phases and drains in progress: the same rule as the optimizer's
@@ -122,6 +129,10 @@ void Lookahead::copy_state(const Scheduler& from, Scheduler& to) {
   to.pending_ = from.pending_;
   to.running_ = from.running_;
   to.waiting_ = from.waiting_;
+  to.reads_ = from.reads_;
+  to.staging_in_ = from.staging_in_;
+  to.written_ = from.written_;
+  to.next_release_ = from.next_release_;
   to.recorder_ = from.recorder_;
   to.capacity_blocked_ = false;
 }
@@ -145,8 +156,9 @@ Forecast Lookahead::forecast(const std::string& policy, const Scheduler& from, d
   std::vector<std::pair<AppId, int>> followed;
   std::vector<Stream> streams;
   for (const auto& r : sim->running_) {
-    streams.push_back({r.request, r.buffers, r.request.bytes, client_bw(r.request.app)});
-    followed.emplace_back(r.request.app, r.request.index);
+    streams.push_back(
+        {r.request, r.buffers, r.request.bytes, client_bw(r.request.app), r.prefetch});
+    if (!r.prefetch) followed.emplace_back(r.request.app, r.request.index);
   }
   // The scheduler does not know how far a running phase got: assume it ran at today's rate
   // since its grant (and keep at least 1 % to write).
@@ -175,7 +187,8 @@ Forecast Lookahead::forecast(const std::string& policy, const Scheduler& from, d
   sim->on_tick(t);
   for (int event = 0; event < max_events; ++event) {
     for (auto& g : actions.grants)
-      streams.push_back({g.request, g.buffers, g.request.bytes, client_bw(g.request.app)});
+      streams.push_back(
+          {g.request, g.buffers, g.request.bytes, client_bw(g.request.app), g.prefetch});
     actions.grants.clear();
 
     const Rates r = rates(streams, sim->buffers_, config);
@@ -208,6 +221,10 @@ Forecast Lookahead::forecast(const std::string& policy, const Scheduler& from, d
       if (!done) {
         s.remaining -= r.phase[k] * dt;
         still.push_back(std::move(s));
+        continue;
+      }
+      if (s.prefetch) {
+        sim->on_prefetched(s.request.app, s.request.index, t);
         continue;
       }
       sim->on_phase_complete(s.request.app, s.request.index, t);

@@ -2,7 +2,7 @@
 /// @file Simulating ahead with the policy core: what a policy would do from a scheduler's current
 /// state, in a fluid model of the phases (no SimGrid). The `auto` policy (policies/auto.cpp)
 /// forecasts each candidate policy with it and follows the best. docs/scheduling-model.md,
-/// section 9.
+/// section 10.
 
 #include <string>
 #include <vector>
@@ -78,7 +78,7 @@ class Lookahead {
 
   /// Runs a fresh `policy` from `from`'s state at `now` to the end of the forecast's phases in a
   /// fluid model: every phase and drain progresses at the rate the device curve and links give
-  /// it (section 9 of docs/scheduling-model.md), the policy deciding at every event. Stops after
+  /// it (section 10 of docs/scheduling-model.md), the policy deciding at every event. Stops after
   /// `max_events` events (the forecast is then incomplete).
   static Forecast forecast(const std::string& policy, const Scheduler& from, double now,
                            const std::vector<ExpectedIteration>& next, int max_events = 20000);

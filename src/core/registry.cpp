@@ -30,7 +30,7 @@ const std::vector<Entry>& registry() {
       {"themisio-user", Peer, make_themisio_user},
       {"themisio-size", Peer, make_themisio_size},
       {"slurm-easy", Peer, make_slurm_easy},
-      // Automatic choice among the others (docs/scheduling-model.md section 9).
+      // Automatic choice among the others (docs/scheduling-model.md section 10).
       {"auto", Auto, make_auto},
   };
   return table;

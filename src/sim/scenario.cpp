@@ -202,7 +202,7 @@ Scenario parse_scenario(const std::string& json_text, const std::string& source)
       cfg.extend_reservations = sched.boolean("extend_reservations");
     if (sched.has("lend_write_only")) cfg.lend_write_only = sched.boolean("lend_write_only");
     if (sched.has("auto")) {
-      // The `auto` policy's settings (docs/scheduling-model.md section 9).
+      // The `auto` policy's settings (docs/scheduling-model.md section 10).
       const Reader options = sched.child("auto");
       if (options.has("objective")) {
         cfg.auto_objective = options.string("objective");

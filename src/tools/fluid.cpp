@@ -56,6 +56,7 @@ json run(const std::string& policy, const json& instance) {
   struct Quiet : core::Actions {
     void admit(core::AppId) override {}
     void grant(const core::PhaseRequest&, const std::vector<core::BufferId>&) override {}
+    void start_prefetch(const core::PhaseRequest&, const std::vector<core::BufferId>&) override {}
     void start_drain(core::BufferId) override {}
     void stop_drain(core::BufferId) override {}
   } quiet;

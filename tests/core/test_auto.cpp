@@ -1,4 +1,4 @@
-// The `auto` policy and its fluid look-ahead (docs/scheduling-model.md section 9): the forecast
+// The `auto` policy and its fluid look-ahead (docs/scheduling-model.md section 10): the forecast
 // follows the device curve exactly on cases solved by hand, and auto lets the candidate with the
 // best forecast decide, so that the same state gives different decisions for different
 // objectives (a fixed policy in its place fails one of the two cases).

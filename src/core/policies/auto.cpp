@@ -4,7 +4,7 @@
 // candidate policy from the current state with the fluid look-ahead of the policy core
 // (core/lookahead.hpp) over the phases running and waiting and each application's next
 // iteration, and lets the candidate with the best forecast value of the admin's objective
-// (`auto.objective`) make this window's decision. docs/scheduling-model.md, section 9.
+// (`auto.objective`) make this window's decision. docs/scheduling-model.md, section 10.
 #include "core/policies/auto.hpp"
 
 #include <algorithm>

@@ -46,6 +46,10 @@ class AutoPolicy : public Scheduler {
     void grant(const PhaseRequest& phase, const std::vector<BufferId>& buffers) override {
       grants.emplace_back(phase, buffers);
     }
+    /// A granted stage-in is replayed as the grant of its pending read, which starts it.
+    void start_prefetch(const PhaseRequest& phase, const std::vector<BufferId>& buffers) override {
+      grants.emplace_back(phase, buffers);
+    }
     void start_drain(BufferId) override {}
     void stop_drain(BufferId) override {}
   };
