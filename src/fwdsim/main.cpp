@@ -1,13 +1,14 @@
 // harmonia-fwdsim: the I/O forwarding layer on SimGrid (docs/forwarding-simulation.md).
-#include <sys/resource.h>
-
 #include <CLI/CLI.hpp>
-#include <cstdio>
-#include <fstream>
 #include <iostream>
 
 #include "common/write_atomically.hpp"
 #include "fwdsim/simulation.hpp"
+#include "simkit/engine.hpp"
+#include "simkit/json_reader.hpp"
+
+using harmonia::simkit::kBadInput;
+using harmonia::simkit::kRunFailed;
 
 int main(int argc, char** argv) {
   CLI::App cli{
@@ -20,34 +21,23 @@ int main(int argc, char** argv) {
 
   harmonia::fwdsim::Config config;
   try {
-    std::ifstream in(config_path);
-    if (!in) throw std::invalid_argument("cannot read the file");
-    config = harmonia::fwdsim::parse_config(nlohmann::json::parse(in));
-  } catch (const std::exception& error) {
-    std::fprintf(stderr, "harmonia-fwdsim: %s: %s\n", config_path.c_str(), error.what());
-    return 2;
+    config = harmonia::simkit::load_with(config_path, harmonia::fwdsim::parse_config);
+  } catch (const harmonia::simkit::InputError& error) {
+    std::cerr << "harmonia-fwdsim: " << error.what() << "\n";
+    return kBadInput;
   }
   try {
-    // SimGrid reads only its own --cfg options from argv: give it none.
-    int sg_argc = 1;
+    harmonia::simkit::Engine engine(argv[0]);
     double wall = 0;
-    const auto results = harmonia::fwdsim::simulate(config, sg_argc, argv, wall);
+    const auto results = harmonia::fwdsim::simulate(config, wall);
     if (out_path.empty())
       std::cout << results.dump(1) << "\n";
     else
       harmonia::common::write_atomically(out_path, results.dump(1));
-    if (!perf_path.empty()) {
-      rusage usage{};
-      getrusage(RUSAGE_SELF, &usage);
-      harmonia::common::write_atomically(
-          perf_path, nlohmann::json{{"wall_s", wall}, {"peak_rss_kb", usage.ru_maxrss}}.dump());
-    }
-  } catch (const std::invalid_argument& error) {
-    std::fprintf(stderr, "harmonia-fwdsim: %s: %s\n", config_path.c_str(), error.what());
-    return 2;
+    if (!perf_path.empty()) harmonia::simkit::write_perf(perf_path, wall, {});
   } catch (const std::exception& error) {
-    std::fprintf(stderr, "harmonia-fwdsim: %s\n", error.what());
-    return 1;
+    std::cerr << "harmonia-fwdsim: " << error.what() << "\n";
+    return kRunFailed;
   }
   return 0;
 }

@@ -1,7 +1,11 @@
 #include "fwdsim/model.hpp"
 
 #include <algorithm>
+#include <limits>
 #include <stdexcept>
+
+#include "core/requests/registry.hpp"
+#include "simkit/json_reader.hpp"
 
 namespace harmonia::fwdsim {
 
@@ -9,94 +13,95 @@ using nlohmann::json;
 
 namespace {
 
-[[noreturn]] void bad(const std::string& key, const std::string& why) {
-  throw std::invalid_argument(key + ": " + why);
+using simkit::Reader;
+
+constexpr std::int64_t kInt64Max = std::numeric_limits<std::int64_t>::max();
+
+// The forwarding scenario's own wording: type and bound in one phrase.
+std::int64_t whole(const Reader& r, const std::string& key, std::int64_t low,
+                   std::int64_t high = std::numeric_limits<int>::max()) {
+  const std::int64_t x = r.integer(key, std::numeric_limits<std::int64_t>::min(), high);
+  if (x < low) r.fail(key, "must be an integer >= " + std::to_string(low));
+  return x;
 }
 
-const json& need(const json& table, const std::string& key, const std::string& path) {
-  if (!table.contains(key)) bad(path + key, "missing");
-  return table.at(key);
+double positive(const Reader& r, const std::string& key) {
+  const double x = r.number(key);
+  if (!(x > 0)) r.fail(key, "must be a number > 0");
+  return x;
 }
 
-double positive(const json& table, const std::string& key, const std::string& path) {
-  const json& v = need(table, key, path);
-  if (!v.is_number() || !(v.get<double>() > 0)) bad(path + key, "must be a number > 0");
-  return v.get<double>();
+Pattern parse_pattern(const std::string& name) {
+  if (name == "file-per-process") return Pattern::FilePerProcess;
+  if (name == "shared-contiguous") return Pattern::SharedContiguous;
+  if (name == "shared-strided") return Pattern::SharedStrided;
+  throw std::invalid_argument("must be file-per-process, shared-contiguous or shared-strided");
 }
 
-std::string text(const json& table, const std::string& key, const std::string& path) {
-  const json& v = need(table, key, path);
-  if (!v.is_string()) bad(path + key, "must be a string");
-  return v.get<std::string>();
-}
-
-long whole(const json& table, const std::string& key, const std::string& path, long low) {
-  const json& v = need(table, key, path);
-  if (!v.is_number_integer() || v.get<long>() < low)
-    bad(path + key, "must be an integer >= " + std::to_string(low));
-  return v.get<long>();
+core::Op parse_op(const std::string& name) {
+  if (name == "read") return core::Op::Read;
+  if (name == "write") return core::Op::Write;
+  throw std::invalid_argument("must be read or write");
 }
 
 }  // namespace
 
 Config parse_config(const json& d) {
-  if (!d.is_object()) bad("(document)", "must be a JSON object");
+  const simkit::Document document(d);
+  const Reader root = document.root();
   Config c;
-  c.seed = static_cast<std::uint64_t>(whole(d, "seed", "", 0));
-  const json& platform = need(d, "platform", "");
-  c.link_bw = positive(platform, "link_bw", "platform.");
-  c.servers = static_cast<int>(whole(platform, "servers", "platform.", 1));
-  c.nodes = static_cast<int>(whole(platform, "nodes", "platform.", 1));
-  c.node_threads = static_cast<int>(whole(platform, "node_threads", "platform.", 1));
-  c.stripe = static_cast<std::uint64_t>(whole(platform, "stripe", "platform.", 1));
-  const json& disk = need(platform, "disk", "platform.");
-  c.disk.peak_bw = positive(disk, "peak_bw", "platform.disk.");
-  const json& contention = need(disk, "contention", "platform.disk.");
-  if (!contention.is_number() || contention.get<double>() < 0)
-    bad("platform.disk.contention", "must be a number >= 0");
-  c.disk.contention = contention.get<double>();
-  c.disk.size_half = positive(disk, "size_half", "platform.disk.");
-  const json& fwd = need(d, "forwarding", "");
-  const json& enabled = need(fwd, "enabled", "forwarding.");
-  if (!enabled.is_boolean()) bad("forwarding.enabled", "must be true or false");
-  c.forwarding = enabled.get<bool>();
-  c.scheduler = text(fwd, "scheduler", "forwarding.");
-  for (const auto& [key, value] : need(fwd, "options", "forwarding.").items()) {
-    if (!value.is_string()) bad("forwarding.options." + key, "must be a string");
-    c.options[key] = value.get<std::string>();
+  c.seed = static_cast<std::uint64_t>(whole(root, "seed", 0, kInt64Max));
+  const Reader platform = root.child("platform");
+  c.link_bw = positive(platform, "link_bw");
+  c.servers = static_cast<int>(whole(platform, "servers", 1));
+  c.nodes = static_cast<int>(whole(platform, "nodes", 1));
+  c.node_threads = static_cast<int>(whole(platform, "node_threads", 1));
+  c.stripe = static_cast<std::uint64_t>(whole(platform, "stripe", 1, kInt64Max));
+  const Reader disk = platform.child("disk");
+  c.disk.peak_bw = positive(disk, "peak_bw");
+  c.disk.contention = disk.number("contention");
+  if (c.disk.contention < 0) disk.fail("contention", "must be a number >= 0");
+  c.disk.size_half = positive(disk, "size_half");
+  const Reader fwd = root.child("forwarding");
+  c.forwarding = fwd.boolean("enabled");
+  c.scheduler = fwd.string("scheduler");
+  const Reader options = fwd.child("options");
+  for (const auto& key : options.keys()) c.options[key] = options.string(key);
+  try {  // a bad scheduler name or option fails here, before SimGrid starts
+    (void)core::requests::make_request_scheduler(c.scheduler, node_options(c, 0));
+  } catch (const std::invalid_argument& e) {
+    fwd.fail("scheduler", e.what());
   }
-  const json& apps = need(d, "apps", "");
-  if (!apps.is_array() || apps.empty()) bad("apps", "must be a non-empty list");
   bool any_active = false;
-  for (size_t i = 0; i < apps.size(); ++i) {
-    const std::string at = "apps[" + std::to_string(i) + "].";
-    const json& a = apps[i];
+  for (const Reader& a : root.objects("apps")) {
     AppConfig app;
-    app.name = text(a, "name", at);
-    app.clients = static_cast<int>(whole(a, "clients", at, 1));
-    const std::string pattern = text(a, "pattern", at);
-    if (pattern == "file-per-process")
-      app.pattern = Pattern::FilePerProcess;
-    else if (pattern == "shared-contiguous")
-      app.pattern = Pattern::SharedContiguous;
-    else if (pattern == "shared-strided")
-      app.pattern = Pattern::SharedStrided;
-    else
-      bad(at + "pattern", "must be file-per-process, shared-contiguous or shared-strided");
-    const std::string op = text(a, "op", at);
-    if (op != "read" && op != "write") bad(at + "op", "must be read or write");
-    app.op = op == "read" ? core::Op::Read : core::Op::Write;
-    app.request = static_cast<std::uint64_t>(whole(a, "request", at, 1));
-    app.requests = static_cast<int>(whole(a, "requests", at, 1));
-    if (a.contains("idle")) {
-      if (!a.at("idle").is_boolean()) bad(at + "idle", "must be true or false");
-      app.idle = a.at("idle").get<bool>();
-    }
+    app.name = a.string("name");
+    app.clients = static_cast<int>(whole(a, "clients", 1));
+    app.pattern = a.parsed("pattern", parse_pattern);
+    app.op = a.parsed("op", parse_op);
+    app.request = static_cast<std::uint64_t>(whole(a, "request", 1, kInt64Max));
+    app.requests = static_cast<int>(whole(a, "requests", 1));
+    if (a.has("idle")) app.idle = a.boolean("idle");
     any_active = any_active || !app.idle;
     c.apps.push_back(app);
   }
-  if (!any_active) bad("apps", "at least one application must not be idle");
+  if (!any_active) root.fail("apps", "at least one application must not be idle");
+  document.check_all_read();
   return c;
+}
+
+core::requests::Options node_options(const Config& config, int node) {
+  core::requests::Options options = config.options;
+  options["twins.servers"] = std::to_string(config.servers);
+  options["twins.node"] = std::to_string(node);
+  return options;
+}
+
+core::DeviceModel disk_device(const DiskConfig& disk, int streams) {
+  std::vector<std::pair<int, double>> curve;
+  for (int n = 1; n <= std::max(streams, 1); ++n)
+    curve.emplace_back(n, disk_capacity(disk, n) / disk.peak_bw);
+  return core::DeviceModel::from_curve("disk", disk.peak_bw, disk.peak_bw, 1, curve);
 }
 
 std::vector<ClientRequest> client_requests(const AppConfig& app, int app_index, int rank) {

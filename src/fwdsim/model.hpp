@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "core/device.hpp"
 #include "core/requests/options.hpp"
 #include "core/requests/request_scheduler.hpp"
 
@@ -48,8 +49,13 @@ struct Config {
   std::vector<AppConfig> apps;
 };
 
-/// Reads the normalized JSON; throws std::invalid_argument naming the key.
+/// Reads the normalized JSON; throws simkit::InputError (a std::invalid_argument) naming the key,
+/// also for a scheduler name or option that the request scheduler refuses.
 Config parse_config(const nlohmann::json& document);
+
+/// The request scheduler's options on forwarding node `node`: the run's, with the node's place
+/// among the data servers (TWINS).
+core::requests::Options node_options(const Config& config, int node);
 
 /// One request of a client, in the order it issues them.
 struct ClientRequest {
@@ -76,6 +82,9 @@ struct Striping {
 
 /// Aggregate bandwidth of a disk with `streams` concurrent requests.
 double disk_capacity(const DiskConfig& disk, int streams);
+/// The disk as a device model: disk_capacity's curve, exact for up to `streams` concurrent
+/// requests (a data server never sees more than the run's clients).
+core::DeviceModel disk_device(const DiskConfig& disk, int streams);
 /// The share of the disk's bandwidth a request of `bytes` can use.
 double size_efficiency(const DiskConfig& disk, double bytes);
 

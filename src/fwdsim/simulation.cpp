@@ -8,6 +8,7 @@
 #include <unordered_map>
 
 #include "core/requests/registry.hpp"
+#include "simkit/platform.hpp"
 
 namespace sg4 = simgrid::s4u;
 namespace req = harmonia::core::requests;
@@ -16,7 +17,6 @@ namespace harmonia::fwdsim {
 
 namespace {
 
-constexpr double kHostSpeed = 1e9;
 constexpr double kControlBytes = 512;  ///< a request description or an acknowledgement
 
 /// A message to a forwarding node: a client's request, or a dispatch that completed.
@@ -56,46 +56,19 @@ class Run {
   void build() {
     int total_clients = 0;
     for (const auto& app : c_.apps) total_clients += app.clients;
-    const unsigned leaves =
-        static_cast<unsigned>(total_clients + (c_.forwarding ? c_.nodes : 0) + c_.servers);
-    auto name_of = [&](unsigned long id) -> std::string {
-      const auto clients = static_cast<unsigned long>(total_clients);
-      const auto nodes = static_cast<unsigned long>(c_.forwarding ? c_.nodes : 0);
-      if (id < clients) return "client-" + std::to_string(id);
-      if (id < clients + nodes) return "fwd-" + std::to_string(id - clients);
-      return "server-" + std::to_string(id - clients - nodes);
-    };
-    auto netpoint = [&](sg4::NetZone* zone, const std::vector<unsigned long>&, unsigned long id) {
-      auto* host = zone->create_host(name_of(id), kHostSpeed);
-      return std::make_pair(host->get_netpoint(), nullptr);
-    };
-    auto* zone = sg4::create_fatTree_zone(
-        "switch", nullptr, sg4::FatTreeParams(1, {leaves}, {1}, {1}),
-        sg4::ClusterCallbacks(netpoint), c_.link_bw, 0, sg4::Link::SharingPolicy::SPLITDUPLEX);
-    zone->seal();
-    auto* engine = sg4::Engine::get_instance();
-    for (int i = 0; i < total_clients; ++i)
-      client_hosts_.push_back(engine->host_by_name("client-" + std::to_string(i)));
-    if (c_.forwarding)
-      for (int i = 0; i < c_.nodes; ++i)
-        node_hosts_.push_back(engine->host_by_name("fwd-" + std::to_string(i)));
+    simkit::Network network;
+    network.link_bw = c_.link_bw;
+    auto hosts = simkit::build_network(
+        network,
+        {{"client", total_clients}, {"fwd", c_.forwarding ? c_.nodes : 0}, {"server", c_.servers}});
+    client_hosts_ = std::move(hosts[0]);
+    node_hosts_ = std::move(hosts[1]);
+    server_hosts_ = std::move(hosts[2]);
+    const core::DeviceModel device = disk_device(c_.disk, total_clients);
     const DiskConfig disk = c_.disk;
-    for (int i = 0; i < c_.servers; ++i) {
-      auto* host = engine->host_by_name("server-" + std::to_string(i));
-      server_hosts_.push_back(host);
-      auto* d = host->create_disk("disk", disk.peak_bw, disk.peak_bw);
-      auto curve = [disk](double capacity, int n) {
-        return capacity * disk_capacity(disk, n) / disk.peak_bw;
-      };
-      for (auto op : {sg4::Disk::Operation::READ, sg4::Disk::Operation::WRITE,
-                      sg4::Disk::Operation::READWRITE})
-        d->set_sharing_policy(op, sg4::Disk::SharingPolicy::NONLINEAR, curve);
-      d->set_factor_cb([disk](sg_size_t size, sg4::Io::OpType) {
-        return size_efficiency(disk, static_cast<double>(size));
-      });
-      d->seal();
-      disks_.push_back(d);
-    }
+    for (auto* host : server_hosts_)
+      disks_.push_back(simkit::create_disk(
+          host, "disk", device, [disk](double bytes) { return size_efficiency(disk, bytes); }));
     loads_.resize(static_cast<size_t>(c_.servers));
   }
 
@@ -252,10 +225,7 @@ class Run {
 
   void run_node(int node) {
     auto* me = node_hosts_[static_cast<size_t>(node)];
-    req::Options options = c_.options;
-    options["twins.servers"] = std::to_string(c_.servers);
-    options["twins.node"] = std::to_string(node);
-    const auto scheduler = req::make_request_scheduler(c_.scheduler, options);
+    const auto scheduler = req::make_request_scheduler(c_.scheduler, node_options(c_, node));
     std::unordered_map<req::RequestId, std::pair<sg4::Mailbox*, sg4::Host*>> waiting;
     std::unordered_map<req::RequestId, core::Op> ops;
     std::size_t finished = 0;
@@ -345,19 +315,12 @@ class Run {
 
 }  // namespace
 
-nlohmann::ordered_json simulate(const Config& config, int argc, char** argv, double& wall) {
-  // Fails early on a bad scheduler name or option, before SimGrid starts.
-  req::Options options = config.options;
-  options["twins.servers"] = std::to_string(config.servers);
-  (void)req::make_request_scheduler(config.scheduler, options);
-  sg4::Engine engine(&argc, argv);
-  engine.set_config("network/model:CM02");
-  engine.set_config("network/crosstraffic:0");
+nlohmann::ordered_json simulate(const Config& config, double& wall) {
   Run run(config);
   run.build();
   run.start();
   const auto started = std::chrono::steady_clock::now();
-  engine.run();
+  sg4::Engine::get_instance()->run();
   wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   return run.results();
 }

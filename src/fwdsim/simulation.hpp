@@ -11,9 +11,9 @@
 
 namespace harmonia::fwdsim {
 
-/// Runs `config` in this process's SimGrid engine (once per process) and returns the results
-/// JSON (docs/forwarding-simulation.md), deterministic; `wall` gets the run's wall time. Throws
-/// std::invalid_argument for a bad scheduler or option.
-nlohmann::ordered_json simulate(const Config& config, int argc, char** argv, double& wall);
+/// Runs `config` in this process's SimGrid engine (simkit::Engine, made first; once per process)
+/// and returns the results JSON (docs/forwarding-simulation.md), deterministic; `wall` gets the
+/// run's wall time.
+nlohmann::ordered_json simulate(const Config& config, double& wall);
 
 }  // namespace harmonia::fwdsim

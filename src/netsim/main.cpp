@@ -1,10 +1,7 @@
 // harmonia-netsim: MPI and I/O traffic of two jobs on a SimGrid fat-tree (one run per process).
-#include <sys/resource.h>
-
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <chrono>
-#include <cstdio>
-#include <fstream>
 #include <iostream>
 #include <optional>
 
@@ -13,19 +10,11 @@
 #include "netsim/results.hpp"
 #include "netsim/route_check.hpp"
 #include "netsim/simulation.hpp"
+#include "simkit/engine.hpp"
 
-namespace sg4 = simgrid::s4u;
 using harmonia::netsim::Config;
-
-namespace {
-
-long peak_rss_kb() {
-  rusage usage{};
-  getrusage(RUSAGE_SELF, &usage);
-  return usage.ru_maxrss;
-}
-
-}  // namespace
+using harmonia::simkit::kBadInput;
+using harmonia::simkit::kRunFailed;
 
 int main(int argc, char** argv) {
   CLI::App cli{
@@ -53,22 +42,16 @@ int main(int argc, char** argv) {
                                           loaded->job_placement, loaded->seed);
   } catch (const std::exception& e) {
     std::cerr << "harmonia-netsim: " << e.what() << "\n";
-    return 2;
+    return kBadInput;
   }
   if (!check && out_path.empty()) {
     std::cerr << "harmonia-netsim: --out is required\n";
-    return 2;
+    return kBadInput;
   }
   const Config& config = *loaded;
   try {
-    // Clean fluid max-min sharing: CM02 without cross-traffic, zero link latency (see
-    // docs/network-interference.md).
-    int sg_argc = 1;
-    char* sg_argv[] = {argv[0], nullptr};
-    sg4::Engine engine(&sg_argc, sg_argv);
-    xbt_log_control_set("root.thresh:critical");
-    engine.set_config("network/model:CM02");
-    engine.set_config("network/crosstraffic:0");
+    // Clean fluid max-min sharing, zero link latency (see docs/network-interference.md).
+    harmonia::simkit::Engine engine(argv[0]);
 
     if (check) {
       const auto hosts = harmonia::netsim::build_fabric(*fabric, config.link_bw);
@@ -90,17 +73,15 @@ int main(int argc, char** argv) {
         out_path, harmonia::netsim::results_json(config, *fabric, *layout, result).dump(1));
     if (!perf_path.empty()) {
       const long transfers = result.mpi.transfers + result.io.transfers;
-      const nlohmann::ordered_json perf = {
-          {"wall_s", wall},
-          {"simulated_s", result.end_time},
-          {"transfers", transfers},
-          {"transfers_per_s", static_cast<double>(transfers) / std::max(wall, 1e-9)},
-          {"peak_rss_kb", peak_rss_kb()}};
-      harmonia::common::write_atomically(perf_path, perf.dump(2));
+      harmonia::simkit::write_perf(
+          perf_path, wall,
+          {{"simulated_s", result.end_time},
+           {"transfers", transfers},
+           {"transfers_per_s", static_cast<double>(transfers) / std::max(wall, 1e-9)}});
     }
     return 0;
   } catch (const std::exception& e) {
     std::cerr << "harmonia-netsim: " << e.what() << "\n";
-    return 1;
+    return kRunFailed;
   }
 }

@@ -2,33 +2,20 @@
 
 #include <algorithm>
 
+#include "simkit/platform.hpp"
+
 namespace sg4 = simgrid::s4u;
 
 namespace harmonia::netsim {
 
-namespace {
-// Hosts only send; any speed will do.
-constexpr double kHostSpeed = 1e9;
-}  // namespace
-
 std::vector<sg4::Host*> build_fabric(const Fabric& fabric, double link_bw) {
-  auto netpoint = [](sg4::NetZone* zone, const std::vector<unsigned long>&, unsigned long id) {
-    auto* host = zone->create_host("node-" + std::to_string(id), kHostSpeed);
-    return std::make_pair(host->get_netpoint(), nullptr);
-  };
-  const std::vector<unsigned> ones(fabric.down().size(), 1);
   // Zero latency: CM02 weights a flow's share by its route latency, which would favour short
   // routes; propagation delay is added per hop outside the solver instead (see run_client).
-  auto* zone = sg4::create_fatTree_zone(
-      "fabric", nullptr,
-      sg4::FatTreeParams(static_cast<unsigned>(fabric.levels()), fabric.down(), fabric.up(), ones),
-      sg4::ClusterCallbacks(netpoint), link_bw, 0.0, sg4::Link::SharingPolicy::SPLITDUPLEX);
-  zone->seal();
-  auto* engine = sg4::Engine::get_instance();
-  std::vector<sg4::Host*> hosts;
-  for (long n = 0; n < fabric.nodes(); ++n)
-    hosts.push_back(engine->host_by_name("node-" + std::to_string(n)));
-  return hosts;
+  simkit::Network network;
+  network.tree = simkit::FatTree{static_cast<unsigned>(fabric.levels()), fabric.down(), fabric.up(),
+                                 std::vector<unsigned>(fabric.down().size(), 1)};
+  network.link_bw = link_bw;
+  return std::move(simkit::build_network(network, {{"node", fabric.nodes()}}).front());
 }
 
 Simulation::Simulation(const Config& config, const Fabric& fabric, const Layout& layout)

@@ -8,6 +8,7 @@
 #include <stdexcept>
 
 #include "core/registry.hpp"
+#include "simkit/records.hpp"
 
 namespace harmonia::schedd {
 
@@ -408,11 +409,7 @@ std::string BufferBroker::results_json() const {
                              {"granted", p.granted},
                              {"end", p.end},
                              {"size", p.bytes}});
-  out["drains"] = ordered_json::array();
-  for (const auto& d : recorder.drains())
-    if (d.bytes > 0)
-      out["drains"].push_back(
-          {{"buffer", d.buffer}, {"start", d.start}, {"end", d.end}, {"bytes", d.bytes}});
+  out["drains"] = simkit::drains_json(recorder.drains());
   return out.dump(2) + "\n";
 }
 

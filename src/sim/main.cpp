@@ -1,9 +1,7 @@
 // harmonia-sim: run one scheduling policy on one normalized scenario in SimGrid.
-#include <sys/resource.h>
-
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <chrono>
-#include <fstream>
 #include <iostream>
 #include <optional>
 
@@ -11,8 +9,10 @@
 #include "common/write_atomically.hpp"
 #include "core/registry.hpp"
 #include "sim/results.hpp"
+#include "simkit/engine.hpp"
 
-namespace sg4 = simgrid::s4u;
+using harmonia::simkit::kBadInput;
+using harmonia::simkit::kRunFailed;
 
 int main(int argc, char** argv) {
   CLI::App cli{"Run one Harmonia scheduling policy on a normalized scenario (docs/formats.md)"};
@@ -47,30 +47,23 @@ int main(int argc, char** argv) {
   }
   if (scenario_path.empty() || policy.empty() || out_path.empty()) {
     std::cerr << "harmonia-sim: --scenario, --policy and --out are required\n";
-    return 2;
+    return kBadInput;
   }
   const auto names = harmonia::core::policy_names();
   if (std::find(names.begin(), names.end(), policy) == names.end()) {
     std::cerr << "harmonia-sim: --policy: unknown policy '" << policy << "'\n";
-    return 2;
+    return kBadInput;
   }
   std::optional<harmonia::sim::Scenario> loaded;
   try {
     loaded = harmonia::sim::load_scenario(scenario_path);
   } catch (const std::exception& e) {
     std::cerr << "harmonia-sim: " << e.what() << "\n";
-    return 2;
+    return kBadInput;
   }
   const auto& scenario = *loaded;
   try {
-    // Clean fluid sharing: CM02 without cross-traffic (see docs/simulator.md).
-    int sg_argc = 1;
-    char* sg_argv[] = {argv[0], nullptr};
-    sg4::Engine engine(&sg_argc, sg_argv);
-    xbt_log_control_set("root.thresh:critical");
-    engine.set_config("network/model:CM02");
-    engine.set_config("network/crosstraffic:0");
-
+    harmonia::simkit::Engine engine(argv[0]);
     const auto started = std::chrono::steady_clock::now();
     harmonia::sim::Simulation simulation(scenario, policy, control);
     const auto result = simulation.run();
@@ -81,19 +74,14 @@ int main(int argc, char** argv) {
         out_path, harmonia::sim::results_json(scenario, policy, result).dump(2));
     if (!accounting_prefix.empty())
       harmonia::common::write_accounting(accounting_prefix, result.accounting);
-    if (!perf_path.empty()) {
-      rusage usage{};
-      getrusage(RUSAGE_SELF, &usage);
-      harmonia::common::write_atomically(
-          perf_path, nlohmann::json{{"wall_s", wall},
-                                    {"events", result.events},
-                                    {"events_per_s", result.events / std::max(wall, 1e-9)},
-                                    {"peak_rss_kb", usage.ru_maxrss}}
-                         .dump(2));
-    }
+    if (!perf_path.empty())
+      harmonia::simkit::write_perf(
+          perf_path, wall,
+          {{"events", result.events},
+           {"events_per_s", static_cast<double>(result.events) / std::max(wall, 1e-9)}});
     return 0;
   } catch (const std::exception& e) {
     std::cerr << "harmonia-sim: " << e.what() << "\n";
-    return 1;
+    return kRunFailed;
   }
 }

@@ -1,7 +1,7 @@
 #pragma once
-/// @file Builds the SimGrid platform of a scenario: compute nodes, buffer nodes and PFS servers
-/// as leaves of one fat-tree zone (a single switch is a one-level fat-tree), with disks whose
-/// aggregate bandwidth follows the device curve through SimGrid's NONLINEAR sharing.
+/// @file The SimGrid platform of a scenario (simkit's builder): compute nodes, buffer nodes and
+/// PFS servers as leaves of one fat-tree zone (a single switch is a one-level fat-tree), with
+/// disks whose aggregate bandwidth follows the device curve.
 
 #include <simgrid/s4u.hpp>
 #include <vector>
@@ -20,9 +20,5 @@ struct PlatformHosts {
 
 /// Must be called once, before the simulation starts.
 PlatformHosts build_platform(const Scenario& scenario);
-
-/// Attach a disk to `host` whose concurrent activities share `device`'s aggregate curve.
-simgrid::s4u::Disk* create_device_disk(simgrid::s4u::Host* host, const std::string& name,
-                                       const core::DeviceModel& device);
 
 }  // namespace harmonia::sim

@@ -1,12 +1,10 @@
 #include "sim/scenario.hpp"
 
 #include <algorithm>
-#include <fstream>
 #include <functional>
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <numeric>
-#include <sstream>
 #include <stdexcept>
 
 #include "core/lookahead.hpp"
@@ -16,90 +14,34 @@
 namespace harmonia::sim {
 
 using nlohmann::json;
+using simkit::InputError;
 
 namespace {
 
-/// Reads required keys and names the full key path in every error.
-class Reader {
- public:
-  Reader(const json& node, std::string path) : node_(node), path_(std::move(path)) {}
-
-  const json& at(const std::string& key) const {
-    if (!node_.is_object() || !node_.contains(key)) fail(key, "missing");
-    return node_.at(key);
-  }
-  bool has(const std::string& key) const { return node_.is_object() && node_.contains(key); }
-  Reader child(const std::string& key) const { return {at(key), join(key)}; }
-
-  double number(const std::string& key, double min, bool inclusive = true) const {
-    const auto& v = at(key);
-    if (!v.is_number()) fail(key, "must be a number");
-    const double x = v.get<double>();
-    if (inclusive ? !(x >= min) : !(x > min))
-      fail(key, std::string("must be ") + (inclusive ? ">= " : "> ") + std::to_string(min));
-    return x;
-  }
-  int integer(const std::string& key, long min) const {
-    const auto& v = at(key);
-    if (!v.is_number_integer()) fail(key, "must be an integer");
-    const long x = v.get<long>();
-    if (x < min) fail(key, "must be >= " + std::to_string(min));
-    if (x > std::numeric_limits<int>::max())  // not wrapped: kept in an int
-      fail(key, "must be <= " + std::to_string(std::numeric_limits<int>::max()));
-    return static_cast<int>(x);
-  }
-  bool boolean(const std::string& key) const {
-    const auto& v = at(key);
-    if (!v.is_boolean()) fail(key, "must be true or false");
-    return v.get<bool>();
-  }
-  std::string string(const std::string& key) const {
-    const auto& v = at(key);
-    if (!v.is_string()) fail(key, "must be a string");
-    return v.get<std::string>();
-  }
-  std::vector<unsigned> uints(const std::string& key) const {
-    const auto& v = at(key);
-    if (!v.is_array()) fail(key, "must be a list");
-    std::vector<unsigned> out;
-    for (const auto& x : v) {
-      if (!x.is_number_integer() || x.get<long>() < 1 ||
-          x.get<long>() > std::numeric_limits<unsigned>::max())
-        fail(key, "entries must be integers from 1 to " +
-                      std::to_string(std::numeric_limits<unsigned>::max()));
-      out.push_back(x.get<unsigned>());
-    }
-    return out;
-  }
-  [[noreturn]] void fail(const std::string& key, const std::string& why) const {
-    throw std::runtime_error(join(key) + ": " + why);
-  }
-  std::string join(const std::string& key) const { return path_.empty() ? key : path_ + "." + key; }
-  const std::string& path() const { return path_; }
-
- private:
-  const json& node_;
-  std::string path_;
-};
+using simkit::Reader;
 
 core::DeviceModel parse_device(const Reader& devices, const std::string& name) {
   if (!devices.has(name)) devices.fail(name, "device used but not defined");
   const Reader d = devices.child(name);
   const double w = d.number("write_bw", 0, false);
   const double r = d.number("read_bw", 0, false);
-  const int c = d.integer("concurrency", 1);
-  try {
-    if (d.has("curve")) {
-      std::vector<std::pair<int, double>> points;
-      for (const auto& p : d.at("curve")) {
-        if (!p.is_array() || p.size() != 2) d.fail("curve", "entries must be [n, fraction]");
-        points.emplace_back(p[0].get<int>(), p[1].get<double>());
-      }
-      return core::DeviceModel::from_curve(name, w, r, c, points);
+  const int c = d.int32("concurrency", 1);
+  std::vector<std::pair<int, double>> points;
+  const bool curve = d.has("curve");
+  if (curve) {
+    if (!d.at("curve").is_array()) d.fail("curve", "must be a list");
+    for (const auto& p : d.at("curve")) {
+      if (!p.is_array() || p.size() != 2 || !p[0].is_number_integer() || !p[1].is_number())
+        d.fail("curve", "entries must be [n, fraction]");
+      points.emplace_back(p[0].get<int>(), p[1].get<double>());
     }
-    return core::DeviceModel::from_slope(name, w, r, c, d.number("interference_slope", 0));
-  } catch (const std::invalid_argument& e) {
-    throw std::runtime_error(d.path() + ": " + e.what());
+  }
+  const double slope = curve ? 0.0 : d.number("interference_slope", 0);
+  try {
+    return curve ? core::DeviceModel::from_curve(name, w, r, c, points)
+                 : core::DeviceModel::from_slope(name, w, r, c, slope);
+  } catch (const std::invalid_argument& e) {  // the model's own checks of the curve
+    throw InputError(d.path() + ": " + e.what());
   }
 }
 
@@ -114,11 +56,8 @@ core::PricingConfig parse_pricing(const Reader& pricing) {
   core::PricingConfig out;
   if (pricing.has("node_hour_rate")) out.node_hour_rate = pricing.number("node_hour_rate", 0);
   if (pricing.has("classes")) {
-    const auto& classes = pricing.at("classes");
-    if (!classes.is_array() || classes.empty()) pricing.fail("classes", "must be a non-empty list");
     out.classes.clear();
-    for (size_t i = 0; i < classes.size(); ++i) {
-      const Reader c(classes[i], pricing.join("classes") + "[" + std::to_string(i) + "]");
+    for (const Reader& c : pricing.objects("classes")) {
       core::IoClass io_class{c.string("name"), c.number("slowdown", 1),
                              c.number("usage_factor", 0)};
       for (const auto& seen : out.classes)
@@ -144,15 +83,10 @@ double AppSpec::total_bytes() const {
 
 double AppSpec::reserved_bytes() const { return reservation > 0 ? reservation : total_bytes(); }
 
-Scenario parse_scenario(const std::string& json_text, const std::string& source) {
-  json doc;
+Scenario parse_scenario(const json& doc) {
+  const simkit::Document document(doc);
   try {
-    doc = json::parse(json_text);
-  } catch (const json::parse_error& e) {
-    throw std::runtime_error(source + ": not valid JSON: " + e.what());
-  }
-  try {
-    const Reader root(doc, "");
+    const Reader root = document.root();
     const Reader devices = root.child("devices");
     const Reader platform = root.child("platform");
     const Reader buffers = root.child("buffers");
@@ -166,32 +100,31 @@ Scenario parse_scenario(const std::string& json_text, const std::string& source)
     plat.fat_tree = network == "fat-tree";
     plat.link_bw = platform.number("link_bw", 0, false);
     plat.link_latency = platform.has("link_latency") ? platform.number("link_latency", 0) : 0.0;
-    plat.compute_nodes = platform.integer("compute_nodes", 1);
+    plat.compute_nodes = platform.int32("compute_nodes", 1);
     if (plat.fat_tree) {
       const Reader ft = platform.child("fat_tree");
-      plat.tree.levels = static_cast<unsigned>(ft.integer("levels", 1));
-      plat.tree.down = ft.uints("down");
-      plat.tree.up = ft.uints("up");
-      plat.tree.link_count = ft.uints("link_count");
+      plat.tree.levels = static_cast<unsigned>(ft.int32("levels", 1));
+      plat.tree.down = ft.counts("down", std::numeric_limits<unsigned>::max());
+      plat.tree.up = ft.counts("up", std::numeric_limits<unsigned>::max());
+      plat.tree.link_count = ft.counts("link_count", std::numeric_limits<unsigned>::max());
       for (const auto* list : {&plat.tree.down, &plat.tree.up, &plat.tree.link_count})
         if (list->size() != plat.tree.levels)
           ft.fail("levels", "down, up and link_count must each have `levels` entries");
     }
 
     core::SchedulerConfig cfg(parse_device(devices, buffers.string("device")));
-    cfg.buffer_count = buffers.integer("count", 1);
+    cfg.buffer_count = buffers.int32("count", 1);
     cfg.buffer_capacity = buffers.number("capacity", 0, false);
     cfg.flush_threshold = buffers.has("flush_threshold") ? buffers.number("flush_threshold", 0) : 0;
     if (cfg.flush_threshold > 1) buffers.fail("flush_threshold", "must be <= 1");
-    cfg.backup_flushers =
-        buffers.has("backup_flushers") ? buffers.integer("backup_flushers", 0) : 0;
+    cfg.backup_flushers = buffers.has("backup_flushers") ? buffers.int32("backup_flushers", 0) : 0;
     if (cfg.backup_flushers >= cfg.buffer_count) buffers.fail("backup_flushers", "must be < count");
     cfg.buffer_link_bw = plat.link_bw;
     cfg.client_node_bw = plat.link_bw;
-    if (sched.has("max_colocated")) cfg.max_colocated = sched.integer("max_colocated", 1);
-    if (sched.has("max_running_apps")) cfg.max_running_apps = sched.integer("max_running_apps", 0);
+    if (sched.has("max_colocated")) cfg.max_colocated = sched.int32("max_colocated", 1);
+    if (sched.has("max_running_apps")) cfg.max_running_apps = sched.int32("max_running_apps", 0);
     cfg.if_limit = sched.has("if_limit") ? sched.number("if_limit", 1, false) : 5.0;
-    cfg.min_buffers = sched.has("min_buffers") ? sched.integer("min_buffers", 1) : 1;
+    cfg.min_buffers = sched.has("min_buffers") ? sched.int32("min_buffers", 1) : 1;
     if (cfg.min_buffers > cfg.buffer_count) sched.fail("min_buffers", "must be <= buffers.count");
     if (sched.has("priority_tie")) {
       const auto tie = sched.string("priority_tie");
@@ -229,11 +162,11 @@ Scenario parse_scenario(const std::string& json_text, const std::string& source)
       }
     }
 
-    const uint64_t seed = root.has("seed") ? static_cast<uint64_t>(root.integer("seed", 0)) : 1;
+    const uint64_t seed = root.has("seed") ? static_cast<uint64_t>(root.int32("seed", 0)) : 1;
     cfg.seed = seed;
     Scenario s{
-        root.string("name"),       seed, plat, cfg, parse_device(devices, pfs.string("device")),
-        pfs.integer("servers", 1), {}};
+        root.string("name"),     seed, plat, cfg, parse_device(devices, pfs.string("device")),
+        pfs.int32("servers", 1), {}};
 
     if (sched.has("prefetch_ahead")) s.prefetch_ahead = sched.boolean("prefetch_ahead");
     if (plat.fat_tree) {
@@ -249,16 +182,13 @@ Scenario parse_scenario(const std::string& json_text, const std::string& source)
 
     if (root.has("pricing")) s.pricing = parse_pricing(root.child("pricing"));
 
-    const auto& apps = root.at("apps");
-    if (!apps.is_array() || apps.empty()) root.fail("apps", "must be a non-empty list");
     int nodes_used = 0;
-    for (size_t i = 0; i < apps.size(); ++i) {
-      const Reader a(apps[i], "apps[" + std::to_string(i) + "]");
+    for (const Reader& a : root.objects("apps")) {
       AppSpec app;
       app.name = a.string("name");
-      app.nodes = a.has("nodes") ? a.integer("nodes", 1) : 1;
+      app.nodes = a.has("nodes") ? a.int32("nodes", 1) : 1;
       app.arrival = a.has("arrival") ? a.number("arrival", 0) : 0;
-      app.priority = a.has("priority") ? a.integer("priority", -1000000) : 0;
+      app.priority = a.has("priority") ? a.int32("priority", -1000000) : 0;
       if (a.has("hint")) {
         const auto hint = a.string("hint");
         if (hint != "flushable" && hint != "cached") a.fail("hint", "must be flushable or cached");
@@ -268,7 +198,8 @@ Scenario parse_scenario(const std::string& json_text, const std::string& source)
       app.walltime = a.has("walltime") ? a.number("walltime", 0) : 0;
       if (a.has("reservation")) app.reservation = a.number("reservation", 0, false);
       if (a.has("write_only")) app.write_only = a.boolean("write_only");
-      app.ranks = a.has("ranks") ? a.integer("ranks", 1) : 1;
+      // The job's ranks: its accounting's NCPUS (the simulator models nodes).
+      app.ranks = a.has("ranks") ? a.int32("ranks", 1) : 1;
       if (a.has("io_qos")) {
         app.io_qos = a.string("io_qos");
         try {
@@ -278,21 +209,18 @@ Scenario parse_scenario(const std::string& json_text, const std::string& source)
         }
       }
       nodes_used += app.nodes;
-      const auto& phases = a.at("phases");
-      if (!phases.is_array() || phases.empty()) a.fail("phases", "must be a non-empty list");
-      for (size_t k = 0; k < phases.size(); ++k) {
-        const Reader p(phases[k], a.path() + ".phases[" + std::to_string(k) + "]");
+      for (const Reader& p : a.objects("phases")) {
         PhaseSpec ph;
         ph.compute = p.number("compute", 0);
         ph.bytes = p.number("size", 0, false);
         if (ph.bytes > cfg.buffer_capacity * cfg.buffer_count)
           p.fail("size", "larger than the total buffer capacity");
         ph.op = p.has("op") ? parse_op(p, "op") : core::Op::Write;
-        ph.priority = p.has("priority") ? p.integer("priority", -1000000) : app.priority;
+        ph.priority = p.has("priority") ? p.int32("priority", -1000000) : app.priority;
         if (p.has("source_phase")) {
-          ph.source_phase = p.integer("source_phase", 0);
+          ph.source_phase = p.int32("source_phase", 0);
           if (ph.op != core::Op::Read) p.fail("source_phase", "only a read phase has a source");
-          if (static_cast<size_t>(ph.source_phase) >= k ||
+          if (static_cast<size_t>(ph.source_phase) >= app.phases.size() ||
               app.phases[static_cast<size_t>(ph.source_phase)].op != core::Op::Write)
             p.fail("source_phase", "must be the index of an earlier write phase of this app");
         }
@@ -302,20 +230,13 @@ Scenario parse_scenario(const std::string& json_text, const std::string& source)
     }
     if (nodes_used > plat.compute_nodes)
       platform.fail("compute_nodes", "applications need " + std::to_string(nodes_used) + " nodes");
+    document.check_all_read();
     return s;
-  } catch (const nlohmann::json::exception& e) {
-    throw std::runtime_error(source + ": " + e.what());
-  } catch (const std::runtime_error& e) {
-    throw std::runtime_error(source + ": " + e.what());
+  } catch (const json::exception& e) {
+    throw InputError(e.what());
   }
 }
 
-Scenario load_scenario(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw std::runtime_error(path + ": cannot open");
-  std::stringstream text;
-  text << in.rdbuf();
-  return parse_scenario(text.str(), path);
-}
+Scenario load_scenario(const std::string& path) { return simkit::load_with(path, parse_scenario); }
 
 }  // namespace harmonia::sim

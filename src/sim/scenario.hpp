@@ -9,17 +9,14 @@
 #include "core/device.hpp"
 #include "core/pricing.hpp"
 #include "core/scheduler.hpp"
+#include "simkit/fat_tree.hpp"
+#include "simkit/json_reader.hpp"
 
 namespace harmonia::sim {
 
-struct FatTree {
-  unsigned levels = 1;
-  std::vector<unsigned> down, up, link_count;
-};
-
 struct Platform {
   bool fat_tree = false;
-  FatTree tree;
+  simkit::FatTree tree;
   double link_bw = 0;
   double link_latency = 0;
   int compute_nodes = 0;
@@ -67,8 +64,9 @@ struct Scenario {
   bool prefetch_ahead = true;
 };
 
-/// Parse a normalized scenario; throws std::runtime_error naming the key on bad input.
+/// Reads a normalized scenario; throws simkit::InputError naming the key on bad input.
+Scenario parse_scenario(const nlohmann::json& document);
+/// The same from a file; errors start with its path.
 Scenario load_scenario(const std::string& path);
-Scenario parse_scenario(const std::string& json_text, const std::string& source);
 
 }  // namespace harmonia::sim
