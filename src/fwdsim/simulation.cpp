@@ -17,7 +17,7 @@ namespace harmonia::fwdsim {
 
 namespace {
 
-constexpr double kControlBytes = 512;  ///< a request description or an acknowledgement
+constexpr std::uint64_t kControlBytes = 512;  ///< a request description or an acknowledgement
 
 /// A message to a forwarding node: a client's request, or a dispatch that completed.
 struct NodeMessage {
@@ -143,12 +143,15 @@ class Run {
   /// all pieces at once; returns when every piece is done.
   void transfer(sg4::Host* host, const std::map<int, std::uint64_t>& pieces, core::Op op) {
     auto* done = sg4::Mailbox::by_name("pieces-" + std::to_string(next_box_++));
-    for (const auto& [server, bytes] : pieces) {
+    for (const auto& piece : pieces) {
+      // Named copies: clang (14, clang-tidy's) cannot capture structured bindings.
+      const int server = piece.first;
+      const std::uint64_t bytes = piece.second;
       sg4::Actor::create("piece", host, [this, host, server, bytes, op, done] {
         auto* server_host = server_hosts_[static_cast<size_t>(server)];
         auto& load = loads_[static_cast<size_t>(server)];
         if (op == core::Op::Write) {
-          sg4::Comm::sendto(host, server_host, static_cast<double>(bytes));
+          sg4::Comm::sendto(host, server_host, bytes);
           load.change(+1);
           disks_[static_cast<size_t>(server)]->write(bytes);
           load.change(-1);
@@ -156,7 +159,7 @@ class Run {
           load.change(+1);
           disks_[static_cast<size_t>(server)]->read(bytes);
           load.change(-1);
-          sg4::Comm::sendto(server_host, host, static_cast<double>(bytes));
+          sg4::Comm::sendto(server_host, host, bytes);
         }
         done->put(new int(0), 0);
       });
@@ -188,8 +191,7 @@ class Run {
         // itself is a message of no size: the node waits for it with a timeout (windows), and a
         // transfer in progress must not be cut by that timeout.
         auto* node_host = node_hosts_[static_cast<size_t>(node)];
-        sg4::Comm::sendto(me, node_host,
-                          op == core::Op::Write ? static_cast<double>(r.length) : kControlBytes);
+        sg4::Comm::sendto(me, node_host, op == core::Op::Write ? r.length : kControlBytes);
         node_box(node)->put(message, 0);
         delete reply->get<int>();
       }
@@ -288,8 +290,7 @@ class Run {
       for (const auto& part : owned->parts) {
         scheduler->release(part.id, req::from_seconds(owned->latency));
         const auto [reply, client] = waiting.at(part.id);
-        const double bytes =
-            ops.at(part.id) == core::Op::Read ? static_cast<double>(part.length) : kControlBytes;
+        const std::uint64_t bytes = ops.at(part.id) == core::Op::Read ? part.length : kControlBytes;
         reply->put_init(new int(0), bytes)->detach();
         waiting.erase(part.id);
         ops.erase(part.id);
