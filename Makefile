@@ -55,6 +55,7 @@ lint: setup
 	$(VENV)/bin/ruff format --check python tests/sim tests/runtime scripts
 	$(VENV)/bin/mypy --config-file python/pyproject.toml python/harmonia
 	clang-format --dry-run --Werror $$(git ls-files '*.cpp' '*.hpp' '*.c' '*.h')
+	scripts/clang-tidy.sh $(BUILD)
 
 format: setup
 	$(VENV)/bin/ruff format python tests/sim tests/runtime scripts
