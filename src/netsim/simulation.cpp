@@ -89,10 +89,11 @@ RunResult Simulation::run() {
     if (job->measured) clients_waited_ += static_cast<long>(clients->size());
     for (size_t i = 0; i < clients->size(); ++i) {
       const long node = (*clients)[i];
+      const Traffic kind = traffic;  // clang 14 (clang-tidy's) cannot capture a structured binding
       // Clients are daemons: the run ends when the controller below returns.
-      sg4::Actor::create((traffic == Traffic::Mpi ? "mpi-" : "io-") + std::to_string(i),
+      sg4::Actor::create((kind == Traffic::Mpi ? "mpi-" : "io-") + std::to_string(i),
                          hosts_[static_cast<size_t>(node)],
-                         [this, traffic, i] { run_client(traffic, static_cast<long>(i)); })
+                         [this, kind, i] { run_client(kind, static_cast<long>(i)); })
           ->daemonize();
     }
   }
