@@ -172,8 +172,10 @@ Scenario parse_scenario(const json& doc) {
     if (plat.fat_tree) {
       const auto leaves =
           std::accumulate(plat.tree.down.begin(), plat.tree.down.end(), 1UL, std::multiplies<>());
-      const auto hosts =
-          static_cast<unsigned long>(plat.compute_nodes + cfg.buffer_count + s.pfs_servers);
+      // Widened before adding: three counts up to INT_MAX each would overflow an int.
+      const auto hosts = static_cast<unsigned long>(plat.compute_nodes) +
+                         static_cast<unsigned long>(cfg.buffer_count) +
+                         static_cast<unsigned long>(s.pfs_servers);
       if (leaves < hosts)
         platform.fail("fat_tree.down", "the tree has " + std::to_string(leaves) +
                                            " leaves, the scenario needs " + std::to_string(hosts) +

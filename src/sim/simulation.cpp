@@ -144,7 +144,8 @@ void Simulation::run_app(size_t spec_index) {
       auto* buffer_host = hosts_.buffers[static_cast<size_t>(b)];
       auto* disk = hosts_.buffer_disks[static_cast<size_t>(b)];
       for (int n = 0; n < spec.nodes; ++n) {
-        auto* node = hosts_.compute[static_cast<size_t>(first_node_[spec_index] + n)];
+        auto* node =
+            hosts_.compute[static_cast<size_t>(first_node_[spec_index]) + static_cast<size_t>(n)];
         activities.push_back(
             phase.op == core::Op::Write
                 ? sg4::Comm::sendto_async(node, buffer_host, static_cast<uint64_t>(per_stream))
