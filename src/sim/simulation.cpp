@@ -69,7 +69,8 @@ void Simulation::start_prefetch(const core::PhaseRequest& phase,
                      [this, phase, buffers] { run_prefetch(phase, buffers); });
 }
 
-void Simulation::run_prefetch(core::PhaseRequest phase, std::vector<core::BufferId> buffers) {
+void Simulation::run_prefetch(const core::PhaseRequest& phase,
+                              const std::vector<core::BufferId>& buffers) {
   const auto servers = hosts_.pfs.size();
   const double per_buffer = phase.bytes / static_cast<double>(buffers.size());
   const double piece = per_buffer / static_cast<double>(servers);

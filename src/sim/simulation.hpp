@@ -52,7 +52,7 @@ class Simulation final : public core::Actions {
   void run_drain(core::BufferId buffer);
   /// Stages a read phase in: every PFS server reads its stripe of each buffer's share and sends
   /// it to the buffer, whose device writes it.
-  void run_prefetch(core::PhaseRequest phase, std::vector<core::BufferId> buffers);
+  void run_prefetch(const core::PhaseRequest& phase, const std::vector<core::BufferId>& buffers);
   void run_decider();
   /// Ask the decider actor to run the policy once every event of this instant is delivered.
   void request_decision();

@@ -44,7 +44,7 @@ struct Identity {
   std::int32_t priority = 0;     ///< HARMONIA_PRIORITY
   double bytes_per_process = 0;  ///< HARMONIA_BYTES_PER_PROCESS; 0: not declared
   bool cached = false;           ///< HARMONIA_HINT=cached
-  std::string io_qos;  ///< HARMONIA_IO_QOS; the daemon checks it (docs/accounting.md)
+  std::string io_qos;            ///< HARMONIA_IO_QOS; the daemon checks it (docs/accounting.md)
 };
 
 /// The process's environment as the library uses it.
