@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "common/frames.hpp"
+#include "common/unix_socket.hpp"
 #include "control/control.pb.h"
 #include "control/frame.hpp"
 
@@ -40,20 +41,6 @@ double now() {
   timespec ts{};
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
-}
-
-int connect_unix(const std::string& path) {
-  sockaddr_un where{};
-  where.sun_family = AF_UNIX;
-  if (path.size() >= sizeof(where.sun_path)) return -1;
-  std::memcpy(where.sun_path, path.c_str(), path.size() + 1);
-  const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return -1;
-  if (connect(fd, reinterpret_cast<sockaddr*>(&where), sizeof(where)) != 0) {
-    close(fd);
-    return -1;
-  }
-  return fd;
 }
 
 /// One request and its reply on a blocking socket (the status snapshots).
@@ -80,7 +67,7 @@ struct Snapshot {
 };
 
 Snapshot snapshot(const std::string& schedd) {
-  const int fd = connect_unix(schedd);
+  const int fd = harmonia::common::connect_unix(schedd, close);
   if (fd < 0) throw std::runtime_error(schedd + ": cannot connect for a status snapshot");
   control::Envelope request;
   request.set_seq(1);
@@ -146,7 +133,7 @@ class Load {
           rank.small || agents_.empty()
               ? schedd_
               : agents_[static_cast<size_t>(r) * agents_.size() / static_cast<size_t>(ranks_)];
-      rank.fd = connect_unix(target);
+      rank.fd = harmonia::common::connect_unix(target, close);
       if (rank.fd < 0)
         throw std::runtime_error(target + ": cannot connect (rank " + std::to_string(r) + ")");
       epoll_event event{};

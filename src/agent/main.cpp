@@ -27,6 +27,7 @@
 #include "agent/node_agent.hpp"
 #include "common/frames.hpp"
 #include "common/identity.hpp"
+#include "common/unix_socket.hpp"
 #include "control/frame.hpp"
 
 namespace {
@@ -48,75 +49,6 @@ std::runtime_error failure(const std::string& what) {
   return std::runtime_error(what + ": " + std::strerror(errno));
 }
 
-int listen_unix(const std::string& path) {
-  sockaddr_un address{};
-  address.sun_family = AF_UNIX;
-  if (path.size() >= sizeof(address.sun_path))
-    throw std::runtime_error("--socket " + path + ": longer than " +
-                             std::to_string(sizeof(address.sun_path) - 1) + " bytes");
-  std::memcpy(address.sun_path, path.c_str(), path.size() + 1);
-  const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-  if (fd < 0) throw failure("--socket " + path);
-  struct stat st {};
-  if (lstat(path.c_str(), &st) == 0 && S_ISSOCK(st.st_mode)) {
-    const int probe = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    const bool alive = connect(probe, reinterpret_cast<sockaddr*>(&address), sizeof(address)) == 0;
-    close(probe);
-    if (alive) {
-      close(fd);
-      throw std::runtime_error("--socket " + path + ": another agent is listening on it");
-    }
-    unlink(path.c_str());  // left by a dead agent
-  }
-  // Only this user's processes may connect (the agent checks SO_PEERCRED as well).
-  const mode_t old = umask(0077);
-  const bool bound = bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) == 0;
-  umask(old);
-  if (!bound || listen(fd, 1024) != 0) {
-    const auto error = failure("--socket " + path);
-    close(fd);
-    throw error;
-  }
-  return fd;
-}
-
-/// A blocking connection to harmonia-schedd ("PATH", "unix:PATH" or "tcp:HOST:PORT"), or -1.
-int connect_upstream(const std::string& address) {
-  if (address.rfind("tcp:", 0) == 0) {
-    const std::string spec = address.substr(4);
-    const auto colon = spec.rfind(':');
-    if (colon == std::string::npos) return -1;
-    addrinfo hints{};
-    hints.ai_socktype = SOCK_STREAM;
-    addrinfo* found = nullptr;
-    if (getaddrinfo(spec.substr(0, colon).c_str(), spec.substr(colon + 1).c_str(), &hints,
-                    &found) != 0)
-      return -1;
-    const int fd = socket(found->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    const bool ok = fd >= 0 && connect(fd, found->ai_addr, found->ai_addrlen) == 0;
-    freeaddrinfo(found);
-    if (!ok) {
-      if (fd >= 0) close(fd);
-      return -1;
-    }
-    const int yes = 1;
-    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &yes, sizeof(yes));
-    return fd;
-  }
-  const std::string path = address.rfind("unix:", 0) == 0 ? address.substr(5) : address;
-  sockaddr_un where{};
-  where.sun_family = AF_UNIX;
-  if (path.size() >= sizeof(where.sun_path)) return -1;
-  std::memcpy(where.sun_path, path.c_str(), path.size() + 1);
-  const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return -1;
-  if (connect(fd, reinterpret_cast<sockaddr*>(&where), sizeof(where)) != 0) {
-    close(fd);
-    return -1;
-  }
-  return fd;
-}
-
 struct Peer {
   int fd = -1;
   std::vector<std::uint8_t> input;
@@ -130,7 +62,8 @@ class Server {
       : agent_(agent), path_(std::move(socket_path)), schedd_(std::move(schedd)), tick_(tick) {
     epoll_ = epoll_create1(EPOLL_CLOEXEC);
     if (epoll_ < 0) throw failure("epoll_create1");
-    listener_ = listen_unix(path_);
+    // Only this user's processes may connect (the agent checks SO_PEERCRED as well).
+    listener_ = harmonia::common::listen_unix(path_, "--socket", "agent", 0700);
     watch(listener_, kListenKey, EPOLLIN, EPOLL_CTL_ADD);
     sigset_t mask;
     sigemptyset(&mask);
@@ -291,7 +224,7 @@ class Server {
   void carry_out(Effects& out) {
     std::vector<harmonia::agent::GroupId> failed;
     for (auto group : out.open) {
-      const int fd = connect_upstream(schedd_);
+      const int fd = harmonia::common::connect_address(schedd_, close);
       if (fd < 0) {
         failed.push_back(group);
         continue;

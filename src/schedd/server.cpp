@@ -22,6 +22,7 @@
 #include "common/frames.hpp"
 #include "common/identity.hpp"
 #include "common/tcp.hpp"
+#include "common/unix_socket.hpp"
 #include "control/frame.hpp"
 
 namespace harmonia::schedd {
@@ -42,38 +43,6 @@ constexpr double kAcceptBackoffSeconds = 0.1;
 
 std::runtime_error failure(const std::string& what) {
   return std::runtime_error(what + ": " + std::strerror(errno));
-}
-
-int listen_unix(const std::string& path) {
-  sockaddr_un address{};
-  address.sun_family = AF_UNIX;
-  if (path.size() >= sizeof(address.sun_path))
-    throw std::runtime_error("socket path " + path + ": longer than " +
-                             std::to_string(sizeof(address.sun_path) - 1) + " bytes");
-  std::memcpy(address.sun_path, path.c_str(), path.size() + 1);
-  const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-  if (fd < 0) throw failure("socket " + path);
-  // A socket file left by a dead daemon is replaced; a live daemon's is not.
-  struct stat st {};
-  if (lstat(path.c_str(), &st) == 0 && S_ISSOCK(st.st_mode)) {
-    const int probe = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    const bool alive = connect(probe, reinterpret_cast<sockaddr*>(&address), sizeof(address)) == 0;
-    close(probe);
-    if (alive) {
-      close(fd);
-      throw std::runtime_error("socket " + path + ": another daemon is listening on it");
-    }
-    unlink(path.c_str());
-  }
-  if (bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0 ||
-      listen(fd, 1024) != 0) {
-    const auto error = failure("socket " + path);
-    close(fd);
-    throw error;
-  }
-  // Every user's jobs may connect; a job stays bound to the user who registered it first.
-  chmod(path.c_str(), 0666);
-  return fd;
 }
 
 void watch(int epoll, int fd, std::uint64_t key, std::uint32_t events, int op = EPOLL_CTL_ADD) {
@@ -152,7 +121,8 @@ Server::Server(Service& service, ServerConfig config)
   epoll_ = epoll_create1(EPOLL_CLOEXEC);
   if (epoll_ < 0) throw failure("epoll_create1");
   if (!config_.unix_path.empty()) {
-    unix_ = listen_unix(config_.unix_path);
+    // Every user's jobs may connect; a job stays bound to the user who registered it first.
+    unix_ = common::listen_unix(config_.unix_path, "socket", "daemon", 0666);
     watch(epoll_, unix_, kUnixKey, EPOLLIN);
   }
   if (!config_.tcp.empty()) {

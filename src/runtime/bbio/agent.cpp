@@ -26,6 +26,7 @@
 
 #include "common/frames.hpp"
 #include "common/identity.hpp"
+#include "common/unix_socket.hpp"
 #include "control/control.pb-c.h"
 #include "control/frame.hpp"
 #include "runtime/bbio/config.hpp"
@@ -92,42 +93,6 @@ Identity identity() {
 std::string frame_of(const Harmonia__Control__Envelope& envelope) {
   return common::packed_frame(envelope, harmonia__control__envelope__get_packed_size,
                               harmonia__control__envelope__pack);
-}
-
-int connect_to(const std::string& address) {
-  if (address.rfind("tcp:", 0) == 0) {
-    const std::string spec = address.substr(4);
-    const auto colon = spec.rfind(':');
-    if (colon == std::string::npos) return -1;
-    addrinfo hints{};
-    hints.ai_socktype = SOCK_STREAM;
-    addrinfo* found = nullptr;
-    if (getaddrinfo(spec.substr(0, colon).c_str(), spec.substr(colon + 1).c_str(), &hints,
-                    &found) != 0)
-      return -1;
-    const int fd = socket(found->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    const bool ok = fd >= 0 && connect(fd, found->ai_addr, found->ai_addrlen) == 0;
-    freeaddrinfo(found);
-    if (!ok) {
-      if (fd >= 0) real().close(fd);
-      return -1;
-    }
-    const int yes = 1;
-    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &yes, sizeof(yes));
-    return fd;
-  }
-  const std::string path = address.rfind("unix:", 0) == 0 ? address.substr(5) : address;
-  sockaddr_un where{};
-  where.sun_family = AF_UNIX;
-  if (path.size() >= sizeof(where.sun_path)) return -1;
-  std::memcpy(where.sun_path, path.c_str(), path.size() + 1);
-  const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return -1;
-  if (connect(fd, reinterpret_cast<sockaddr*>(&where), sizeof(where)) != 0) {
-    real().close(fd);
-    return -1;
-  }
-  return fd;
 }
 
 class Agent {
@@ -452,7 +417,8 @@ class Agent {
   /// registers, restating this process's phase and flush state. Returns the connected socket
   /// or -1; `refused` is set when the registration was refused (no retry would change that).
   int attach(const std::string& address, const char* variable, bool& refused) {
-    const int fd = connect_to(address);
+    // Closed through the real close(): libharmonia's own would look the descriptor up first.
+    const int fd = common::connect_address(address, [](int failed) { real().close(failed); });
     if (fd < 0) return -1;
     const Identity id = identity();
     Harmonia__Control__RegisterProcess body = HARMONIA__CONTROL__REGISTER_PROCESS__INIT;
