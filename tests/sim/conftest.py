@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sim_support import RunSim
+from sim_support import RunSim, sim_command
 
 
 @pytest.fixture(scope="session")
@@ -20,20 +20,12 @@ def simulator() -> Path:
 
 @pytest.fixture
 def run_sim(simulator: Path, tmp_path: Path) -> RunSim:
-    def run(doc: dict[str, Any], policy: str) -> dict[str, Any]:
+    def run(doc: dict[str, Any], policy: str, *options: str) -> dict[str, Any]:
         src = tmp_path / "scenario.json"
         out = tmp_path / f"{policy}.json"
         src.write_text(json.dumps(doc))
         done = subprocess.run(
-            [
-                str(simulator),
-                "--scenario",
-                str(src),
-                "--policy",
-                policy,
-                "--out",
-                str(out),
-            ],
+            sim_command(simulator, src, policy, out, *options),
             capture_output=True,
             text=True,
             check=False,

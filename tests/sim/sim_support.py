@@ -1,7 +1,7 @@
 """Helpers for the simulator tests: hand-written normalized scenarios and the device curve."""
 
-from collections.abc import Callable
-from typing import Any
+from pathlib import Path
+from typing import Any, Protocol
 
 SSD_SLOPE = (7.69 - 1) / 7
 HDD_SLOPE = (11.90 - 1) / 7
@@ -61,4 +61,25 @@ def app(
     }
 
 
-RunSim = Callable[[dict[str, Any], str], dict[str, Any]]
+class RunSim(Protocol):
+    """The run_sim fixture: a scenario run under a policy, harmonia-sim's options added."""
+
+    def __call__(
+        self, doc: dict[str, Any], policy: str, *options: str
+    ) -> dict[str, Any]: ...
+
+
+def sim_command(
+    simulator: Path, src: Path, policy: str, out: Path, *options: str
+) -> list[str]:
+    """The harmonia-sim command line that runs scenario `src` under `policy` into `out`."""
+    return [
+        str(simulator),
+        "--scenario",
+        str(src),
+        "--policy",
+        policy,
+        "--out",
+        str(out),
+        *options,
+    ]

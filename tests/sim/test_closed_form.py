@@ -8,7 +8,15 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from sim_support import HDD_SLOPE, SSD_SLOPE, RunSim, app, efficiency, scenario
+from sim_support import (
+    HDD_SLOPE,
+    SSD_SLOPE,
+    RunSim,
+    app,
+    efficiency,
+    scenario,
+    sim_command,
+)
 
 GB = 1e9
 SSD_WRITE = 500e6
@@ -83,18 +91,7 @@ def test_same_seed_gives_identical_bytes(simulator: Path, tmp_path: Path) -> Non
     outputs = []
     for k in range(2):
         out = tmp_path / f"r{k}.json"
-        subprocess.run(
-            [
-                str(simulator),
-                "--scenario",
-                str(src),
-                "--policy",
-                "min-stall",
-                "--out",
-                str(out),
-            ],
-            check=True,
-        )
+        subprocess.run(sim_command(simulator, src, "min-stall", out), check=True)
         outputs.append(out.read_bytes())
     assert outputs[0] == outputs[1]
 

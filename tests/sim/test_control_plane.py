@@ -4,46 +4,28 @@ with every rank speaking, or one agent per 64 ranks, and the time those messages
 import json
 import subprocess
 from pathlib import Path
-from typing import Any
 
 import pytest
-from sim_support import app, scenario
+from sim_support import RunSim, app, scenario, sim_command
 
 GB = 1e9
 
 
-def run(simulator: Path, tmp_path: Path, *options: str) -> dict[str, Any]:
-    src, out = tmp_path / "scenario.json", tmp_path / "out.json"
-    # Two applications of 4 nodes, two phases each.
-    doc = scenario(
-        [app("a", [(1.0, 4 * GB), (1.0, 4 * GB)]), app("b", [(1.5, 4 * GB)] * 2)]
-    )
-    src.write_text(json.dumps(doc))
-    done = subprocess.run(
-        [
-            str(simulator),
-            "--scenario",
-            str(src),
-            "--policy",
-            "min-stall",
-            "--out",
-            str(out),
-        ]
-        + list(options),
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    result: dict[str, Any] = json.loads(out.read_text())
-    return result
+# Two applications of 4 nodes, two phases each.
+TWO_APPS = scenario(
+    [app("a", [(1.0, 4 * GB), (1.0, 4 * GB)]), app("b", [(1.5, 4 * GB)] * 2)]
+)
 
 
 def test_messages_per_phase_follow_the_connections(
-    simulator: Path, tmp_path: Path
+    run_sim: RunSim,
 ) -> None:
-    direct = run(simulator, tmp_path, "--ranks-per-node", "128", "--agent-ranks", "1")
-    agents = run(simulator, tmp_path, "--ranks-per-node", "128", "--agent-ranks", "64")
+    direct = run_sim(
+        TWO_APPS, "min-stall", "--ranks-per-node", "128", "--agent-ranks", "1"
+    )
+    agents = run_sim(
+        TWO_APPS, "min-stall", "--ranks-per-node", "128", "--agent-ranks", "64"
+    )
     for result, connections in ((direct, 4 * 128), (agents, 4 * 2)):
         phases = result["control"]["phases"]
         assert len(phases) == 4
@@ -62,7 +44,7 @@ def test_messages_per_phase_follow_the_connections(
 
 
 def test_every_rank_speaking_costs_the_scheduler_time(
-    simulator: Path, tmp_path: Path
+    run_sim: RunSim,
 ) -> None:
     options = [
         "--ranks-per-node",
@@ -72,8 +54,8 @@ def test_every_rank_speaking_costs_the_scheduler_time(
         "--arrival-jitter",
         "0",
     ]
-    direct = run(simulator, tmp_path, *options, "--agent-ranks", "1")
-    agents = run(simulator, tmp_path, *options, "--agent-ranks", "64")
+    direct = run_sim(TWO_APPS, "min-stall", *options, "--agent-ranks", "1")
+    agents = run_sim(TWO_APPS, "min-stall", *options, "--agent-ranks", "64")
     # 512 connections, one message at a time, 0.1 ms each: the grant alone reaches the last
     # connection about 51 ms after the policy decided; 8 connections: under 1 ms.
     for phase in direct["control"]["phases"]:
@@ -84,13 +66,13 @@ def test_every_rank_speaking_costs_the_scheduler_time(
 
 
 def test_without_ranks_per_node_nothing_is_modelled(
-    simulator: Path, tmp_path: Path
+    run_sim: RunSim,
 ) -> None:
-    plain = run(simulator, tmp_path)
+    plain = run_sim(TWO_APPS, "min-stall")
     assert "control" not in plain
-    free = run(
-        simulator,
-        tmp_path,
+    free = run_sim(
+        TWO_APPS,
+        "min-stall",
         "--ranks-per-node",
         "1",
         "--message-seconds",
@@ -108,19 +90,16 @@ def test_bad_options_are_refused(simulator: Path, tmp_path: Path) -> None:
     src = tmp_path / "s.json"
     src.write_text(json.dumps(scenario([app("a", [(1.0, GB)])])))
     done = subprocess.run(
-        [
-            str(simulator),
-            "--scenario",
-            str(src),
-            "--policy",
+        sim_command(
+            simulator,
+            src,
             "min-stall",
-            "--out",
-            str(tmp_path / "o.json"),
+            tmp_path / "o.json",
             "--ranks-per-node",
             "4",
             "--agent-ranks",
             "0",
-        ],
+        ),
         capture_output=True,
         text=True,
         check=False,
