@@ -27,20 +27,28 @@ def start_daemon(address: Path, *args: str) -> subprocess.Popen[str]:
         stderr=subprocess.PIPE,
         text=True,
     )
+    return wait_listening(daemon, address, "harmonia-schedd")
+
+
+def wait_listening(
+    process: subprocess.Popen[str], address: Path, name: str
+) -> subprocess.Popen[str]:
+    """`process` once it accepts connections on `address`; killed, and the test failed, if
+    it exits first or is not listening within 10 s."""
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline:
         try:
             with socket.socket(socket.AF_UNIX) as probe:
                 probe.connect(str(address))
-            return daemon
+            return process
         except OSError:
-            if daemon.poll() is not None:
+            if process.poll() is not None:
                 raise AssertionError(
-                    f"harmonia-schedd exited: {daemon.stderr.read() if daemon.stderr else ''}"
-                )
+                    f"{name} exited: {process.stderr.read() if process.stderr else ''}"
+                ) from None
             time.sleep(0.02)
-    daemon.kill()
-    raise AssertionError("harmonia-schedd did not start listening")
+    process.kill()
+    raise AssertionError(f"{name} did not start listening")
 
 
 def stop_daemon(daemon: subprocess.Popen[str], hard: bool = False) -> None:

@@ -6,7 +6,6 @@ import hashlib
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -27,6 +26,7 @@ from schedd_support import (
     start_writer,
     status,
     stop_daemon,
+    wait_listening,
     wait_until,
 )
 
@@ -51,20 +51,7 @@ def start_agent(
         stderr=subprocess.PIPE,
         text=True,
     )
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
-        try:
-            with socket.socket(socket.AF_UNIX) as probe:
-                probe.connect(str(socket_path))
-            return agent
-        except OSError:
-            if agent.poll() is not None:
-                raise AssertionError(
-                    f"harmonia-agentd exited: {agent.stderr.read() if agent.stderr else ''}"
-                ) from None
-            time.sleep(0.02)
-    agent.kill()
-    raise AssertionError("harmonia-agentd did not start listening")
+    return wait_listening(agent, socket_path, "harmonia-agentd")
 
 
 @contextmanager
@@ -78,6 +65,30 @@ def running_agent(
         if agent.poll() is None:
             agent.send_signal(signal.SIGTERM)
         agent.wait(timeout=10)
+
+
+def start_ranks(
+    schedd: Path,
+    agent_socket: Path,
+    directory: Path,
+    count: int,
+    chunks: int,
+    pause: float = 0.1,
+    prefix: str = "r",
+) -> list[subprocess.Popen[str]]:
+    """`count` ranks of job A writing `chunks` chunks each to directory/PREFIXk, through the
+    node agent at `agent_socket`."""
+    return [
+        start_writer(
+            schedd,
+            "A",
+            directory / f"{prefix}{k}",
+            chunks=chunks,
+            pause=pause,
+            HARMONIA_AGENT=str(agent_socket),
+        )
+        for k in range(count)
+    ]
 
 
 def job(address: Path, key: str) -> dict[str, Any]:
@@ -95,17 +106,7 @@ def test_ranks_speak_through_one_connection_and_their_phase_is_one(
         running_daemon(schedd, "--strategy", "2a"),
         running_agent(agent_socket, schedd),
     ):
-        ranks = [
-            start_writer(
-                schedd,
-                "A",
-                tmp_path / f"r{k}",
-                chunks=10,
-                pause=0.1,
-                HARMONIA_AGENT=str(agent_socket),
-            )
-            for k in range(4)
-        ]
+        ranks = start_ranks(schedd, agent_socket, tmp_path, 4, chunks=10)
         assert wait_until(lambda: job(schedd, "A").get("in_phase") == 1)
         seen = job(schedd, "A")
         # Four ranks, one connection: the scheduler sees the group, in one phase.
@@ -126,17 +127,9 @@ def test_the_schedulers_directives_reach_every_rank(tmp_path: Path) -> None:
         # B (direct) is in its phase first: under 2a, A's ranks must stage and wait to flush.
         first = start_writer(schedd, "B", tmp_path / "b", chunks=40, pause=0.1)
         assert wait_until(lambda: job(schedd, "B").get("in_phase") == 1)
-        ranks = [
-            start_writer(
-                schedd,
-                "A",
-                tmp_path / f"a{k}",
-                chunks=3,
-                pause=0,
-                HARMONIA_AGENT=str(agent_socket),
-            )
-            for k in range(3)
-        ]
+        ranks = start_ranks(
+            schedd, agent_socket, tmp_path, 3, chunks=3, pause=0, prefix="a"
+        )
         assert wait_until(lambda: job(schedd, "A").get("wants_flush") == 1)
         a = job(schedd, "A")
         assert a["processes"] == 1
@@ -157,17 +150,7 @@ def test_ranks_speak_directly_once_the_agent_is_killed(tmp_path: Path) -> None:
     with running_daemon(schedd, "--strategy", "2a"):
         agent = start_agent(agent_socket, schedd)
         try:
-            ranks = [
-                start_writer(
-                    schedd,
-                    "A",
-                    tmp_path / f"r{k}",
-                    chunks=30,
-                    pause=0.1,
-                    HARMONIA_AGENT=str(agent_socket),
-                )
-                for k in range(3)
-            ]
+            ranks = start_ranks(schedd, agent_socket, tmp_path, 3, chunks=30)
             assert wait_until(lambda: job(schedd, "A").get("in_phase") == 1)
             assert job(schedd, "A")["processes"] == 1
             agent.kill()
@@ -234,17 +217,7 @@ def test_ranks_leave_a_hung_agent_and_speak_directly(tmp_path: Path) -> None:
     with running_daemon(schedd, "--strategy", "2a", "--lease", "2"):
         agent = start_agent(agent_socket, schedd)
         try:
-            ranks = [
-                start_writer(
-                    schedd,
-                    "A",
-                    tmp_path / f"r{k}",
-                    chunks=40,
-                    pause=0.1,
-                    HARMONIA_AGENT=str(agent_socket),
-                )
-                for k in range(2)
-            ]
+            ranks = start_ranks(schedd, agent_socket, tmp_path, 2, chunks=40)
             assert wait_until(lambda: job(schedd, "A").get("in_phase") == 1)
             agent.send_signal(signal.SIGSTOP)
             # The ranks' requests go unanswered: within a few seconds both speak directly, in
@@ -298,17 +271,7 @@ def test_a_restarted_daemon_gets_the_group_back_through_the_agent(
     daemon = start_daemon(schedd, "--strategy", "2a")
     try:
         with running_agent(agent_socket, schedd):
-            ranks = [
-                start_writer(
-                    schedd,
-                    "A",
-                    tmp_path / f"r{k}",
-                    chunks=40,
-                    pause=0.1,
-                    HARMONIA_AGENT=str(agent_socket),
-                )
-                for k in range(2)
-            ]
+            ranks = start_ranks(schedd, agent_socket, tmp_path, 2, chunks=40)
             assert wait_until(lambda: job(schedd, "A").get("in_phase") == 1)
             stop_daemon(daemon, hard=True)
             daemon = start_daemon(schedd, "--strategy", "2a")
