@@ -27,6 +27,7 @@
 #include "agent/node_agent.hpp"
 #include "common/frames.hpp"
 #include "common/identity.hpp"
+#include "common/signals.hpp"
 #include "common/unix_socket.hpp"
 #include "control/frame.hpp"
 
@@ -65,13 +66,7 @@ class Server {
     // Only this user's processes may connect (the agent checks SO_PEERCRED as well).
     listener_ = harmonia::common::listen_unix(path_, "--socket", "agent", 0700);
     watch(listener_, kListenKey, EPOLLIN, EPOLL_CTL_ADD);
-    sigset_t mask;
-    sigemptyset(&mask);
-    sigaddset(&mask, SIGINT);
-    sigaddset(&mask, SIGTERM);
-    pthread_sigmask(SIG_BLOCK, &mask, nullptr);
-    signal(SIGPIPE, SIG_IGN);
-    signals_ = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
+    signals_ = harmonia::common::stop_signals();
     if (signals_ < 0) throw failure("signalfd");
     watch(signals_, kSignalKey, EPOLLIN, EPOLL_CTL_ADD);
   }

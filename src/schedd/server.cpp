@@ -21,6 +21,7 @@
 
 #include "common/frames.hpp"
 #include "common/identity.hpp"
+#include "common/signals.hpp"
 #include "common/tcp.hpp"
 #include "common/unix_socket.hpp"
 #include "control/frame.hpp"
@@ -138,13 +139,7 @@ Server::Server(Service& service, ServerConfig config)
     }
     watch(epoll_, tcp_, kTcpKey, EPOLLIN);
   }
-  sigset_t mask;
-  sigemptyset(&mask);
-  sigaddset(&mask, SIGINT);
-  sigaddset(&mask, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &mask, nullptr);
-  signal(SIGPIPE, SIG_IGN);
-  signals_ = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
+  signals_ = common::stop_signals();
   if (signals_ < 0) throw failure("signalfd");
   watch(epoll_, signals_, kSignalKey, EPOLLIN);
   reserve_ = open_reserve();
