@@ -383,16 +383,16 @@ void Scheduler::on_held_reported(BufferId buffer, AppId app, double bytes, doubl
            std::find(p.buffers.begin(), p.buffers.end(), buffer) != p.buffers.end();
   });
   if (running) return;
+  const auto written = [app](const HeldData& h) { return h.app == app && !h.clean; };
   double counted = 0;
   for (const auto& h : buf.held)
-    if (h.app == app) counted += h.bytes;
+    if (written(h)) counted += h.bytes;
   const double delta = bytes - counted;
   if (std::abs(delta) <= kByteEpsilon) return;
   if (delta > 0) {
     // More than counted: the newest of the app's data there grows, or new data appears (from
     // no phase the policy placed there; phase -1 matches none).
-    const auto last = std::find_if(buf.held.rbegin(), buf.held.rend(),
-                                   [&](const HeldData& h) { return h.app == app; });
+    const auto last = std::find_if(buf.held.rbegin(), buf.held.rend(), written);
     if (last != buf.held.rend())
       last->bytes += delta;
     else
@@ -401,7 +401,7 @@ void Scheduler::on_held_reported(BufferId buffer, AppId app, double bytes, doubl
     // Less: the oldest data went first (drains run in arrival order).
     double excess = -delta;
     for (auto it = buf.held.begin(); it != buf.held.end() && excess > kByteEpsilon;) {
-      if (it->app != app) {
+      if (!written(*it)) {
         ++it;
         continue;
       }

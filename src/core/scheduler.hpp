@@ -202,6 +202,7 @@ class Scheduler {
   /// it: the policy's count follows it. Jobs write less or more than they declare, and a client
   /// whose buffer died writes its stripes to the others. Ignored while a phase of `app` runs on
   /// the buffer (the policy counts that phase's reservation, the buffer what arrived so far).
+  /// Written data only: copies staged in for read phases are the policy's to count.
   void on_held_reported(BufferId buffer, AppId app, double bytes, double now);
   /// Let the policy decide: grant pending phases, start and stop drains.
   void on_tick(double now);
