@@ -135,6 +135,14 @@ void NodeAgent::on_rank_message(RankId id, const Envelope& request, double now, 
     case Body::kSettleDone:
       settle_answered(group_id, group, request.settle_done().id(), id, now, out);
       break;
+    case Body::kAnnounceRead:
+      // Every rank announces the job's read phase: the scheduler hears each list once.
+      if (group.announced.insert(request.announce_read().SerializeAsString()).second) {
+        Envelope up;
+        *up.mutable_announce_read() = request.announce_read();
+        sent = send_up(group_id, group, std::move(up), now, out);
+      }
+      break;
     default:
       to_rank(id,
               error_reply(seq, Error::CODE_INVALID,

@@ -119,6 +119,7 @@ class NodeAgent {
     double last_sent = 0, last_heard = 0;
     std::map<std::uint64_t, std::vector<RankId>> settle_requesters;  ///< settle id -> openers
     std::map<std::uint64_t, std::set<RankId>> settle_waiting;        ///< settle id -> ranks asked
+    std::set<std::string> announced;  ///< AnnounceRead lists sent up (serialized)
   };
 
   void register_rank(RankId id, Rank& rank, const control::RegisterProcess& request,

@@ -96,18 +96,64 @@ BrokerJob BufferBroker::add_job(const std::string& key, const std::string& name,
   return id;
 }
 
-void BufferBroker::phase_begin(BrokerJob job, double bytes, double now) {
+void BufferBroker::phase_begin(BrokerJob job, double bytes, double now, bool read) {
   advance(now);
   JobState& state = jobs_.at(static_cast<size_t>(job));
   if (state.in_phase || state.ended) return;
+  if (read) {
+    if (state.announced_read < 0) return;  // nothing staged in for it: it reads the PFS
+    state.phase_index = state.announced_read;
+    state.announced_read = -1;
+    state.phase_bytes = reads_.at({job, state.phase_index}).bytes;
+  } else {
+    state.phase_index = state.next_index++;
+    const double total = config_.phase_bytes * state.ranks;
+    // A phase never asks for more than all buffers hold (the policies could never place it), nor
+    // more than the site allows one job.
+    state.phase_bytes = std::min(bytes > 0 ? bytes : total, config_.phase_bound());
+  }
+  state.phase_read = read;
   state.in_phase = true;
-  state.phase_index += 1;
-  const double total = config_.phase_bytes * state.ranks;
-  // A phase never asks for more than all buffers hold (the policies could never place it), nor
-  // more than the site allows one job.
-  state.phase_bytes = std::min(bytes > 0 ? bytes : total, config_.phase_bound());
   mark_job(job);
   if (state.admitted) submit_phase(job, now_);
+}
+
+bool BufferBroker::announce_read(BrokerJob job, const std::vector<ReadFile>& files,
+                                 std::uint32_t uid, std::uint32_t gid, double now) {
+  advance(now);
+  JobState& state = jobs_.at(static_cast<size_t>(job));
+  if (state.ended || state.announced_read >= 0 || (state.in_phase && state.phase_read))
+    return false;
+  ReadPlan plan;
+  for (const auto& file : files) {
+    plan.files.push_back(file.name);
+    plan.bytes += static_cast<double>(file.size);
+  }
+  std::sort(plan.files.begin(), plan.files.end());
+  plan.files.erase(std::unique(plan.files.begin(), plan.files.end()), plan.files.end());
+  // Every process of the job announces the same list, and a process that starts late announces
+  // it again after the job has read it.
+  if (!state.announced.insert(plan.files).second) return false;
+  if (!(plan.bytes > 0) || plan.bytes > config_.phase_bound()) return false;
+  plan.uid = uid;
+  plan.gid = gid;
+  state.announced_read = state.next_index++;
+  reads_[{job, state.announced_read}] = std::move(plan);
+  if (state.admitted) submit_announced_read(job, now_);
+  return true;
+}
+
+void BufferBroker::submit_announced_read(BrokerJob job, double now) {
+  for (auto& [key, plan] : reads_) {
+    if (key.first != job || plan.submitted) continue;
+    plan.submitted = true;
+    core::PhaseRequest request;
+    request.app = job;
+    request.index = key.second;
+    request.bytes = plan.bytes;
+    request.op = core::Op::Read;
+    scheduler_->on_prefetch_request(request, now);
+  }
 }
 
 void BufferBroker::submit_phase(BrokerJob job, double now) {
@@ -116,6 +162,7 @@ void BufferBroker::submit_phase(BrokerJob job, double now) {
   request.app = job;
   request.index = state.phase_index;
   request.bytes = state.phase_bytes;
+  if (state.phase_read) request.op = core::Op::Read;
   scheduler_->on_phase_request(request, now);
 }
 
@@ -175,6 +222,7 @@ std::optional<int> BufferBroker::register_node(const std::string& address) {
 
 void BufferBroker::node_report(int node, const control::BufferReport& report, double now) {
   advance(now);
+  note_staged(node, report);
   NodeState& state = nodes_.at(static_cast<size_t>(node));
   // Bytes drained since the last report, of the jobs the policy knows (a restarted node counts
   // from zero again).
@@ -210,9 +258,36 @@ void BufferBroker::node_report(int node, const control::BufferReport& report, do
   state.orphans = std::move(orphans);  // in the node's order from the next tick
 }
 
+void BufferBroker::note_staged(int node, const control::BufferReport& report) {
+  for (const auto& staged : report.staged_in()) {
+    const auto job = job_by_key_.find(staged.job());
+    if (job == job_by_key_.end()) continue;
+    const auto plan = reads_.find({job->second, static_cast<int>(staged.phase())});
+    if (plan == reads_.end() || plan->second.staged.count(node) ||
+        !std::count(plan->second.buffers.begin(), plan->second.buffers.end(), node))
+      continue;
+    plan->second.failed.insert(staged.failed().begin(), staged.failed().end());
+    stage_done(plan->second, job->second, plan->first.second, node);
+  }
+}
+
+void BufferBroker::stage_done(ReadPlan& plan, BrokerJob job, int index, int node) {
+  plan.staged.insert(node);
+  if (plan.prefetched || plan.staged.size() < plan.buffers.size()) return;
+  plan.prefetched = true;
+  scheduler_->on_prefetched(job, index, now_);
+  mark_job(job);
+}
+
 void BufferBroker::node_gone(int node) {
   NodeState& state = nodes_.at(static_cast<size_t>(node));
   state.connected = false;
+  // Its stage-ins will not finish: their files are read from the PFS.
+  for (auto& [key, plan] : reads_)
+    if (!plan.staged.count(node) && std::count(plan.buffers.begin(), plan.buffers.end(), node)) {
+      plan.failed.insert(plan.files.begin(), plan.files.end());
+      stage_done(plan, key.first, key.second, node);
+    }
   for (size_t j = 0; j < jobs_.size(); ++j)
     if (std::count(jobs_[j].granted.begin(), jobs_[j].granted.end(), node))
       mark_job(static_cast<BrokerJob>(j));
@@ -235,6 +310,7 @@ void BufferBroker::admit(core::AppId app) {
   state.admitted = true;
   state.admitted_at = now_;
   mark_job(app);
+  if (!state.ended) submit_announced_read(app, now_);
   if (state.in_phase) submit_phase(app, now_);
   // Called from inside the policy: a job that left while queued ends right after.
   if (state.ended) deferred_.push_back([this, app] { scheduler_->on_app_end(app, now_); });
@@ -268,13 +344,26 @@ void BufferBroker::stop_drain(core::BufferId buffer) {
   nodes_.at(static_cast<size_t>(buffer)).draining = false;
 }
 
-void BufferBroker::start_prefetch(const core::PhaseRequest&, const std::vector<core::BufferId>&) {
-  // Every phase this daemon submits is a write phase (submit_phase), and no job declares reads.
-  throw std::logic_error("harmonia-schedd submitted no read phase to prefetch");
+void BufferBroker::start_prefetch(const core::PhaseRequest& phase,
+                                  const std::vector<core::BufferId>& buffers) {
+  ReadPlan& plan = reads_.at({phase.app, phase.index});
+  plan.buffers = buffers;
+  for (int b : buffers) {
+    mark_node(b);  // its order now lists the stage-in
+    // A slot with no node now cannot copy anything: its part is read from the PFS. Reported
+    // after the policy's call has returned.
+    if (!nodes_[static_cast<size_t>(b)].connected)
+      deferred_.push_back([this, app = phase.app, index = phase.index, b] {
+        ReadPlan& waiting = reads_.at({app, index});
+        waiting.failed.insert(waiting.files.begin(), waiting.files.end());
+        if (!waiting.staged.count(b)) stage_done(waiting, app, index, b);
+      });
+  }
 }
 
 void BufferBroker::update_orders() {
   const auto& buffers = scheduler_->buffers();
+  std::set<std::pair<BrokerJob, int>> held_reads;
   for (size_t b = 0; b < nodes_.size(); ++b) {
     NodeState& node = nodes_[b];
     // Data of jobs the policy does not know (written before this daemon started) drains always.
@@ -282,15 +371,41 @@ void BufferBroker::update_orders() {
     if (node.draining)
       for (const auto& held : buffers[b].held)
         if (held.drainable) jobs.insert(jobs_[static_cast<size_t>(held.app)].key);
-    const bool same = node.order.drain() == !jobs.empty() &&
-                      static_cast<size_t>(node.order.jobs_size()) == jobs.size() &&
-                      std::equal(jobs.begin(), jobs.end(), node.order.jobs().begin());
-    if (same) continue;
-    node.order.set_drain(!jobs.empty());
-    node.order.clear_jobs();
-    for (const auto& job : jobs) node.order.add_jobs(job);
-    node.order.set_epoch(node.order.epoch() + 1);
+    control::DrainOrder next;
+    next.set_drain(!jobs.empty());
+    for (const auto& job : jobs) next.add_jobs(job);
+    // The copies the policy holds here for read phases (staged in, or being staged in).
+    for (const auto& held : buffers[b].held) {
+      const auto plan = reads_.find({held.app, held.phase});
+      if (!held.clean || plan == reads_.end()) continue;
+      held_reads.insert(plan->first);
+      const auto& where = plan->second.buffers;
+      const auto place = std::find(where.begin(), where.end(), static_cast<int>(b));
+      if (place == where.end()) continue;
+      auto* stage = next.add_stage_in();
+      stage->set_job(jobs_[static_cast<size_t>(held.app)].key);
+      stage->set_phase(static_cast<std::uint32_t>(held.phase));
+      stage->set_uid(plan->second.uid);
+      stage->set_gid(plan->second.gid);
+      for (const auto& file : plan->second.files) stage->add_files(file);
+      stage->set_stripe_bytes(config_.stripe_bytes);
+      stage->set_stripe_index(static_cast<std::uint32_t>(place - where.begin()));
+      stage->set_stripe_count(static_cast<std::uint32_t>(where.size()));
+    }
+    next.set_epoch(node.order.epoch());
+    if (next.SerializeAsString() == node.order.SerializeAsString()) continue;
+    next.set_epoch(node.order.epoch() + 1);
+    node.order = std::move(next);
     mark_node(static_cast<int>(b));
+  }
+  // A read phase whose copies the policy released (read, or its job ended) is done with.
+  for (auto it = reads_.begin(); it != reads_.end();) {
+    const JobState& job = jobs_[static_cast<size_t>(it->first.first)];
+    const bool reading = job.in_phase && job.phase_read && job.phase_index == it->first.second;
+    if (it->second.prefetched && !held_reads.count(it->first) && !reading)
+      it = reads_.erase(it);
+    else
+      ++it;
   }
 }
 
@@ -300,10 +415,18 @@ void BufferBroker::fill_directive(BrokerJob job, control::Directive& out) const 
   out.set_job(state.key);
   out.set_stripe_bytes(config_.stripe_bytes);
   out.set_await_grant(state.in_phase && !state.phase_running);
+  bool whole = true;
   for (int b : state.granted) {
     const NodeState& node = nodes_[static_cast<size_t>(b)];
     if (node.connected) out.add_buffers(node.address);
+    whole = whole && node.connected;
   }
+  // A read is served by node (offset / stripe) % nodes: with one of them gone the stripes no
+  // longer line up, and every file is read from the PFS.
+  if (!state.phase_read || !state.phase_running || !whole) return;
+  const ReadPlan& plan = reads_.at({job, state.phase_index});
+  for (const auto& file : plan.files)
+    if (!plan.failed.count(file)) out.add_read_files(file);
 }
 
 void BufferBroker::fill_order(int node, control::DrainOrder& out) const {

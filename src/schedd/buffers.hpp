@@ -72,8 +72,22 @@ class BufferBroker : private core::Actions {
   BrokerJob add_job(const std::string& key, const std::string& name, std::uint32_t ranks,
                     std::int32_t priority, double declared_bytes, bool cached, double now,
                     const std::string& user = {}, const std::string& io_qos = {});
-  /// The job's first process entered an I/O phase of `bytes` (0: the default size).
-  void phase_begin(BrokerJob job, double bytes, double now);
+  /// The job's first process entered an I/O phase of `bytes` (0: the default size). `read`: its
+  /// announced read phase (announce_read); a read phase with nothing announced reads the PFS
+  /// and is no buffer phase.
+  void phase_begin(BrokerJob job, double bytes, double now, bool read = false);
+  /// A file a read phase reads: its name relative to the PFS root, and its size.
+  struct ReadFile {
+    std::string name;
+    std::uint64_t size = 0;
+  };
+  /// The job will read `files` in its next read phase: the policy may stage them in ahead
+  /// (a core read phase, `Scheduler::on_prefetch_request`), on the nodes' copies made with the
+  /// file-system identity `uid`/`gid`. Ignored while the job has a read phase announced and not
+  /// ended, for a list it announced before, and for files that together are empty or larger than
+  /// one phase may ask for (its reads go to the PFS). Returns whether a read phase was announced.
+  bool announce_read(BrokerJob job, const std::vector<ReadFile>& files, std::uint32_t uid,
+                     std::uint32_t gid, double now);
   /// Its last process left the phase.
   void phase_end(BrokerJob job, double now);
   /// Its last process left: its data drains (DataWarp: stage-out).
@@ -111,6 +125,17 @@ class BufferBroker : private core::Actions {
   const BufferConfig& config() const { return config_; }
 
  private:
+  /// A read phase announced to the policy core, until the core no longer holds its data.
+  struct ReadPlan {
+    std::vector<std::string> files;
+    std::uint32_t uid = 0, gid = 0;
+    std::vector<int> buffers;      ///< where the core placed its stage-in, in stripe order
+    std::set<int> staged;          ///< nodes that reported the stage-in done
+    std::set<std::string> failed;  ///< files some node could not copy
+    double bytes = 0;
+    bool submitted = false;   ///< handed to the core (on_prefetch_request)
+    bool prefetched = false;  ///< reported to the core (on_prefetched)
+  };
   struct JobState {
     std::string key;
     std::uint32_t ranks = 1;
@@ -121,7 +146,11 @@ class BufferBroker : private core::Actions {
     bool in_phase = false;
     bool phase_running = false;  ///< the core granted the current phase
     std::set<int> ended_early;   ///< phases that ended before their grant
-    int phase_index = -1;
+    int phase_index = -1;        ///< the current (or last) phase's index in the policy core
+    int next_index = 0;          ///< the index the next phase (or announced read) takes
+    bool phase_read = false;     ///< the current phase is the announced read phase
+    int announced_read = -1;     ///< the announced read phase's index, until it begins
+    std::set<std::vector<std::string>> announced;  ///< every file list the job announced
     double phase_bytes = 0;
     std::vector<int> granted;
   };
@@ -145,6 +174,13 @@ class BufferBroker : private core::Actions {
                       const std::vector<core::BufferId>& buffers) override;
 
   void submit_phase(BrokerJob job, double now);
+  /// Hands the job's announced read phase to the core once the job runs.
+  void submit_announced_read(BrokerJob job, double now);
+  /// A node reported the stage-ins it holds: the core learns of the prefetches every node of
+  /// which is done.
+  void note_staged(int node, const control::BufferReport& report);
+  /// The prefetch is done on `node` (reported, or the node is gone: its files fail).
+  void stage_done(ReadPlan& plan, BrokerJob job, int index, int node);
   void advance(double now);
   /// The core's phase completion, and a new order epoch for the phase's nodes.
   void complete_phase(BrokerJob job, int index, const std::vector<int>& buffers);
@@ -158,6 +194,7 @@ class BufferBroker : private core::Actions {
   std::vector<JobState> jobs_;
   std::unordered_map<std::string, BrokerJob> job_by_key_;  ///< the latest job with each key
   std::vector<NodeState> nodes_;
+  std::map<std::pair<BrokerJob, int>, ReadPlan> reads_;  ///< by (job, read phase index)
   std::vector<BrokerJob> changed_jobs_;
   std::vector<int> changed_nodes_;
   /// Events that arose inside a policy call, run once it has returned.

@@ -1,5 +1,7 @@
 #include "schedd/service.hpp"
 
+#include <pwd.h>
+
 #include <algorithm>
 #include <iterator>
 #include <stdexcept>
@@ -19,6 +21,8 @@ constexpr size_t kMaxPathLength = 4096;
 constexpr size_t kMaxSettles = 4096;
 /// How long a settle waits for the processes asked before it completes without them.
 constexpr double kSettleWait = 2.0;
+/// Files one read phase may announce.
+constexpr int kMaxReadFiles = 1024;
 
 void set_error(Envelope& reply, Error::Code code, const std::string& message) {
   auto* error = reply.mutable_error();
@@ -108,6 +112,7 @@ void Service::handle(ConnectionId id, Connection& connection, const Envelope& re
     case Body::kUnregister:
     case Body::kSettleFile:
     case Body::kSettleDone:
+    case Body::kAnnounceRead:
       break;
     case Body::kRegistered:
     case Body::kDirective:
@@ -141,7 +146,11 @@ void Service::handle(ConnectionId id, Connection& connection, const Envelope& re
     case Body::kPhaseBegin:
       if (!connection.in_phase) job.phases += 1;
       set_phase(connection, job, true, now,
-                static_cast<double>(request.phase_begin().expected_bytes()));
+                static_cast<double>(request.phase_begin().expected_bytes()),
+                request.phase_begin().read());
+      break;
+    case Body::kAnnounceRead:
+      if (!announce_read(job, request.announce_read(), now, reply)) return;
       break;
     case Body::kPhaseEnd:
       set_phase(connection, job, false, now);
@@ -338,15 +347,62 @@ void Service::register_process(ConnectionId id, Connection& connection,
   fill_directive(job, *registered->mutable_directive());
 }
 
+namespace {
+
+/// Why `name` is no path beneath a root ("" when it is one): relative, no "." or ".." part.
+std::string beneath_root_problem(const std::string& name) {
+  if (name.empty() || name.size() > kMaxPathLength) return "must be 1 to 4096 bytes";
+  if (name.front() == '/') return "must be relative to the PFS root";
+  for (std::size_t at = 0; at <= name.size();) {
+    const std::size_t next = std::min(name.find('/', at), name.size());
+    const std::string part = name.substr(at, next - at);
+    if (part.empty() || part == "." || part == "..") return "has an empty, '.' or '..' part";
+    at = next + 1;
+  }
+  return "";
+}
+
+}  // namespace
+
+bool Service::announce_read(Job& job, const control::AnnounceRead& request, double now,
+                            Envelope& reply) {
+  if (request.files_size() > kMaxReadFiles) {
+    set_error(reply, Error::CODE_INVALID,
+              "AnnounceRead: " + std::to_string(request.files_size()) + " files, at most " +
+                  std::to_string(kMaxReadFiles));
+    return false;
+  }
+  std::vector<BufferBroker::ReadFile> files;
+  for (int i = 0; i < request.files_size(); ++i) {
+    const auto& file = request.files(i);
+    if (const std::string why = beneath_root_problem(file.file()); !why.empty()) {
+      set_error(reply, Error::CODE_INVALID,
+                "AnnounceRead.files[" + std::to_string(i) + "] '" + file.file().substr(0, 256) +
+                    "': " + why);
+      return false;
+    }
+    files.push_back({file.file(), file.size()});
+  }
+  // The nodes copy the files with the job's user's rights: a job with no identity (TCP without
+  // authentication), or one whose user this host does not know, reads the PFS.
+  if (!broker_ || !job.uid) return true;
+  passwd entry{};
+  passwd* user = nullptr;
+  std::vector<char> text(16384);
+  if (getpwuid_r(*job.uid, &entry, text.data(), text.size(), &user) != 0 || !user) return true;
+  broker_->announce_read(job.broker_job, files, *job.uid, user->pw_gid, now);
+  return true;
+}
+
 void Service::set_phase(Connection& connection, Job& job, bool in_phase, double now,
-                        double expected_bytes) {
+                        double expected_bytes, bool read) {
   if (connection.in_phase == in_phase) return;
   connection.in_phase = in_phase;
   if (in_phase) {
     if (job.in_phase++ > 0) return;
     coordinator_->on_io_begin(job.id, now);
     // A declared size is per process; the phase is the whole job's.
-    if (broker_) broker_->phase_begin(job.broker_job, expected_bytes * job.ranks, now);
+    if (broker_) broker_->phase_begin(job.broker_job, expected_bytes * job.ranks, now, read);
   } else {
     if (--job.in_phase > 0) return;
     coordinator_->on_io_end(job.id, now);

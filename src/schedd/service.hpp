@@ -128,8 +128,13 @@ class Service {
   void register_process(ConnectionId id, Connection& connection,
                         const control::RegisterProcess& request, double now,
                         control::Envelope& reply);
+  /// `read`: the job's announced read phase begins (PhaseBegin.read).
   void set_phase(Connection& connection, Job& job, bool in_phase, double now,
-                 double expected_bytes = 0);
+                 double expected_bytes = 0, bool read = false);
+  /// AnnounceRead: checks the files (false, with an error in `reply`, for a bad one) and hands
+  /// the read phase to the buffer policy.
+  bool announce_read(Job& job, const control::AnnounceRead& request, double now,
+                     control::Envelope& reply);
   void authenticate(Connection& connection, const control::Authenticate& request,
                     control::Envelope& reply);
   void register_buffer(ConnectionId id, Connection& connection,

@@ -459,3 +459,28 @@ TEST(NodeAgent, ARanksRepliesKeepTheOrderOfItsRequests) {
   ASSERT_EQ(h.out.to_ranks.size(), 1u);
   EXPECT_EQ(h.out.to_ranks[0].second.seq(), 12u);
 }
+
+TEST(NodeAgent, AReadAnnouncedByEveryRankGoesUpOnceAndEachRankGetsTheReply) {
+  Harness h;
+  h.join(1, 5);
+  Envelope announce;
+  auto* file = announce.mutable_announce_read()->add_files();
+  file->set_file("run/in.h5");
+  file->set_size(1 << 20);
+  announce.set_seq(2);
+  h.from_rank(1, announce);
+  ASSERT_EQ(Harness::upstream_of(h.out, Envelope::kAnnounceRead), 1u);
+  const Envelope up = h.out.upstream[0].second;
+  EXPECT_EQ(up.announce_read().files(0).file(), "run/in.h5");
+  EXPECT_TRUE(h.out.to_ranks.empty()) << "its reply waits for the scheduler's";
+  for (RankId r = 2; r < 5; ++r) {
+    h.from_rank(r, announce);
+    EXPECT_EQ(Harness::upstream_of(h.out, Envelope::kAnnounceRead), 0u) << "rank " << r;
+  }
+  h.from_scheduler(1, directive_reply(up.seq(), true, 3));
+  EXPECT_EQ(Harness::ranks_sent(h.out, Envelope::kDirective), (std::vector<RankId>{1, 2, 3, 4}));
+  // Another list goes up again.
+  file->set_file("run/other.h5");
+  h.from_rank(2, announce);
+  EXPECT_EQ(Harness::upstream_of(h.out, Envelope::kAnnounceRead), 1u);
+}

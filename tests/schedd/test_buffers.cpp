@@ -52,9 +52,10 @@ struct Harness {
     e.mutable_register_buffer()->set_capacity(1 << 30);
     ASSERT_TRUE(call(id, e).has_buffer_registered());
   }
+  uid_t uid = 1000;  ///< the jobs' user
   harmonia::control::Directive job(ConnectionId id, const std::string& key,
                                    double bytes_per_process = 0, bool cached = false) {
-    service.on_connect(id, 1000, now);
+    service.on_connect(id, uid, now);
     Envelope e;
     auto* r = e.mutable_register_process();
     r->set_protocol_version(1);
@@ -430,4 +431,174 @@ TEST(Buffers, PeerPoliciesRunInTheDaemonLikeHarmoniasOwn) {
       EXPECT_GE(second.buffers_size(), 1) << policy;
     }
   }
+}
+
+// Read phases in the daemon (issue 16 item 1; docs/buffer-nodes.md, "Read phases"): an announced
+// read is staged in by the nodes the policy places it on, and its read phase is granted on them
+// once every node reported its copy.
+namespace {
+
+Envelope announce(const std::vector<std::pair<std::string, std::uint64_t>>& files) {
+  Envelope e;
+  for (const auto& [name, size] : files) {
+    auto* f = e.mutable_announce_read()->add_files();
+    f->set_file(name);
+    f->set_size(size);
+  }
+  return e;
+}
+
+Envelope read_begin() {
+  Envelope e;
+  e.mutable_phase_begin()->set_read(true);
+  return e;
+}
+
+/// A node's report that it finished `staged` (job, phase, failed files) and acted on `epoch`.
+Envelope staged_report(std::uint64_t epoch, const harmonia::control::StageIn* staged,
+                       const std::vector<std::string>& failed = {}) {
+  Envelope e;
+  auto* r = e.mutable_buffer_report();
+  r->set_capacity(1 << 30);
+  r->set_order_epoch(epoch);
+  if (staged) {
+    auto* s = r->add_staged_in();
+    s->set_job(staged->job());
+    s->set_phase(staged->phase());
+    for (const auto& f : failed) s->add_failed(f);
+  }
+  return e;
+}
+
+}  // namespace
+
+TEST(Buffers, AnAnnouncedReadIsStagedInStripedAndGrantedOnceEveryNodeHasIt) {
+  Harness h(buffered("max-bandwidth", 2, 64 * kMiB));
+  h.uid = 65534;  // nobody: whose rights the nodes copy with
+  h.node(1, "n0:7100");
+  h.node(2, "n1:7100");
+  h.job(10, "job");
+  const auto announced = h.call(10, announce({{"run/b.h5", 6 * kMiB}, {"run/a.h5", 2 * kMiB}}));
+  ASSERT_TRUE(announced.has_directive()) << announced.DebugString();
+  // Each node's order lists the stage-in: the same files, its own place in the stripes.
+  std::map<std::uint32_t, std::string> by_place;
+  std::vector<harmonia::control::StageIn> stages;
+  for (ConnectionId node : {1, 2}) {
+    const DrainOrder order = h.call(node, staged_report(0, nullptr)).drain_order();
+    if (order.stage_in_size() == 0) continue;
+    ASSERT_EQ(order.stage_in_size(), 1);
+    const auto& s = order.stage_in(0);
+    EXPECT_EQ(s.job(), "job");
+    EXPECT_EQ(s.uid(), 65534u);
+    EXPECT_EQ(s.gid(), 65534u) << "the user's primary group, from the password database";
+    EXPECT_EQ(std::vector<std::string>(s.files().begin(), s.files().end()),
+              (std::vector<std::string>{"run/a.h5", "run/b.h5"}));
+    EXPECT_EQ(s.stripe_bytes(), 1u << 20);
+    by_place[s.stripe_index()] = node == 1 ? "n0:7100" : "n1:7100";
+    stages.push_back(s);
+  }
+  ASSERT_FALSE(stages.empty()) << "the policy placed the prefetch at once (idle nodes)";
+  for (const auto& s : stages) EXPECT_EQ(s.stripe_count(), stages.size());
+  EXPECT_EQ(by_place.size(), stages.size()) << "each node has a place of its own";
+
+  // The read begins before the copies are done: it waits for them.
+  EXPECT_TRUE(h.call(10, read_begin()).directive().await_grant());
+  // The first node's report alone does not grant it; the last one does. One file failed on one
+  // node: it is read from the PFS.
+  const ConnectionId first = by_place.begin()->second == "n0:7100" ? 1 : 2;
+  h.call(first, staged_report(0, &stages.front(), {"run/b.h5"}));
+  if (stages.size() == 2) {
+    EXPECT_FALSE(h.pushed(10).has_value() && !h.pushed(10)->await_grant())
+        << "one node still copies";
+    h.call(first == 1 ? 2 : 1, staged_report(0, &stages.back()));
+  }
+  ASSERT_TRUE(h.pushed(10).has_value());
+  const auto granted = *h.pushed(10);
+  EXPECT_FALSE(granted.await_grant());
+  ASSERT_EQ(static_cast<size_t>(granted.buffers_size()), by_place.size());
+  for (const auto& [place, address] : by_place)
+    EXPECT_EQ(granted.buffers(static_cast<int>(place)), address) << "in stripe order";
+  EXPECT_EQ(std::vector<std::string>(granted.read_files().begin(), granted.read_files().end()),
+            std::vector<std::string>{"run/a.h5"});
+
+  // After the read the copies go: the orders list no stage-in any more.
+  EXPECT_EQ(h.end(10).read_files_size(), 0);
+  for (ConnectionId node : {1, 2})
+    EXPECT_EQ(h.call(node, staged_report(0, nullptr)).drain_order().stage_in_size(), 0);
+}
+
+TEST(Buffers, ACachedJobKeepsItsCopiesUntilItEnds) {
+  Harness h(buffered("max-bandwidth", 1, 64 * kMiB));
+  h.uid = 0;
+  h.node(1, "n0:7100");
+  h.job(10, "job", 0, true);
+  h.call(10, announce({{"in.dat", 4 * kMiB}}));
+  const DrainOrder order = h.call(1, staged_report(0, nullptr)).drain_order();
+  ASSERT_EQ(order.stage_in_size(), 1);
+  h.call(1, staged_report(order.epoch(), &order.stage_in(0)));
+  const auto granted = h.call(10, read_begin()).directive();
+  EXPECT_FALSE(granted.await_grant());
+  EXPECT_EQ(granted.read_files_size(), 1);
+  h.end(10);
+  EXPECT_EQ(h.call(1, staged_report(order.epoch(), nullptr)).drain_order().stage_in_size(), 1)
+      << "cached: its data stays for the job's next reads";
+  std::vector<Outgoing> out;
+  h.service.on_disconnect(10, h.now, out);
+  EXPECT_EQ(h.call(1, staged_report(order.epoch(), nullptr)).drain_order().stage_in_size(), 0);
+}
+
+TEST(Buffers, AReadWithNothingAnnouncedOrAnnouncedAgainIsNoBufferPhase) {
+  Harness h(buffered("max-bandwidth", 1, 64 * kMiB));
+  h.uid = 0;
+  h.node(1, "n0:7100");
+  h.job(10, "job");
+  const auto plain = h.call(10, read_begin()).directive();
+  EXPECT_FALSE(plain.await_grant()) << "nothing announced: it reads the PFS at once";
+  EXPECT_EQ(plain.buffers_size(), 0);
+  h.end(10);
+  h.call(10, announce({{"in.dat", 4 * kMiB}}));
+  DrainOrder order = h.call(1, staged_report(0, nullptr)).drain_order();
+  ASSERT_EQ(order.stage_in_size(), 1);
+  // Another rank announces the same list, and another list while one is announced: one phase.
+  h.call(10, announce({{"in.dat", 4 * kMiB}}));
+  h.call(10, announce({{"other.dat", 4 * kMiB}}));
+  order = h.call(1, staged_report(order.epoch(), &order.stage_in(0))).drain_order();
+  ASSERT_EQ(order.stage_in_size(), 1);
+  EXPECT_EQ(order.stage_in(0).files(0), "in.dat");
+  EXPECT_EQ(h.call(10, read_begin()).directive().read_files_size(), 1);
+  h.end(10);
+  // The same list once more, after it was read (a rank that started late): not staged again.
+  h.call(10, announce({{"in.dat", 4 * kMiB}}));
+  EXPECT_EQ(h.call(1, staged_report(order.epoch(), nullptr)).drain_order().stage_in_size(), 0);
+}
+
+TEST(Buffers, ANodeLostDuringAStageInSendsTheReadToThePfs) {
+  Harness h(buffered("max-bandwidth", 1, 64 * kMiB));
+  h.uid = 0;
+  h.node(1, "n0:7100");
+  h.job(10, "job");
+  h.call(10, announce({{"in.dat", 4 * kMiB}}));
+  ASSERT_EQ(h.call(1, staged_report(0, nullptr)).drain_order().stage_in_size(), 1);
+  EXPECT_TRUE(h.call(10, read_begin()).directive().await_grant());
+  std::vector<Outgoing> out;
+  h.service.on_disconnect(1, h.now, out);
+  h.pushes.insert(h.pushes.end(), out.begin(), out.end());
+  ASSERT_TRUE(h.pushed(10).has_value());
+  EXPECT_FALSE(h.pushed(10)->await_grant()) << "the read must not wait for a node that is gone";
+  EXPECT_EQ(h.pushed(10)->read_files_size(), 0);
+}
+
+TEST(Buffers, BadAnnouncementsAreRefusedNamingTheFile) {
+  Harness h(buffered("max-bandwidth", 1, 64 * kMiB));
+  h.job(10, "job");
+  for (const std::string bad : {"../etc/passwd", "/abs/path", "a//b", "a/./b", ""}) {
+    const auto reply = h.call(10, announce({{"ok.dat", 1}, {bad, 1}}));
+    ASSERT_TRUE(reply.has_error()) << bad;
+    EXPECT_EQ(reply.error().code(), Error::CODE_INVALID);
+    EXPECT_NE(reply.error().message().find("files[1]"), std::string::npos)
+        << reply.error().message();
+  }
+  std::vector<std::pair<std::string, std::uint64_t>> many;
+  for (int i = 0; i < 1025; ++i) many.emplace_back("f" + std::to_string(i), 1);
+  EXPECT_TRUE(h.call(10, announce(many)).has_error());
 }
