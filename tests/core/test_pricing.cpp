@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <utility>
+#include <vector>
 
 #include "core/accounting.hpp"
 #include "core/optimizer.hpp"
@@ -190,6 +192,142 @@ TEST(DiscountedScheduling, AScavengerYieldsToARelaxedJob) {
   run.request(relaxed, 0, 10 * GB, 0);
   run.request(scavenger, 0, 10 * GB, 1);
   EXPECT_EQ(run.actions.granted_apps(), (std::vector<AppId>{relaxed}));
+}
+
+// ---- the release of held-back phases ----
+
+namespace {
+
+/// Ticks the scheduler at each `next_release()` up to `until` (exclusive), as a host does, and
+/// returns each phase granted at such a tick with the instant of its tick.
+std::vector<std::pair<AppId, double>> tick_releases(PolicyDriver& run, double until) {
+  std::vector<std::pair<AppId, double>> released;
+  while (const auto at = run.scheduler->next_release()) {
+    if (*at >= until) break;
+    const size_t before = run.actions.grants.size();
+    run.scheduler->on_tick(*at);
+    for (size_t i = before; i < run.actions.grants.size(); ++i)
+      released.emplace_back(run.actions.grants[i].app, *at);
+    // A tick that released nothing and names the same instant again would loop forever.
+    if (run.scheduler->next_release() == at) {
+      ADD_FAILURE() << "next_release() stays at " << *at << " after a tick at that instant";
+      break;
+    }
+  }
+  return released;
+}
+
+}  // namespace
+
+TEST(DiscountedScheduling, TheHoldBackThatExpiresFirstIsReleasedFirst) {
+  // Fair-share grants every phase it sees at once, so a held phase is granted at its release. A
+  // normal phase runs all along, so both patient phases yield. The scavenger asks first, at 0 s,
+  // and may wait 3 x 22.9 / 2 = 34.3 s; the relaxed job asks at 10 s and may wait 22.9 / 2 =
+  // 11.4 s, to 21.4 s. The relaxed phase is released first, at its own bound, though it asked
+  // later; the scavenger's at its bound, not before and not at the relaxed one's.
+  const SchedulerConfig cfg = one_ssd(3);
+  PolicyDriver run("fair-share", cfg);
+  const AppId normal = run.reg(job("normal", 1), 0);
+  const AppId scavenger = run.reg(job("scavenger", 4), 0);
+  const AppId relaxed = run.reg(job("relaxed", 2), 0);
+  run.request(normal, 0, 10 * GB, 0);
+  run.request(scavenger, 0, 10 * GB, 0);
+  run.request(relaxed, 0, 10 * GB, 10);
+  ASSERT_EQ(run.actions.granted_apps(), (std::vector<AppId>{normal}));
+
+  const double alone = alone_on_one_buffer(cfg, 10 * GB);
+  const double relaxed_release = 10 + alone / 2;
+  const double scavenger_release = 3 * alone / 2;
+  ASSERT_LT(relaxed_release, scavenger_release);
+  ASSERT_TRUE(run.scheduler->next_release().has_value());
+  EXPECT_DOUBLE_EQ(*run.scheduler->next_release(), relaxed_release);
+  const auto released = tick_releases(run, 1000);
+  EXPECT_EQ(released, (std::vector<std::pair<AppId, double>>{{relaxed, relaxed_release},
+                                                             {scavenger, scavenger_release}}));
+  EXPECT_FALSE(run.scheduler->next_release().has_value());
+}
+
+TEST(DiscountedScheduling, HeldPhaseIsReleasedOnTimeWhileTheNormalJobKeepsTheBufferBusy) {
+  // The normal job writes 10 GB phases back to back, each 10 s, so a phase of it is always
+  // running or asked for: the scavenger (asking at 5 s) would wait for ever without the bound.
+  // It is granted at 5 + 3 x 22.9 / 2 = 39.3 s exactly, while the normal job's fourth phase
+  // runs, and at none of the decisions before.
+  const SchedulerConfig cfg = one_ssd(2);
+  PolicyDriver run("fair-share", cfg);
+  const AppId normal = run.reg(job("normal", 1), 0);
+  const AppId scavenger = run.reg(job("scavenger", 4), 0);
+  const double release = 5 + 3 * alone_on_one_buffer(cfg, 10 * GB) / 2;
+  run.request(normal, 0, 10 * GB, 0);
+  run.request(scavenger, 0, 10 * GB, 5);
+  std::vector<std::pair<AppId, double>> released;
+  for (int k = 1; k <= 6; ++k) {
+    const double t = 10.0 * k;
+    const auto at_ticks = tick_releases(run, t);
+    released.insert(released.end(), at_ticks.begin(), at_ticks.end());
+    // The next phase is asked for before the running one ends: the buffer is never free of it.
+    run.request(normal, k, 10 * GB, t);
+    run.complete(normal, k - 1, t);
+    if (t < release) {
+      EXPECT_FALSE(run.actions.was_granted(scavenger, 0)) << "at " << t << " s";
+    }
+  }
+  EXPECT_EQ(released, (std::vector<std::pair<AppId, double>>{{scavenger, release}}));
+  // Every phase of the normal job went at once: it never yielded to the scavenger.
+  for (int k = 0; k <= 6; ++k) EXPECT_TRUE(run.actions.was_granted(normal, k)) << "phase " << k;
+}
+
+TEST_P(DiscountedScheduling, TheLeastPatientJobIsNeverHeldBack) {
+  // One buffer, one phase at a time, under every policy. A relaxed and a scavenger job ask
+  // together: the relaxed one is the least patient, so it goes at once; the scavenger's phase is
+  // held (to 3 x 22.9 / 2 = 34.3 s). A normal job asks while the relaxed phase runs: it gets the
+  // buffer when that phase ends, ahead of the scavenger that asked first. A relaxed phase asked
+  // while the normal one runs is held (to 5 + 11.4 s), but goes as soon as the normal phase ends,
+  // long before its bound: the relaxed job is then the least patient again.
+  for (uint64_t seed = 1; seed <= 4; ++seed) {
+    SchedulerConfig cfg = one_ssd(1);
+    cfg.seed = seed;
+    cfg.max_running_apps = 0;  // all three jobs admitted (max-bandwidth's default is two)
+    PolicyDriver run(GetParam(), cfg);
+    const AppId relaxed = run.reg(job("relaxed", 2), 0);
+    const AppId scavenger = run.reg(job("scavenger", 4), 0);
+    const AppId normal = run.reg(job("normal", 1), 0);
+    const double alone = alone_on_one_buffer(cfg, 10 * GB);
+    run.request_together({scavenger, relaxed}, 10 * GB, 0);
+    ASSERT_EQ(run.actions.granted_apps(), (std::vector<AppId>{relaxed})) << "seed " << seed;
+    ASSERT_TRUE(run.scheduler->next_release().has_value());
+    EXPECT_DOUBLE_EQ(*run.scheduler->next_release(), 3 * alone / 2);
+    run.request(normal, 0, 10 * GB, 2);
+    run.complete(relaxed, 0, 3);
+    ASSERT_EQ(run.actions.granted_apps(), (std::vector<AppId>{relaxed, normal})) << "seed " << seed;
+    run.request(relaxed, 1, 10 * GB, 5);
+    ASSERT_TRUE(run.scheduler->next_release().has_value());
+    EXPECT_DOUBLE_EQ(*run.scheduler->next_release(), 5 + alone / 2);
+    run.complete(normal, 0, 6);
+    EXPECT_EQ(run.actions.granted_apps(), (std::vector<AppId>{relaxed, normal, relaxed}))
+        << "seed " << seed;
+    EXPECT_EQ(run.actions.grants.back().index, 1);
+  }
+}
+
+TEST(DiscountedScheduling, AReleasedPhaseKeepsItsPlaceInTheQueue) {
+  // Fair-share grants in queue order whatever fits. One 200 GB buffer, 150 GB phases: one at a
+  // time. A normal phase runs from 0 s; a scavenger asks at 1 s (held for 3 x 343 / 2 = 515 s),
+  // another normal job at 2 s (waits for space). Each decision while the scavenger is held takes
+  // it out of the queue and puts it back. When the first phase's data has drained, after the
+  // scavenger's release, both may go: the scavenger, which asked first, is at the head.
+  const SchedulerConfig cfg = one_ssd(2);
+  const double bytes = 150 * GB;
+  const double release = 1 + 3 * alone_on_one_buffer(cfg, bytes) / 2;
+  PolicyDriver run("fair-share", cfg);
+  const AppId first = run.reg(job("first", 1), 0);
+  const AppId scavenger = run.reg(job("scavenger", 4), 0);
+  const AppId second = run.reg(job("second", 1), 0);
+  run.request(first, 0, bytes, 0);
+  run.request(scavenger, 0, bytes, 1);
+  run.request(second, 0, bytes, 2);
+  run.complete(first, 0, release - 10);
+  run.drained(0, bytes, release + 1);
+  EXPECT_EQ(run.actions.granted_apps(), (std::vector<AppId>{first, scavenger}));
 }
 
 // ---- the records ----
