@@ -3,7 +3,9 @@
  *   bbio_bench passthrough CALLS          ns per write(2) of 1 byte to /dev/null (not staged)
  *   bbio_bench memcpy MIB                 GB/s of memcpy of 1 MiB blocks into fresh memory
  *   bbio_bench stage FILE MIB             GB/s of 1 MiB write(2) calls (staged when preloaded),
- *                                         then GB/s of close+fsync (the flush) as a second line */
+ *                                         then GB/s of close+fsync (the flush) as a second line
+ *   bbio_bench pwrite FILE CALLS BYTES    ns per pwrite(2) of BYTES at consecutive offsets of a
+ *                                         regular file (the close, and a flush, not timed) */
 #define _GNU_SOURCE
 #include <fcntl.h>
 #include <stdio.h>
@@ -54,6 +56,20 @@ int main(int argc, char** argv) {
     const double flushed = now() - start;
     printf("%.3f\n%.3f\n", (double)count * (double)mib / staged / 1e9,
            (double)count * (double)mib / flushed / 1e9);
+  } else if (!strcmp(argv[1], "pwrite") && argc == 5) {
+    const long calls = atol(argv[3]);
+    const size_t bytes = (size_t)atol(argv[4]);
+    if (calls <= 0 || bytes == 0) return 2;
+    char* src = malloc(bytes);
+    memset(src, 7, bytes);
+    const int fd = open(argv[2], O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fd < 0) return 1;
+    const double start = now();
+    for (long i = 0; i < calls; ++i)
+      if (pwrite(fd, src, bytes, (off_t)i * (off_t)bytes) != (ssize_t)bytes) return 1;
+    const double seconds = now() - start;
+    if (close(fd) != 0) return 1;
+    printf("%.1f\n", seconds / (double)calls * 1e9);
   } else {
     return 2;
   }

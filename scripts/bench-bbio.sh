@@ -2,6 +2,7 @@
 # Speed of libharmonia against the same machine's baselines, all measured in this one run:
 # pass-through overhead per call, staging 1 MiB writes to RAM against memcpy, and flushing a
 # staged file against fio's sequential write bandwidth to the same directory.
+# Last, the cost per call of small pwrite(2) calls, with and without the library (the write plan).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bench=build/bench/bbio_bench
@@ -48,4 +49,26 @@ print(f"flush of the staged file (pwritev + fsync): median {statistics.median(fl
       f"(runs {', '.join(f'{x:.2f}' for x in flush)}); fio sequential write (64 MiB, end_fsync): "
       f"median {statistics.median(fio):.3f} GB/s (runs {', '.join(f'{x:.2f}' for x in fio)}); "
       f"ratio of medians {statistics.median(flush) / statistics.median(fio):.2f}")
+PY
+
+# The per-file write plan's cost (issue 19, item 4): small pwrite(2) calls to a file on $dir
+# without the library, and preloaded with staging off (each call written through) and on (each
+# call copied into the RAM staging area, after the plan's one atomic check); 5 runs each,
+# alternated, median and range of ns per call.
+calls=${BENCH_PWRITES:-1000000} bytes=${BENCH_PWRITE_BYTES:-64}
+plain=() off=() on=()
+for _ in 1 2 3 4 5; do
+  plain+=("$($bench pwrite "$dir/small.bin" "$calls" "$bytes")")
+  off+=("$(env LD_PRELOAD="$lib" HARMONIA_STAGE=0 $bench pwrite "$dir/small.bin" "$calls" "$bytes")")
+  on+=("$(env LD_PRELOAD="$lib" HARMONIA_STAGE=1 HARMONIA_STAGE_SIZE=$((calls * bytes / 1048576 + 64))M \
+    $bench pwrite "$dir/small.bin" "$calls" "$bytes")")
+  rm -f "$dir/small.bin"
+done
+python3 - "$calls" "$bytes" "${plain[*]}" "${off[*]}" "${on[*]}" <<'PY'
+import statistics, sys
+calls, size = sys.argv[1], sys.argv[2]
+for name, text in zip(("no library", "preloaded, staging off", "preloaded, staging on"), sys.argv[3:]):
+    runs = [float(x) for x in text.split()]
+    print(f"{calls} x {size} B pwrite(2), {name}: median {statistics.median(runs):.0f} ns per call "
+          f"(range {min(runs):.0f}-{max(runs):.0f})")
 PY
