@@ -14,10 +14,8 @@ read phase and the makespan, and writes the table and a PNG plot into --out.
 
 import argparse
 import copy
-import json
 import random
 import statistics
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -28,7 +26,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 from harmonia.scenario import load_scenario, normalize
-from harmonia.simulator import find_simulator
+from harmonia.simulator import find_simulator, simulate_scenario
 
 HERE = Path(__file__).resolve().parent
 POLICIES = (
@@ -68,27 +66,10 @@ def draw(base: dict[str, Any], seed: int, ahead: bool) -> dict[str, Any]:
 def simulate(
     simulator: Path, scenario: dict[str, Any], policy: str, work: Path
 ) -> dict[str, float]:
-    path, out = work / "scenario.json", work / "results.json"
-    path.write_text(json.dumps(scenario))
-    run = subprocess.run(
-        [
-            str(simulator),
-            "--scenario",
-            str(path),
-            "--policy",
-            policy,
-            "--out",
-            str(out),
-        ],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if run.returncode != 0:
-        sys.exit(
-            f"harmonia-sim failed on seed {scenario['seed']} ({policy}): {run.stderr.strip()}"
-        )
-    results = json.loads(out.read_text())
+    try:
+        results = simulate_scenario(simulator, scenario, policy, work)
+    except RuntimeError as error:
+        sys.exit(f"harmonia-sim failed on seed {scenario['seed']} ({policy}): {error}")
     metrics = {
         key: float(results["metrics"][key]) for key in METRICS if key != "read_wait"
     }

@@ -12,17 +12,15 @@ and the spread (min-max) of the mean job completion, the mean batch-queue wait a
 
 import argparse
 import copy
-import json
 import random
 import statistics
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
 from typing import Any
 
 from harmonia.scenario import load_scenario, normalize
-from harmonia.simulator import find_simulator
+from harmonia.simulator import find_simulator, simulate_scenario
 
 HERE = Path(__file__).resolve().parent
 DECLARED = 100e9
@@ -68,27 +66,10 @@ def configure(scenario: dict[str, Any], config: dict[str, Any]) -> dict[str, Any
 def simulate(
     simulator: Path, scenario: dict[str, Any], work: Path, label: str
 ) -> dict[str, float]:
-    path, out = work / "scenario.json", work / "results.json"
-    path.write_text(json.dumps(scenario))
-    run = subprocess.run(
-        [
-            str(simulator),
-            "--scenario",
-            str(path),
-            "--policy",
-            "datawarp",
-            "--out",
-            str(out),
-        ],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if run.returncode != 0:
-        sys.exit(
-            f"harmonia-sim failed on seed {scenario['seed']} ({label}): {run.stderr.strip()}"
-        )
-    metrics = json.loads(out.read_text())["metrics"]
+    try:
+        metrics = simulate_scenario(simulator, scenario, "datawarp", work)["metrics"]
+    except RuntimeError as error:
+        sys.exit(f"harmonia-sim failed on seed {scenario['seed']} ({label}): {error}")
     return {key: float(metrics[key]) for key in METRICS}
 
 

@@ -1,5 +1,6 @@
 """Locating and running the `harmonia-sim` binary, one process per policy."""
 
+import json
 import os
 import shutil
 import subprocess
@@ -8,6 +9,7 @@ from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import harmonia
 
@@ -83,6 +85,22 @@ def run_policy(
     except OSError as error:  # e.g. not executable: report it like a failed run
         return RunOutcome(policy, 127, f"cannot run {simulator}: {error}", 0.0)
     return RunOutcome(policy, completed.returncode, completed.stderr, time.monotonic() - start)
+
+
+def simulate_scenario(
+    simulator: Path, scenario: dict[str, Any], policy: str, work: Path
+) -> dict[str, Any]:
+    """The results of one run of `policy` on the normalized `scenario`, as harmonia-sim writes
+    them (docs/formats.md), for scripts that simulate many variants of a scenario: `work`
+    holds the scenario and results files, overwritten by the next call. Raises RuntimeError with
+    the simulator's error output when the run fails."""
+    scenario_json, out_json = work / "scenario.json", work / "results.json"
+    scenario_json.write_text(json.dumps(scenario))
+    outcome = run_policy(simulator, scenario_json, policy, out_json)
+    if not outcome.ok:
+        raise RuntimeError(outcome.stderr.strip())
+    results: dict[str, Any] = json.loads(out_json.read_text())
+    return results
 
 
 def run_policies(
