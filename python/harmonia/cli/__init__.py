@@ -4,6 +4,8 @@ from collections.abc import Iterable
 from typing import NoReturn
 
 import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TimeElapsedColumn
 
 # Exit codes: 2 for a bad input the user can fix (docs/formats.md), 1 for a failed run.
 EXIT_INVALID = 2
@@ -15,3 +17,26 @@ def fail(lines: Iterable[str], code: int) -> NoReturn:
     for line in lines:
         typer.echo(line, err=True)
     raise typer.Exit(code)
+
+
+def progress_bar(console: Console, spinner: bool = False) -> Progress:
+    """The sub-commands' progress display on `console`: the task's description, a bar, done of
+    total and the time elapsed; `spinner` puts a spinner first, for steps of unknown length."""
+    columns = (
+        "[progress.description]{task.description}",
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+    )
+    return Progress(*((SpinnerColumn(),) if spinner else ()), *columns, console=console)
+
+
+def seeds_or_fail(text: str) -> list[int]:
+    """The seeds `--seeds TEXT` names ("1-10", "1,2,5"); a bad list fails with EXIT_INVALID,
+    naming the option."""
+    from harmonia.experiments.reproduce import parse_seeds
+
+    try:
+        return parse_seeds(text)
+    except ValueError as error:
+        fail([f"--seeds {text}: {error}"], EXIT_INVALID)

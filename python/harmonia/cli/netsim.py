@@ -6,10 +6,9 @@ from typing import Annotated, Any
 
 import typer
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TimeElapsedColumn
 from rich.table import Table
 
-from harmonia.cli import EXIT_FAILED, EXIT_INVALID, fail
+from harmonia.cli import EXIT_FAILED, EXIT_INVALID, fail, progress_bar
 from harmonia.simulator import SimulatorNotFound
 
 
@@ -73,14 +72,7 @@ def run_netsim(scenario_path: Path, out: Path | None, jobs: int, plots: bool = T
     name = scenario.scenario.name
     out_dir = out if out is not None else Path("results") / "netsim" / name
     console = Console(stderr=True)
-    progress = Progress(
-        SpinnerColumn(),
-        "[progress.description]{task.description}",
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=console,
-    )
+    progress = progress_bar(console, spinner=True)
     with progress:
         task = progress.add_task(f"simulating {name}", total=len(configs))
 

@@ -5,10 +5,9 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
 from rich.table import Table
 
-from harmonia.cli import EXIT_FAILED, EXIT_INVALID, fail
+from harmonia.cli import EXIT_FAILED, EXIT_INVALID, fail, progress_bar
 from harmonia.profiler import Point, ProfileError, ProfileSettings, device_toml, profile
 from harmonia.units import parse_size
 
@@ -61,13 +60,7 @@ def profile_device(
         fail([f"--request-size: {error}"], EXIT_INVALID)
     out_dir = out if out is not None else directory
     console = Console(stderr=True)
-    progress = Progress(
-        "[progress.description]{task.description}",
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=console,
-    )
+    progress = progress_bar(console)
     with progress:
         task = progress.add_task(f"profiling {directory}", total=len(writers) * len(ops))
 

@@ -5,7 +5,7 @@ from typing import Annotated
 
 import typer
 
-from harmonia.cli import EXIT_INVALID, fail
+from harmonia.cli import EXIT_INVALID, fail, seeds_or_fail
 from harmonia.cli.reproduce_bakeoff import reproduce_bakeoff
 from harmonia.cli.reproduce_buffers import reproduce_buffers
 from harmonia.cli.reproduce_forwarding import reproduce_forwarding
@@ -80,7 +80,6 @@ def reproduce(
     (docs/reproduction.md)."""
     from harmonia.experiments.reproduce import (
         markdown_report,
-        parse_seeds,
         scenario_files,
         write_plots,
     )
@@ -101,24 +100,16 @@ def reproduce(
         reproduce_slurm(out or Path("results/reproduction-slurm"), only, repeat)
         return
     if paper == "bakeoff":
-        try:
-            bakeoff_seeds = None if seeds is None else tuple(parse_seeds(seeds))
-        except ValueError as error:
-            fail([f"--seeds {seeds}: {error}"], EXIT_INVALID)
+        bakeoff_seeds = None if seeds is None else tuple(seeds_or_fail(seeds))
         reproduce_bakeoff(out or Path("results/bakeoff"), jobs, full, bakeoff_seeds)
         return
     if paper == "pricing":
-        try:
-            pricing_seeds = parse_seeds(seeds or "1-10")
-        except ValueError as error:
-            fail([f"--seeds {seeds}: {error}"], EXIT_INVALID)
-        reproduce_pricing(out or Path("results/pricing"), jobs, pricing_seeds, only)
+        reproduce_pricing(
+            out or Path("results/pricing"), jobs, seeds_or_fail(seeds or "1-10"), only
+        )
         return
     if paper == "optimum":
-        try:
-            optimum_seeds = tuple(parse_seeds(seeds or "1-5"))
-        except ValueError as error:
-            fail([f"--seeds {seeds}: {error}"], EXIT_INVALID)
+        optimum_seeds = tuple(seeds_or_fail(seeds or "1-5"))
         reproduce_optimum(out or Path("results/optimum"), optimum_seeds, slots, time_limit)
         return
     if paper != "harmonia":
@@ -131,10 +122,7 @@ def reproduce(
         )
     if only is not None or system != "scaled":
         fail(["--system and --only apply to `harmonia reproduce network` only"], EXIT_INVALID)
-    try:
-        seed_values = parse_seeds(seeds or "1-10")
-    except ValueError as error:
-        fail([f"--seeds {seeds}: {error}"], EXIT_INVALID)
+    seed_values = seeds_or_fail(seeds or "1-10")
     out = out or Path("results/reproduction")
     files = scenario_files()
     per_seed = [{key: out / f"seed-{seed}" / key for key in files} for seed in seed_values]

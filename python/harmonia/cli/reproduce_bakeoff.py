@@ -5,10 +5,9 @@ from pathlib import Path
 
 import typer
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
 from rich.table import Table
 
-from harmonia.cli import EXIT_FAILED, EXIT_INVALID, fail
+from harmonia.cli import EXIT_FAILED, EXIT_INVALID, fail, progress_bar
 from harmonia.simulator import RunOutcome, SimulatorNotFound, find_simulator
 
 
@@ -46,13 +45,7 @@ def reproduce_bakeoff(out: Path, jobs: int, full: bool, seeds: tuple[int, ...] |
     )
     started = time.monotonic()
     ran: list[bool] = []
-    progress = Progress(
-        "[progress.description]{task.description}",
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=console,
-    )
+    progress = progress_bar(console)
     try:
         with progress:
             task = progress.add_task("simulating", total=grid.runs)

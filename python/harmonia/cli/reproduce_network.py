@@ -5,9 +5,8 @@ from pathlib import Path
 
 import typer
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TimeElapsedColumn
 
-from harmonia.cli import EXIT_FAILED, EXIT_INVALID, fail
+from harmonia.cli import EXIT_FAILED, EXIT_INVALID, fail, progress_bar
 from harmonia.simulator import SimulatorNotFound
 
 
@@ -37,14 +36,7 @@ def reproduce_network(out: Path, jobs: int, system: str, only: str | None) -> No
         fail([str(error)], EXIT_FAILED)
     cases = [case for group in experiments.values() for case in group]
     console = Console(stderr=True)
-    progress = Progress(
-        SpinnerColumn(),
-        "[progress.description]{task.description}",
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=console,
-    )
+    progress = progress_bar(console, spinner=True)
     started = time.monotonic()
     with progress:
         task = progress.add_task(f"{len(cases)} cases on the {system} system", total=None)

@@ -5,9 +5,8 @@ from pathlib import Path
 
 import typer
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
 
-from harmonia.cli import EXIT_FAILED, EXIT_INVALID, fail
+from harmonia.cli import EXIT_FAILED, EXIT_INVALID, fail, progress_bar
 from harmonia.simulator import SimulatorNotFound, find_tool
 
 
@@ -25,13 +24,7 @@ def reproduce_optimum(out: Path, seeds: tuple[int, ...], slots: int, time_limit:
     console = Console(stderr=True)
     started = time.monotonic()
     results = []
-    progress = Progress(
-        "[progress.description]{task.description}",
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=console,
-    )
+    progress = progress_bar(console)
     with progress:
         task = progress.add_task("instances (policies, then 4 CP-SAT solves)", total=len(seeds))
         for seed in seeds:

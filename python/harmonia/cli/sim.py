@@ -5,9 +5,8 @@ from typing import Annotated, Any
 
 import typer
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TimeElapsedColumn
 
-from harmonia.cli import EXIT_FAILED, EXIT_INVALID, fail
+from harmonia.cli import EXIT_FAILED, EXIT_INVALID, fail, progress_bar
 from harmonia.cli.report import show_report
 from harmonia.policies import parse_policies
 from harmonia.simulator import RunOutcome, SimulatorNotFound, find_simulator, run_policies
@@ -77,14 +76,7 @@ def _simulate(
     scenario_json = staging / "scenario.json"
     write_json(scenario_json, normalized)
 
-    progress = Progress(
-        SpinnerColumn(),
-        "[progress.description]{task.description}",
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=Console(stderr=True),
-    )
+    progress = progress_bar(Console(stderr=True), spinner=True)
     with progress:
         task = progress.add_task(f"simulating {normalized['name']}", total=len(policies))
 

@@ -7,9 +7,8 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
 
-from harmonia.cli import EXIT_FAILED, EXIT_INVALID, fail
+from harmonia.cli import EXIT_FAILED, EXIT_INVALID, fail, progress_bar
 from harmonia.policies import parse_policies
 from harmonia.simulator import SimulatorNotFound, find_simulator
 from harmonia.units import parse_size
@@ -112,13 +111,7 @@ def sweep(
     elif db.exists() and not db.is_file():
         fail([f"--db {db}: not a file"], EXIT_INVALID)
     db.parent.mkdir(parents=True, exist_ok=True)
-    progress = Progress(
-        "[progress.description]{task.description}",
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=Console(stderr=True),
-    )
+    progress = progress_bar(Console(stderr=True))
     try:
         with progress:
             bar = progress.add_task("sweep", total=len(tasks))
