@@ -528,11 +528,14 @@ std::string BufferBroker::results_json() const {
   for (const auto& p : recorder.phases())
     out["phases"].push_back({{"job", jobs_[static_cast<size_t>(p.app)].key},
                              {"index", p.index},
+                             {"op", p.op == core::Op::Read ? "read" : "write"},
                              {"requested", p.requested},
                              {"granted", p.granted},
                              {"end", p.end},
                              {"size", p.bytes}});
   out["drains"] = simkit::drains_json(recorder.drains());
+  out["prefetches"] = simkit::prefetches_json(
+      recorder.prefetches(), [&](int app) { return jobs_[static_cast<size_t>(app)].key; });
   return out.dump(2) + "\n";
 }
 

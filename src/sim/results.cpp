@@ -21,13 +21,8 @@ nlohmann::ordered_json results_json(const Scenario& scenario, const std::string&
   out["phases"] = simkit::phases_json(
       r.phases, [&](int app) { return r.apps.at(static_cast<size_t>(app)).name; });
   out["drains"] = simkit::drains_json(r.drains);
-  out["prefetches"] = ordered_json::array();
-  for (const auto& p : r.prefetches)
-    out["prefetches"].push_back({{"app", r.apps.at(static_cast<size_t>(p.app)).name},
-                                 {"index", p.index},
-                                 {"start", p.start},
-                                 {"end", p.end},
-                                 {"bytes", p.bytes}});
+  out["prefetches"] = simkit::prefetches_json(
+      r.prefetches, [&](int app) { return r.apps.at(static_cast<size_t>(app)).name; });
   out["sim"] = {{"events", r.events}};
   if (!r.control.empty()) {
     // The control plane (docs/node-agent.md): messages to and from the scheduler per phase, and

@@ -60,6 +60,18 @@ ordered_json phases_json(const std::vector<core::PhaseRecord>& phases,
   return out;
 }
 
+ordered_json prefetches_json(const std::vector<core::PrefetchRecord>& prefetches,
+                             const std::function<std::string(int app)>& app_name) {
+  ordered_json out = ordered_json::array();
+  for (const auto& p : prefetches)
+    out.push_back({{"app", app_name(p.app)},
+                   {"index", p.index},
+                   {"start", p.start},
+                   {"end", p.end},
+                   {"bytes", p.bytes}});
+  return out;
+}
+
 ordered_json drains_json(const std::vector<core::DrainRecord>& drains) {
   ordered_json out = ordered_json::array();
   for (const auto& d : drains)

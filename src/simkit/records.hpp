@@ -20,5 +20,8 @@ nlohmann::ordered_json phases_json(const std::vector<core::PhaseRecord>& phases,
                                    const std::function<std::string(int app)>& app_name);
 /// One entry per drain that moved bytes.
 nlohmann::ordered_json drains_json(const std::vector<core::DrainRecord>& drains);
+/// One entry per stage-in of a read phase; `app_name` names the application of a record.
+nlohmann::ordered_json prefetches_json(const std::vector<core::PrefetchRecord>& prefetches,
+                                       const std::function<std::string(int app)>& app_name);
 
 }  // namespace harmonia::simkit
