@@ -134,6 +134,11 @@ class SlurmCluster:
     def pfs(self) -> Path:
         return self.buffers_dir / "pfs"
 
+    @property
+    def agents_dir(self) -> Path:
+        """Where the Prolog makes each job's node-agent directory (docs/node-agent.md)."""
+        return self.dir / "run" / "agents"
+
     def env(self) -> dict[str, str]:
         """What a shell needs for sbatch, squeue and scontrol to reach this cluster."""
         return {"SLURM_CONF": str(self.conf)}
@@ -163,6 +168,8 @@ class SlurmCluster:
                                    "src/bbd/harmonia-bbctl").resolve()),
             "schedctl": str(find_tool("harmonia-schedctl", "HARMONIA_SCHEDCTL",
                                       "src/schedd/harmonia-schedctl").resolve()),
+            "agentd": str(find_tool("harmonia-agentd", "HARMONIA_AGENTD",
+                                    "src/agent/harmonia-agentd").resolve()),
         }  # fmt: skip
         controller_port = self._port(s.controller_port, "--controller-port")
         node_ports = []
@@ -285,6 +292,10 @@ JobCompType=jobcomp/none
 AccountingStorageType=accounting_storage/none
 JobAcctGatherType=jobacct_gather/none
 PlugStackConfig={d}/etc/plugstack.conf
+Prolog={d}/etc/harmonia-node-agent.sh
+TaskProlog={d}/etc/harmonia-node-agent.sh
+TaskEpilog={d}/etc/harmonia-node-agent.sh
+Epilog={d}/etc/harmonia-node-agent.sh
 BurstBufferType=burst_buffer/lua
 MinJobAge=30
 InactiveLimit=0
@@ -306,6 +317,16 @@ PartitionName=harmonia Nodes=ALL Default=YES MaxTime=INFINITE State=UP
             .replace('HARMONIA_PYTHON = "/usr/bin/python3"',
                      f'HARMONIA_PYTHON = "{state.python}"')
         )  # fmt: skip
+        script = d / "etc" / "harmonia-node-agent.sh"
+        agent_hooks = resources.files("harmonia").joinpath("data/slurm/harmonia-node-agent.sh")
+        script.write_text(
+            agent_hooks.read_text()
+            .replace('HARMONIA_AGENTD="/usr/local/bin/harmonia-agentd"',
+                     f'HARMONIA_AGENTD="{state.tools["agentd"]}"')
+            .replace('HARMONIA_AGENT_DIR="/run/harmonia-agents"',
+                     f'HARMONIA_AGENT_DIR="{self.agents_dir}"')
+        )  # fmt: skip
+        script.chmod(0o755)
 
     def hook_config(self, state: ClusterState) -> dict[str, Any]:
         """What the burst_buffer.lua hooks need (harmonia-bb.json)."""

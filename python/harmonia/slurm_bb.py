@@ -21,7 +21,7 @@ from typing import Any
 
 DIRECTIVE = "#BB_LUA"
 UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40, "P": 1 << 50}
-JOBDW_KEYS = ("pool", "capacity", "io", "access", "priority", "hint")
+JOBDW_KEYS = ("pool", "capacity", "io", "access", "priority", "hint", "node_agent")
 STAGE_KEYS = ("source", "destination", "type")
 BB_VARIABLE = "$HARMONIA_BB"
 # The stage-in copier, run under libharmonia: reads the source, writes the target in 4 MiB pieces.
@@ -62,6 +62,7 @@ class Request:
     priority: int = 0
     hint: str = "flushable"
     access: str = "striped"
+    node_agent: bool = False  # one harmonia-agentd per node speaks for the ranks
     ntasks: int = 1
     stage_in: list[Stage] = field(default_factory=list)
     stage_out: list[Stage] = field(default_factory=list)
@@ -175,6 +176,10 @@ def _jobdw(request: Request, pairs: dict[str, str], total: int, config: dict[str
     request.hint = pairs.get("hint", "flushable")
     if request.hint not in ("cached", "flushable"):
         raise ValueError(f"hint={request.hint}: expected cached or flushable")
+    agent = pairs.get("node_agent", "no")
+    if agent not in ("yes", "no"):
+        raise ValueError(f"node_agent={agent}: expected yes or no")
+    request.node_agent = agent == "yes"
 
 
 def _stage(request: Request, verb: str, pairs: dict[str, str]) -> None:
@@ -269,7 +274,7 @@ class Hooks:
 
     def job_env(self, job_id: str, request: Request) -> dict[str, str]:
         directory = self.job_dir(job_id)
-        return {
+        env = {
             "HARMONIA_BB": str(directory),
             "LD_PRELOAD": self.config["libharmonia"],
             "HARMONIA_SCHEDD": self.config["schedd"],
@@ -282,6 +287,9 @@ class Hooks:
                 max(1, (request.io or request.capacity) // request.ntasks)
             ),
         }
+        if request.node_agent:  # read by the node-agent TaskProlog (harmonia-node-agent.sh)
+            env["HARMONIA_NODE_AGENT"] = "1"
+        return env
 
     def data_in(self, job_id: str, job_script: str, *_ids: str) -> str:
         # Slurm 22.05 passes no user to data_in: the job's user is the one setup recorded.

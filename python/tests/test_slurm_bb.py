@@ -62,6 +62,7 @@ def test_a_full_request_is_read(tmp_path: Path) -> None:
         ("#BB_LUA jobdw io=1G priority=high", CONFIG, "priority=high: expected an integer"),
         ("#BB_LUA jobdw io=1G priority=2000000", CONFIG, "expected -1000000 to 1000000"),
         ("#BB_LUA jobdw io=1G hint=hot", CONFIG, "hint=hot: expected cached or flushable"),
+        ("#BB_LUA jobdw io=1G node_agent=on", CONFIG, "node_agent=on: expected yes or no"),
         ("#BB_LUA jobdw io=1G io=2G", CONFIG, "io given twice"),
         ("#BB_LUA jobdw io", CONFIG, "'io': expected key=value"),
         ("#BB_LUA jobdw io=1G\n#BB_LUA jobdw io=1G", CONFIG, "a second jobdw"),
@@ -110,6 +111,22 @@ def test_the_job_environment_divides_the_declared_output_by_its_tasks(tmp_path: 
     assert env["HARMONIA_BYTES_PER_PROCESS"] == str(16 << 20)
     assert env["HARMONIA_PRIORITY"] == "5" and env["LD_PRELOAD"] == "/lib/x.so"
     assert "HARMONIA_JOB" not in env  # libharmonia takes the key from SLURM_JOB_ID
+    # No node agent unless asked: the job's own HARMONIA_NODE_AGENT is left alone.
+    assert "HARMONIA_NODE_AGENT" not in env
+
+
+def test_node_agent_yes_asks_the_task_prolog_for_an_agent(tmp_path: Path) -> None:
+    config = {**CONFIG, "state": str(tmp_path), "pfs": str(tmp_path / "pfs"),
+              "jobs": str(tmp_path / "pfs" / ".harmonia-jobs"), "libharmonia": "/lib/x.so",
+              "schedd": "/run/s.sock"}  # fmt: skip
+    script = tmp_path / "job.sh"
+    script.write_text("#!/bin/bash\n#BB_LUA jobdw io=64M node_agent=yes\nrun\n")
+    path_file = tmp_path / "paths"
+    Hooks(config).paths("18", str(script), str(path_file))
+    env = dict(line.split("=", 1) for line in path_file.read_text().splitlines())
+    assert env["HARMONIA_NODE_AGENT"] == "1" and env["HARMONIA_SCHEDD"] == "/run/s.sock"
+    no = parse_directives("#BB_LUA jobdw io=64M node_agent=no\nrun\n", CONFIG)
+    assert not no.node_agent
 
 
 def test_real_size_is_the_reservation_in_datawarp_mode_and_staged_bytes_otherwise(
