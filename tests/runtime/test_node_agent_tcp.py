@@ -1,0 +1,162 @@
+"""The node agent's TCP path (docs/node-agent.md, docs/security.md "Identity"): harmonia-agentd
+--schedd tcp:HOST:PORT against a harmonia-schedd with --auth munge and a munged of the project's
+own (scripts/munged.sh). The agent authenticates each of its connections with a MUNGE
+credential and speaks for its ranks as one connection; when the daemon refuses the agent's
+credential, the ranks register directly at once and write every byte."""
+
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from bbio_support import BUILD
+from schedd_support import (
+    SCHEDD,
+    expected_bytes,
+    finish,
+    start_writer,
+    status,
+    wait_until,
+)
+
+ROOT = Path(__file__).resolve().parents[2]
+AGENTD = BUILD / "src" / "agent" / "harmonia-agentd"
+MUNGED = ROOT / "scripts" / "munged.sh"
+
+
+def _why_not() -> str:
+    for tool in ("munged", "mungekey"):
+        if shutil.which(tool) is None:
+            return f"{tool} is not installed (Debian: munge; scripts/install-deps.sh)"
+    if not AGENTD.is_file() or not SCHEDD.is_file():
+        return "harmonia-agentd or harmonia-schedd is not built"
+    return ""
+
+
+pytestmark = pytest.mark.skipif(bool(_why_not()), reason=_why_not() or "-")
+
+
+def _start_munged(where: Path) -> str:
+    started = subprocess.run([str(MUNGED), "start", str(where)], capture_output=True, text=True,
+                             check=False)  # fmt: skip
+    assert started.returncode == 0, started.stderr
+    return started.stdout.strip()
+
+
+@pytest.fixture(scope="module")
+def munge() -> Iterator[tuple[str, str]]:
+    """The daemon's munged, and a foreign one (a key of its own): its credentials are refused."""
+    base = Path(tempfile.mkdtemp(prefix="harmonia-agent-munge-"))
+    try:
+        yield _start_munged(base / "site"), _start_munged(base / "foreign")
+    finally:
+        for name in ("site", "foreign"):
+            subprocess.run([str(MUNGED), "stop", str(base / name)], check=False)
+        shutil.rmtree(base, ignore_errors=True)
+
+
+@pytest.fixture
+def schedd(tmp_path: Path, munge: tuple[str, str]) -> Iterator[tuple[Path, str]]:
+    """harmonia-schedd --auth munge: its Unix socket (for status) and its TCP address."""
+    unix = tmp_path / "schedd.sock"
+    daemon = subprocess.Popen(
+        [str(SCHEDD), "--socket", str(unix), "--tcp", "127.0.0.1:0", "--auth", "munge",
+         "--munge-socket", munge[0], "--tick", "0.01"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    assert daemon.stdout is not None
+    line = daemon.stdout.readline()
+    assert line.startswith("tcp_port="), daemon.stderr.read() if daemon.stderr else ""
+    try:
+        yield unix, f"tcp:127.0.0.1:{line.strip().removeprefix('tcp_port=')}"
+    finally:
+        daemon.send_signal(signal.SIGTERM)
+        daemon.communicate(timeout=10)
+
+
+def _agent(socket_path: Path, schedd: str, munge_socket: str) -> subprocess.Popen[str]:
+    agent = subprocess.Popen(
+        [str(AGENTD), "--socket", str(socket_path), "--schedd", schedd],
+        env={**os.environ, "HARMONIA_MUNGE_SOCKET": munge_socket},
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    if not wait_until(lambda: socket_path.exists() or agent.poll() is not None):
+        agent.kill()
+    assert socket_path.exists(), agent.communicate(timeout=10)
+    return agent
+
+
+def _stop(agent: subprocess.Popen[str]) -> str:
+    if agent.poll() is None:
+        agent.send_signal(signal.SIGTERM)
+    out, _ = agent.communicate(timeout=10)
+    return out
+
+
+def _job(unix: Path, key: str) -> dict[str, Any]:
+    return next((dict(j) for j in status(unix)["jobs"] if j["job"] == key), {})
+
+
+def _ranks(schedd: str, agent: Path, munge_socket: str, where: Path) -> list[Any]:
+    """Three ranks of job T writing 20 chunks of 1 MB, 0.1 s apart, through the agent; their
+    own credentials come from the daemon's munged."""
+    return [
+        start_writer(Path(schedd), "T", where / f"r{k}", chunks=20, pause=0.1,
+                     HARMONIA_AGENT=str(agent), HARMONIA_MUNGE_SOCKET=munge_socket,
+                     PMI_RANK=str(k), PMI_SIZE="3")
+        for k in range(3)
+    ]  # fmt: skip
+
+
+def test_the_agent_authenticates_over_tcp_and_speaks_for_its_ranks(
+    tmp_path: Path, schedd: tuple[Path, str], munge: tuple[str, str]
+) -> None:
+    unix, tcp = schedd
+    agent = _agent(tmp_path / "agent.sock", tcp, munge[0])
+    try:
+        ranks = _ranks(tcp, tmp_path / "agent.sock", munge[0], tmp_path)
+        # Under --auth munge an unauthenticated agent is refused (its ranks would then show as
+        # three connections): one connection, in the phase, is the agent's, authenticated.
+        assert wait_until(lambda: _job(unix, "T").get("in_phase") == 1), _job(unix, "T")
+        seen = _job(unix, "T")
+        assert (seen["processes"], seen["ranks"]) == (1, 3), seen
+        results = [finish(rank) for rank in ranks]
+    finally:
+        counts = _stop(agent)
+    for k, result in enumerate(results):
+        assert (
+            "refused" not in result["stderr"] and "directly" not in result["stderr"]
+        ), result
+        assert (tmp_path / f"r{k}").read_bytes() == expected_bytes(20)
+    assert '"to_scheduler": ' in counts and '"to_scheduler": 0' not in counts, counts
+
+
+def test_a_refused_credential_sends_the_ranks_to_the_daemon_directly(
+    tmp_path: Path, schedd: tuple[Path, str], munge: tuple[str, str]
+) -> None:
+    unix, tcp = schedd
+    # The agent's munged is not the daemon's: its credentials do not decode there.
+    agent = _agent(tmp_path / "agent.sock", tcp, munge[1])
+    try:
+        ranks = _ranks(tcp, tmp_path / "agent.sock", munge[0], tmp_path)
+        # Each rank, refused through the agent, registered itself: three connections.
+        assert wait_until(lambda: _job(unix, "T").get("in_phase") == 3), _job(unix, "T")
+        assert _job(unix, "T")["processes"] == 3
+        results = [finish(rank) for rank in ranks]
+    finally:
+        _stop(agent)
+    for k, result in enumerate(results):
+        # 20 chunks 0.1 s apart take 2 s (measured 2.02 s): a phase begin left waiting for
+        # an answer (a rank gives up after 1 s) would show.
+        assert result["written"] - result["opened"] < 2.7, result
+        said = result["stderr"]
+        assert (
+            f"HARMONIA_AGENT={tmp_path / 'agent.sock'}: registration refused" in said
+        ), said
+        assert "speaking to the scheduler daemon directly" in said, said
+        assert (tmp_path / f"r{k}").read_bytes() == expected_bytes(20)
