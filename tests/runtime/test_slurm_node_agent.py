@@ -97,6 +97,19 @@ class Cluster:
     def agent_dir(self, job: str, node: str) -> Path:
         return self.cluster.agents_dir / f"{job}.{node}"
 
+    def cancel_all(self) -> None:
+        """Cancels what a failed test left running and waits (at most 30 s) until Slurm has
+        ended it: slurmstepd, the ranks and the agents outlive slurmd, the Epilog would not."""
+        subprocess.run(["scancel", "-u", USER], env=self.env, timeout=30, check=False,
+                       capture_output=True)  # fmt: skip
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            queue = subprocess.run(["squeue", "-h"], env=self.env, timeout=30, check=False,
+                                   capture_output=True, text=True)  # fmt: skip
+            if queue.returncode == 0 and not queue.stdout.strip():
+                return
+            time.sleep(0.3)
+
 
 def wait(ready: Callable[[], bool], what: str, timeout: float = 60) -> None:
     deadline = time.monotonic() + timeout
@@ -128,6 +141,7 @@ def cluster() -> Iterator[Cluster]:
     try:
         yield c
     finally:
+        c.cancel_all()
         c.cluster.down(progress=lambda _line: None)
         shutil.rmtree(directory, ignore_errors=True)
 

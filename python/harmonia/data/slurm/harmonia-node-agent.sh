@@ -149,7 +149,8 @@ epilog() {
 	[ -d "$job_dir" ] && [ ! -L "$job_dir" ] || return 0
 	for pid_file in "$job_dir"/*.pid; do
 		[ -f "$pid_file" ] && [ ! -L "$pid_file" ] || continue
-		pid=$(head -c 16 "$pid_file" | tr -cd 0-9)
+		# The user may swap the file for a FIFO after the test above: never wait on it.
+		pid=$(timeout 2 head -c 16 "$pid_file" | tr -cd 0-9)
 		[ -n "$pid" ] || continue
 		# The file is the user's to write: stop only a process of the job's user whose command
 		# line names this job's directory (a PID reused since is left alone).
@@ -165,11 +166,13 @@ epilog() {
 	return 0
 }
 
-case "${SLURM_SCRIPT_CONTEXT:-$1}" in
+# The task hooks run with the job's environment: neither they nor the agent run under
+# libharmonia (the agent's own socket and log are no job I/O).
+case "${SLURM_SCRIPT_CONTEXT:-}" in
 prolog_slurmd) prolog ;;
-prolog_task) task_prolog ;;
-epilog_task) task_epilog ;;
+prolog_task) unset LD_PRELOAD && task_prolog ;;
+epilog_task) unset LD_PRELOAD && task_epilog ;;
 epilog_slurmd) epilog ;;
-*) echo "harmonia-node-agent: unknown SLURM_SCRIPT_CONTEXT '${SLURM_SCRIPT_CONTEXT:-$1}'" >&2 ;;
+*) echo "harmonia-node-agent: unknown SLURM_SCRIPT_CONTEXT '${SLURM_SCRIPT_CONTEXT:-}'" >&2 ;;
 esac
 exit 0
