@@ -63,12 +63,11 @@ class Cluster:
         )
         return hooks
 
-    def submit(self, name: str, body: str) -> str:
+    def submit(self, name: str, jobdw: str, body: str) -> str:
         script = self.dir / f"{name}.sh"
         script.write_text(
             "#!/bin/bash\n#SBATCH -N 2\n#SBATCH --ntasks-per-node=2\n"
-            f"#SBATCH -o {self.out}/{name}.out\n"
-            f"#BB_LUA jobdw io=16M node_agent=yes\n{body}"
+            f"#SBATCH -o {self.out}/{name}.out\n#BB_LUA jobdw {jobdw}\n{body}"
         )
         done = subprocess.run(
             ["sbatch", "--parsable", f"--uid={USER}", f"--gid={GROUP}", str(script)],
@@ -161,6 +160,7 @@ def test_each_node_gets_an_agent_its_ranks_speak_through_and_it_ends_with_the_jo
     )
     job = cluster.submit(
         "agents",
+        "io=16M node_agent=yes",
         # Without its task list the batch step's TaskEpilog leaves its agent: the Epilog's.
         'rm "$(dirname "$HARMONIA_AGENT")/batch.tasks"\n'
         f"srun /usr/bin/python3 {cluster.out}/rank.py {release}\n"
@@ -226,11 +226,14 @@ def test_a_node_whose_agent_cannot_start_speaks_to_the_scheduler_directly(
     cluster: Cluster,
 ) -> None:
     release = cluster.out / "release-direct"
-    # The job takes write access to its agents' directory on the batch node (hn0) away before
-    # its step: the step's agent there cannot start; hn1's can.
+    # The job asks for agents through its environment, for its step only (the batch step has
+    # none), and takes write access to its agents' directory on the batch node (hn0) away
+    # first: the step's agent there cannot start; hn1's can.
     job = cluster.submit(
         "direct",
-        'chmod 0500 "$(dirname "$HARMONIA_AGENT")"\n'
+        "io=16M",
+        f'chmod 0500 "{cluster.cluster.agents_dir}/$SLURM_JOB_ID.$SLURMD_NODENAME"\n'
+        "export HARMONIA_NODE_AGENT=1\n"
         f"srun /usr/bin/python3 {cluster.out}/rank.py {release}\n",
     )
     key = f"slurm-{job}.0"
@@ -238,7 +241,9 @@ def test_a_node_whose_agent_cannot_start_speaks_to_the_scheduler_directly(
     wait(lambda: cluster.schedd_job(key).get("in_phase") == 3, f"{key} in its phase")
     assert cluster.schedd_job(key)["processes"] == 3
     agent = int((cluster.agent_dir(job, "hn1") / "0.pid").read_text())
-    assert not (cluster.agent_dir(job, "hn0") / "0.pid").exists()
+    assert not any(
+        (cluster.agent_dir(job, "hn0") / f"{s}.pid").exists() for s in (0, "batch")
+    )
     release.touch()
     wait(lambda: cluster.job_state(job) == "COMPLETED", f"job {job} COMPLETED")
     wait(
