@@ -41,6 +41,17 @@ class SlurmSettings:
         object.__setattr__(self, "directory", self.directory.absolute())
 
 
+def node_agent_script(agentd: str, agents_dir: Path) -> str:
+    """harmonia-node-agent.sh (Prolog, TaskProlog, TaskEpilog and Epilog) with its two paths
+    set: the agent's binary and the directory of the jobs' agent directories."""
+    template = resources.files("harmonia").joinpath("data/slurm/harmonia-node-agent.sh")
+    return (
+        template.read_text()
+        .replace('HARMONIA_AGENTD="/usr/local/bin/harmonia-agentd"', f'HARMONIA_AGENTD="{agentd}"')
+        .replace('HARMONIA_AGENT_DIR="/run/harmonia-agents"', f'HARMONIA_AGENT_DIR="{agents_dir}"')
+    )
+
+
 def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
@@ -318,14 +329,7 @@ PartitionName=harmonia Nodes=ALL Default=YES MaxTime=INFINITE State=UP
                      f'HARMONIA_PYTHON = "{state.python}"')
         )  # fmt: skip
         script = d / "etc" / "harmonia-node-agent.sh"
-        agent_hooks = resources.files("harmonia").joinpath("data/slurm/harmonia-node-agent.sh")
-        script.write_text(
-            agent_hooks.read_text()
-            .replace('HARMONIA_AGENTD="/usr/local/bin/harmonia-agentd"',
-                     f'HARMONIA_AGENTD="{state.tools["agentd"]}"')
-            .replace('HARMONIA_AGENT_DIR="/run/harmonia-agents"',
-                     f'HARMONIA_AGENT_DIR="{self.agents_dir}"')
-        )  # fmt: skip
+        script.write_text(node_agent_script(state.tools["agentd"], self.agents_dir))
         script.chmod(0o755)
 
     def hook_config(self, state: ClusterState) -> dict[str, Any]:
