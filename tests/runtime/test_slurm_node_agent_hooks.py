@@ -97,10 +97,11 @@ def hooks() -> Iterator[Hooks]:
 def test_the_prolog_makes_the_users_directory_only_under_a_closed_base(
     hooks: Hooks,
 ) -> None:
-    hooks.run("prolog_slurmd")
-    info = hooks.job_dir.stat()
-    assert (info.st_uid, info.st_mode & 0o777) == (hooks.uid, 0o700)
-    shutil.rmtree(hooks.job_dir)
+    for gid in ("65534", ""):  # without SLURM_JOB_GID: the user's, with root's group
+        hooks.run("prolog_slurmd", SLURM_JOB_GID=gid)
+        info = hooks.job_dir.stat()
+        assert (info.st_uid, info.st_mode & 0o777) == (hooks.uid, 0o700), gid
+        shutil.rmtree(hooks.job_dir)
     # A base others may write to: a user could have put the job's directory there first.
     hooks.base.chmod(0o777)
     hooks.run("prolog_slurmd")

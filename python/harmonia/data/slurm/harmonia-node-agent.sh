@@ -48,7 +48,7 @@ prolog() {
 		return 0
 	fi
 	rm -rf "$job_dir" # an earlier run of this job id (requeued) that no Epilog cleared
-	if mkdir -m 0700 "$job_dir" && chown "$SLURM_JOB_UID:${SLURM_JOB_GID:-}" "$job_dir"; then
+	if mkdir -m 0700 "$job_dir" && chown "$SLURM_JOB_UID${SLURM_JOB_GID:+:$SLURM_JOB_GID}" "$job_dir"; then
 		log "prolog: made $job_dir for uid $SLURM_JOB_UID"
 	else
 		log "prolog: cannot make $job_dir; the job's ranks will speak to harmonia-schedd directly"
@@ -107,9 +107,9 @@ start_agent() {
 		setsid "$HARMONIA_AGENTD" --socket "$2" --schedd "$HARMONIA_SCHEDD" \
 			</dev/null >>"$job_dir/$1.log" 2>&1 9>&- &
 		echo $! >"$job_dir/$1.pid"
-		tries=0
-		while [ ! -S "$2" ] && running $! && [ $tries -lt 100 ]; do
-			sleep 0.05
+		tries=0 # it listens within milliseconds: wait 10 ms at a time, at most 5 s
+		while [ ! -S "$2" ] && running $! && [ $tries -lt 500 ]; do
+			sleep 0.01
 			tries=$((tries + 1))
 		done
 		[ -S "$2" ] && running $! && echo "${SLURM_PROCID:-0}" >"$job_dir/$1.tasks"
@@ -135,8 +135,8 @@ task_epilog() {
 stop() {
 	kill -TERM "$1" 2>/dev/null
 	tries=0
-	while running "$1" && [ $tries -lt 100 ]; do
-		sleep 0.05
+	while running "$1" && [ $tries -lt 500 ]; do
+		sleep 0.01
 		tries=$((tries + 1))
 	done
 	running "$1" || return 0
