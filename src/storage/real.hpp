@@ -40,6 +40,8 @@ namespace harmonia::storage {
   X(readv, ssize_t, (int, const struct iovec*, int))                     \
   X(preadv, ssize_t, (int, const struct iovec*, int, off_t))             \
   X(preadv64, ssize_t, (int, const struct iovec*, int, off64_t))         \
+  X(preadv2, ssize_t, (int, const struct iovec*, int, off_t, int))       \
+  X(preadv64v2, ssize_t, (int, const struct iovec*, int, off64_t, int))  \
   X(lseek, off_t, (int, off_t, int))                                     \
   X(lseek64, off64_t, (int, off64_t, int))                               \
   X(ftruncate, int, (int, off_t))                                        \
@@ -52,6 +54,7 @@ namespace harmonia::storage {
   X(dup2, int, (int, int))                                               \
   X(dup3, int, (int, int, int))                                          \
   X(fcntl, int, (int, int, ...))                                         \
+  X(fcntl64, int, (int, int, ...))                                       \
   X(fork, pid_t, (void))                                                 \
   X(execve, int, (const char*, char* const[], char* const[]))            \
   X(execv, int, (const char*, char* const[]))                            \

@@ -6,6 +6,7 @@
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
@@ -53,6 +54,8 @@ constexpr double kSettleWait = 2.5;
 constexpr double kPoll = 0.25;
 /// Reconnection attempts to a daemon that is gone.
 constexpr double kRetry = 0.5;
+/// An AnnounceRead's files take at most this much of a frame (at most 65536 bytes).
+constexpr size_t kMaxAnnounceBytes = 60000;
 
 double now() {
   timespec ts{};
@@ -103,6 +106,7 @@ class Agent {
     gethostname(host, sizeof(host) - 1);
     host_ = printable(host);
     phase_gap_ = environment().config.phase_gap;
+    read_grant_ = std::make_shared<const ReadGrant>();
     if (pipe2(wake_, O_CLOEXEC | O_NONBLOCK) != 0) wake_[0] = wake_[1] = -1;
     thread_ = std::thread([this] { run(); });
     thread_.detach();
@@ -199,6 +203,38 @@ class Agent {
     end_phase(lock);
   }
 
+  bool begin_read_phase() {
+    std::unique_lock lock(mutex_);
+    if (in_phase_) return false;
+    in_phase_ = true;
+    read_phase_ = true;
+    detected_phase_ = false;
+    if (connected_) {
+      Harmonia__Control__PhaseBegin body = HARMONIA__CONTROL__PHASE_BEGIN__INIT;
+      body.read = true;
+      await_reply(lock, post(lock, HARMONIA__CONTROL__ENVELOPE__BODY_PHASE_BEGIN,
+                             &Harmonia__Control__Envelope::phase_begin, body));
+    }
+    // The phase waits for its nodes, as a write phase's first write does (the daemon gone, or
+    // silent past kUnresponsive, ends the wait: fall_back clears await_grant_).
+    changed_.wait(lock, [this] { return !connected_ || !await_grant_.load(); });
+    return true;
+  }
+
+  void end_read_phase() {
+    std::unique_lock lock(mutex_);
+    if (read_phase_) end_phase(lock);
+  }
+
+  std::shared_ptr<const ReadGrant> read_grant() {
+    std::lock_guard lock(mutex_);
+    return read_grant_;
+  }
+
+  std::uint64_t read_grant_version() const {
+    return read_grant_version_.load(std::memory_order_acquire);
+  }
+
   /// Before this process opens `path`: asks the daemon to have every other process write out
   /// what it stages of the file, and waits until they did (or the daemon's wait passed).
   void settle_elsewhere(const std::string& path, dev_t device, ino_t inode) {
@@ -239,6 +275,9 @@ class Agent {
     if (!in_phase_) return;
     in_phase_ = false;
     detected_phase_ = false;
+    // The read phase is over: a daemon met again later is not told of the files any more.
+    if (read_phase_) read_done_ = true;
+    read_phase_ = false;
     if (!connected_) return;
     Harmonia__Control__PhaseEnd body = HARMONIA__CONTROL__PHASE_END__INIT;
     (void)post(lock, HARMONIA__CONTROL__ENVELOPE__BODY_PHASE_END,
@@ -283,6 +322,7 @@ class Agent {
   void fall_back() {
     servers_.clear();
     grant_ = Grant{};
+    set_read_grant(ReadGrant{});
     await_grant_ = false;
     stage_ = false;
     flush_allowed_ = true;
@@ -303,6 +343,14 @@ class Agent {
       grant_.job = d->job ? d->job : "";
     }
     await_grant_ = d->buffer_mode && d->await_grant;
+    ReadGrant reads;
+    if (d->buffer_mode && d->n_buffers > 0 && d->stripe_bytes > 0) {
+      reads.nodes = grant_.nodes;
+      reads.stripe = d->stripe_bytes;
+      reads.files.assign(d->read_files, d->read_files + d->n_read_files);
+      std::sort(reads.files.begin(), reads.files.end());
+    }
+    set_read_grant(std::move(reads));
     ++directive_version_;  // after the fields: a reader that sees it sees them
     // Flush now: staged data may go, and nothing else will move it soon (the process writes
     // through now, or asked to flush). The flusher thread writes it out behind the application.
@@ -314,6 +362,65 @@ class Agent {
       flush_wanted_ = true;
       flush_signal_.notify_one();
     }
+  }
+
+  /// Takes `next` as the read grant; a new version only when it differs (mutex held).
+  void set_read_grant(ReadGrant next) {
+    const ReadGrant& now = *read_grant_;
+    if (next.nodes == now.nodes && next.stripe == now.stripe && next.files == now.files) return;
+    next.version = now.version + 1;
+    read_grant_ = std::make_shared<const ReadGrant>(std::move(next));
+    read_grant_version_.store(read_grant_->version, std::memory_order_release);
+  }
+
+  /// The files of HARMONIA_PREFETCH as they are now: the regular ones, with their sizes, as many
+  /// as one frame holds.
+  static std::vector<std::pair<std::string, std::uint64_t>> prefetch_sizes() {
+    std::vector<std::pair<std::string, std::uint64_t>> files;
+    size_t bytes = 0;
+    for (const PrefetchFile& file : environment().prefetch) {
+      struct stat64 st {};
+      if (real().fstatat64(AT_FDCWD, file.path.c_str(), &st, 0) != 0 || !S_ISREG(st.st_mode)) {
+        report("HARMONIA_PREFETCH: " + file.path + " is missing or not a regular file now; " +
+               "not announced");
+        continue;
+      }
+      bytes += file.name.size() + 24;  // the name, its size and the framing, generously
+      if (bytes > kMaxAnnounceBytes) {
+        report(
+            "HARMONIA_PREFETCH: the list is too long for one announcement; announced the "
+            "first " +
+            std::to_string(files.size()) + " files");
+        break;
+      }
+      files.emplace_back(file.name, static_cast<std::uint64_t>(st.st_size));
+    }
+    return files;
+  }
+
+  /// After a registration: tells the daemon which files the job will read (until this process's
+  /// read phase ended), and restates the read phase it is in (mutex held).
+  void announce(std::unique_lock<std::mutex>& lock,
+                const std::vector<std::pair<std::string, std::uint64_t>>& sizes) {
+    if (read_done_ || sizes.empty()) return;
+    std::vector<Harmonia__Control__ReadFile> files(sizes.size());
+    std::vector<Harmonia__Control__ReadFile*> pointers;
+    for (size_t i = 0; i < sizes.size(); ++i) {
+      files[i] = HARMONIA__CONTROL__READ_FILE__INIT;
+      files[i].file = const_cast<char*>(sizes[i].first.c_str());
+      files[i].size = sizes[i].second;
+      pointers.push_back(&files[i]);
+    }
+    Harmonia__Control__AnnounceRead body = HARMONIA__CONTROL__ANNOUNCE_READ__INIT;
+    body.n_files = pointers.size();
+    body.files = pointers.data();
+    (void)post(lock, HARMONIA__CONTROL__ENVELOPE__BODY_ANNOUNCE_READ,
+               &Harmonia__Control__Envelope::announce_read, body);
+    if (!read_phase_) return;
+    Harmonia__Control__PhaseBegin begin = HARMONIA__CONTROL__PHASE_BEGIN__INIT;
+    begin.read = true;
+    (void)post(lock, HARMONIA__CONTROL__ENVELOPE__BODY_PHASE_BEGIN,
+               &Harmonia__Control__Envelope::phase_begin, begin);
   }
 
   /// Whether a settle order not carried out yet names `file` (mutex held).
@@ -458,7 +565,8 @@ class Agent {
     }
     {
       std::lock_guard lock(mutex_);
-      body.in_phase = in_phase_;
+      // A read phase is restated after the announcement that gives it its files (announce).
+      body.in_phase = in_phase_ && !read_phase_;
       body.wants_flush = wants_flush_;
       e.seq = next_seq_++;
     }
@@ -530,6 +638,7 @@ class Agent {
     for (;;) {
       if (fd < 0) {
         fd = attach();
+        const auto sizes = fd >= 0 ? prefetch_sizes() : decltype(prefetch_sizes()){};
         std::unique_lock lock(mutex_);
         attempted_ = true;
         if (fd >= 0) {
@@ -538,6 +647,7 @@ class Agent {
           outbox_.clear();  // events of the old connection: restated by the registration
           replied_ = next_seq_ - 1;
           last_sent = last_heard = now();
+          announce(lock, sizes);
         } else {
           report_once_unreachable();
         }
@@ -655,6 +765,11 @@ class Agent {
   std::vector<uint32_t> servers_;
   Grant grant_;
   std::atomic<bool> await_grant_{false};
+  // The read phase (HARMONIA_PREFETCH).
+  bool read_phase_ = false;  ///< the phase in progress is the read phase begin_read_phase began
+  bool read_done_ = false;   ///< it ended: the files are not announced again
+  std::shared_ptr<const ReadGrant> read_grant_;
+  std::atomic<std::uint64_t> read_grant_version_{0};
   bool flusher_started_ = false;
   // Open-to-open coherence (settle_elsewhere, settle_for_others).
   struct SettleOrder {
@@ -757,6 +872,31 @@ std::vector<uint32_t> servers() {
 
 void settle_elsewhere(const std::string& path, dev_t device, ino_t inode) {
   if (Agent* a = get()) a->settle_elsewhere(path, device, inode);
+}
+
+bool begin_read_phase() {
+  Agent* a = get();
+  return a && a->begin_read_phase();
+}
+
+void end_read_phase() {
+  if (Agent* a = get()) a->end_read_phase();
+}
+
+bool ReadGrant::serves(const std::string& name) const {
+  return !nodes.empty() && stripe > 0 && std::binary_search(files.begin(), files.end(), name);
+}
+
+std::shared_ptr<const ReadGrant> read_grant() {
+  // No daemon: serves nothing. Never destroyed: wrappers run until the very end of the process.
+  static const auto* none = new std::shared_ptr<const ReadGrant>(new ReadGrant());
+  Agent* a = get();
+  return a ? a->read_grant() : *none;
+}
+
+std::uint64_t read_grant_version() {
+  Agent* a = get();
+  return a ? a->read_grant_version() : 0;
 }
 
 void shutdown() {

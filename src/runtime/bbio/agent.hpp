@@ -10,6 +10,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -68,6 +69,27 @@ std::vector<uint32_t> servers();
 /// of any job writes out what it stages of it first (open-to-open coherence across processes;
 /// docs/staging-library.md). Waits at most about 2.5 s.
 void settle_elsewhere(const std::string& path, dev_t device, ino_t inode);
+/// A read-only open of a file of HARMONIA_PREFETCH: when the process is in no phase, begins its
+/// read phase (PhaseBegin.read) and waits, as a write phase's first write does, while the daemon
+/// holds the phase back for its nodes (never once the daemon is gone). Returns whether the
+/// process is in the read phase it began.
+bool begin_read_phase();
+/// The process closed its last descriptor of the prefetched files: ends the read phase
+/// begin_read_phase began, if it still runs.
+void end_read_phase();
+/// A granted read phase: the nodes holding the staged-in copies of `files`.
+struct ReadGrant {
+  std::uint64_t version = 0;       ///< changes whenever the rest does (read_grant_version)
+  std::vector<std::string> nodes;  ///< HOST:PORT, in stripe order
+  std::uint64_t stripe = 0;
+  std::vector<std::string> files;  ///< relative to HARMONIA_BUFFER_ROOT, sorted
+  bool serves(const std::string& name) const;
+};
+/// The current read grant (never null; without a daemon, or while none is granted, it serves no
+/// file).
+std::shared_ptr<const ReadGrant> read_grant();
+/// The current read grant's version: one atomic load, to check a grant taken earlier.
+std::uint64_t read_grant_version();
 /// At exit: ends a detected phase and unregisters (best effort).
 void shutdown();
 

@@ -449,9 +449,19 @@ bool write(const std::string& file, const std::string& job, const struct iovec* 
   return ok;
 }
 
+bool wrote(const std::string& file) {
+  std::lock_guard lock(ledger_mutex);
+  return sent().count(file) > 0 || lost().count(file) > 0;
+}
+
 bool read(const std::string& file, off64_t offset, std::size_t length,
-          const std::vector<std::string>& nodes, std::uint64_t stripe, std::string& out) {
+          const std::vector<std::string>& nodes, std::uint64_t stripe, std::string& out,
+          const FileIdentity* identity) {
   if (nodes.empty() || stripe == 0 || length == 0) return false;
+  // A staged-in copy is of the file beneath HARMONIA_BUFFER_ROOT only if the node drains there.
+  if (identity)
+    for (const auto& address : nodes)
+      if (!drains_here(address)) return false;
   // A lost node may hold older bytes than the PFS: only the PFS answers for it.
   for (const auto& address : nodes)
     if (is_lost(file, address)) return false;
@@ -463,6 +473,14 @@ bool read(const std::string& file, off64_t offset, std::size_t length,
     body.file = const_cast<char*>(file.c_str());
     body.offset = p.at;
     body.length = p.length;
+    Harmonia__Bb__FileIdentity seen = HARMONIA__BB__FILE_IDENTITY__INIT;
+    if (identity) {
+      seen.size = identity->size;
+      seen.mtime_ns = identity->mtime_ns;
+      seen.ctime_ns = identity->ctime_ns;
+      seen.inode = identity->inode;
+      body.identity = &seen;
+    }
     Harmonia__Bb__Request request = HARMONIA__BB__REQUEST__INIT;
     request.body_case = HARMONIA__BB__REQUEST__BODY_READ;
     request.read = &body;

@@ -52,11 +52,23 @@ std::string relative_name(const std::string& path);
 /// gone); the caller writes the whole range through to the PFS.
 bool write(const std::string& file, const std::string& job, const struct iovec* iov, int count,
            off64_t offset, const std::vector<std::string>& nodes, std::uint64_t stripe);
+/// The PFS file as a reader sees it now (fstat): a node serves a staged-in copy of it only while
+/// the copy was made of the same file (bb.proto FileIdentity).
+struct FileIdentity {
+  std::uint64_t size = 0;
+  std::int64_t mtime_ns = 0, ctime_ns = 0;
+  std::uint64_t inode = 0;
+  bool operator==(const FileIdentity&) const = default;
+};
 /// Reads [offset, offset + length) of `file` from the `nodes` it was written to (`stripe` bytes
 /// per node in turn) into `out`; false when they do not hold all of it, or hold it on a node this
-/// process lost since (the caller then reads the PFS, after draining).
+/// process lost since (the caller then reads the PFS, after draining). With `identity`: reads the
+/// copies staged in for a read phase, which the nodes serve only to a reader of that very file.
 bool read(const std::string& file, off64_t offset, std::size_t length,
-          const std::vector<std::string>& nodes, std::uint64_t stripe, std::string& out);
+          const std::vector<std::string>& nodes, std::uint64_t stripe, std::string& out,
+          const FileIdentity* identity = nullptr);
+/// Whether this process wrote `file` to buffer nodes that may still hold it (or lost them since).
+bool wrote(const std::string& file);
 /// Drains `file` to the PFS from `nodes` and from every node lost since this process wrote the
 /// file there, and waits for the drains; a node that is down is tried again (at once, then every
 /// 0.2 s) for up to `wait` seconds. Returns the nodes that did not drain it.

@@ -13,6 +13,7 @@
 #include <cerrno>
 #include <mutex>
 
+#include "runtime/bbio/prefetched.hpp"
 #include "runtime/bbio/registry.hpp"
 #include "runtime/bbio/wrappers.hpp"
 #include "storage/real.hpp"
@@ -237,6 +238,7 @@ HARMONIA_EXPORT ssize_t splice(int in, off64_t* in_offset, int out, off64_t* out
 
 HARMONIA_EXPORT int close_range(unsigned int first, unsigned int last, int flags) {
   // With CLOSE_RANGE_CLOEXEC nothing closes now; exec flushes everything first.
+  if (!(flags & CLOSE_RANGE_CLOEXEC)) prefetched::closing_range(first, last);
   const int flushed =
       (flags & CLOSE_RANGE_CLOEXEC) ? 0 : guarded([&] { return forget_range(first, last); });
   const int saved = errno;
@@ -248,6 +250,7 @@ HARMONIA_EXPORT int close_range(unsigned int first, unsigned int last, int flags
   return closed;
 }
 HARMONIA_EXPORT void closefrom(int first) {
+  if (first >= 0) prefetched::closing_range(static_cast<unsigned>(first), ~0U);
   if (first >= 0) guarded([&] { return forget_range(static_cast<unsigned>(first), ~0U); });
   real().closefrom(first);
 }

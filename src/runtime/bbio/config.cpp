@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cerrno>
 #include <climits>
@@ -14,6 +15,8 @@
 
 #include "core/requests/registry.hpp"
 #include "runtime/bbio/staged_file.hpp"
+#include "storage/fences.hpp"
+#include "storage/real.hpp"
 
 namespace harmonia::bbio {
 
@@ -98,6 +101,84 @@ std::string parse_flush_scheduler(const std::string& text, Config& config) {
     return error.what();
   }
   return "";
+}
+
+/// Whether `text` is valid UTF-8 with no control character: a protobuf string the daemon accepts.
+bool printable_utf8(const std::string& text) {
+  for (size_t i = 0; i < text.size();) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    const size_t extra = c < 0x80           ? 0
+                         : (c >> 5) == 0x6  ? 1
+                         : (c >> 4) == 0xe  ? 2
+                         : (c >> 3) == 0x1e ? 3
+                                            : 4;
+    if (extra == 4 || c < 0x20 || c == 0x7f || extra >= text.size() - i) return false;
+    for (size_t k = 1; k <= extra; ++k)
+      if ((static_cast<unsigned char>(text[i + k]) >> 6) != 0x2) return false;
+    i += extra + 1;
+  }
+  return true;
+}
+
+/// Reads HARMONIA_PREFETCH (`text`, comma-separated paths) into env.prefetch; what it leaves
+/// out goes to env.notes. Relative paths are taken against the working directory now.
+void parse_prefetch(const char* text, Environment& env) {
+  const std::string shown = "HARMONIA_PREFETCH";
+  if (env.buffer_root.empty()) {
+    env.notes.push_back(shown +
+                        ": HARMONIA_BUFFER_ROOT is unset or missing, so no file can be "
+                        "prefetched; reads go to the file system");
+    return;
+  }
+  std::string cwd;
+  if (char here[PATH_MAX]; getcwd(here, sizeof(here))) cwd = here;
+  const std::string& root = env.buffer_root;
+  size_t start = 0;
+  for (;;) {
+    const char* comma = std::strchr(text + start, ',');
+    const size_t end = comma ? static_cast<size_t>(comma - text) : std::strlen(text);
+    const std::string entry(text + start, end - start);
+    start = end + 1;
+    if (!entry.empty()) {
+      const std::string absolute = entry[0] == '/' || cwd.empty() ? entry : cwd + "/" + entry;
+      const std::string quoted = shown + ": '" + printable(entry) + "'";
+      char resolved[PATH_MAX];
+      struct stat64 st {};
+      const bool found = realpath(absolute.c_str(), resolved) != nullptr;
+      const int error = errno;
+      const std::string path = found ? resolved : "";
+      // The name the nodes know it by, as buffers::relative_name makes it.
+      const std::string name = path.size() > root.size() + 1 &&
+                                       path.compare(0, root.size(), root) == 0 &&
+                                       path[root.size()] == '/'
+                                   ? path.substr(root.size() + 1)
+                                   : "";
+      if (!found) {
+        env.notes.push_back(
+            quoted +
+            (error == ENOENT ? std::string(": no such file")
+                             : ": cannot resolve it (" + std::string(std::strerror(error)) + ")") +
+            "; not prefetched");
+      } else if (name.empty() || storage::fences::reserved(name)) {
+        env.notes.push_back(quoted + " is not beneath HARMONIA_BUFFER_ROOT=" + printable(root) +
+                            "; ignored");
+      } else if (storage::real().fstatat64(AT_FDCWD, resolved, &st, 0) != 0 ||
+                 !S_ISREG(st.st_mode)) {
+        env.notes.push_back(quoted + " is not a regular file; not prefetched");
+      } else if (!printable_utf8(name)) {
+        env.notes.push_back(quoted + ": its name is not printable UTF-8; not prefetched");
+      } else if (std::none_of(env.prefetch.begin(), env.prefetch.end(),
+                              [&](const PrefetchFile& f) { return f.name == name; })) {
+        if (env.prefetch.size() == Environment::kMaxPrefetch) {
+          env.notes.push_back(shown + ": more than " + std::to_string(Environment::kMaxPrefetch) +
+                              " files; the rest are not prefetched");
+          return;
+        }
+        env.prefetch.push_back({path, name});
+      }
+    }
+    if (!comma) return;
+  }
 }
 
 }  // namespace
@@ -194,6 +275,7 @@ Environment read_environment() {
     if (realpath(root, resolved)) env.buffer_root = resolved;
   }
   if (const char* root = first_env({"HARMONIA_PFS_ROOT"})) env.pfs_root = root;
+  if (const char* prefetch = first_env({"HARMONIA_PREFETCH"})) parse_prefetch(prefetch, env);
 
   Identity& id = env.identity;
   if (const char* job = first_env({"HARMONIA_JOB"})) {
@@ -247,6 +329,7 @@ const Environment& environment() {
     auto* read = new Environment(read_environment());  // never destroyed: used until exit
     for (const auto& error : read->errors)
       report(error + "; staging disabled, writes go straight to their files");
+    for (const auto& note : read->notes) report(note);
     return read;
   }();
   return *env;

@@ -47,6 +47,13 @@ struct Identity {
   std::string io_qos;            ///< HARMONIA_IO_QOS; the daemon checks it (docs/accounting.md)
 };
 
+/// A file of HARMONIA_PREFETCH: one the job will read, announced to the scheduler daemon so that
+/// the buffer nodes can stage it in (docs/staging-library.md, "Prefetched reads").
+struct PrefetchFile {
+  std::string path;  ///< absolute, every link resolved
+  std::string name;  ///< relative to HARMONIA_BUFFER_ROOT, as the daemon and the nodes name it
+};
+
 /// The process's environment as the library uses it.
 struct Environment {
   /// HARMONIA_STAGE, HARMONIA_STAGE_DIR, HARMONIA_STAGE_SIZE, HARMONIA_STAGE_INCLUDE,
@@ -57,6 +64,13 @@ struct Environment {
   std::string schedd;       ///< HARMONIA_SCHEDD: the scheduler daemon; "": no agent
   std::string buffer_root;  ///< HARMONIA_BUFFER_ROOT, resolved; "": unset or missing
   std::string pfs_root;     ///< HARMONIA_PFS_ROOT; "": unset
+  /// HARMONIA_PREFETCH, resolved when the environment is read: the files beneath the buffer root
+  /// (at most kMaxPrefetch, each once). The entries it cannot use are left out, and said in
+  /// `notes`: they change nothing else.
+  std::vector<PrefetchFile> prefetch;
+  static constexpr std::size_t kMaxPrefetch = 1024;
+  /// One message per HARMONIA_PREFETCH entry left out, said once on stderr.
+  std::vector<std::string> notes;
   /// One message per variable the library cannot use, naming it and its value. Any: nothing is
   /// staged (config.enabled is false) and no agent starts; the program's I/O is plain.
   std::vector<std::string> errors;

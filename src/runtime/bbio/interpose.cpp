@@ -16,6 +16,7 @@
 #include "runtime/bbio/agent.hpp"
 #include "runtime/bbio/buffer_client.hpp"
 #include "runtime/bbio/placement.hpp"
+#include "runtime/bbio/prefetched.hpp"
 #include "runtime/bbio/registry.hpp"
 #include "runtime/bbio/wrappers.hpp"
 #include "storage/real.hpp"
@@ -34,6 +35,7 @@ int opened(int fd, int flags) {
       consider(fd, flags);
       return 0;
     });
+    prefetched::opened(fd, flags);
     errno = saved;
   }
   return fd;
@@ -74,11 +76,13 @@ ssize_t held_or_flushed_then(StagedFile* file, const struct iovec* iov, int coun
 }
 
 int flushed_dup(int fd, int new_fd) {
-  if (new_fd >= 0)
+  if (new_fd >= 0) {
     guarded([&] {
       alias(fd, new_fd);
       return 0;
     });
+    prefetched::duplicated(fd, new_fd);
+  }
   return new_fd;
 }
 
@@ -162,6 +166,7 @@ HARMONIA_EXPORT int creat64(const char* path, mode_t mode) {
 }
 
 HARMONIA_EXPORT int close(int fd) {
+  prefetched::closing(fd);
   if (!staged(fd)) return real().close(fd);
   const int flushed = guarded([&] { return forget(fd); });
   const int saved = errno;
@@ -239,17 +244,23 @@ HARMONIA_EXPORT ssize_t pwritev64v2(int fd, const struct iovec* iov, int count, 
 }
 
 // ---- reads see every earlier write: from the buffer nodes that hold it, else flushed first --
+// A descriptor that is not staged may read a prefetched file from the nodes (prefetched.hpp).
 
 HARMONIA_EXPORT ssize_t read(int fd, void* buf, size_t count) {
   StagedFile* file = staged(fd);
-  if (!file) return real().read(fd, buf, count);
   const iovec one{buf, count};
+  if (!file)
+    return prefetched::read_or(fd, &one, 1, 0, true, [&] { return real().read(fd, buf, count); });
   return held_or_flushed_then(file, &one, 1, -1, [&] { return real().read(fd, buf, count); });
 }
 
 HARMONIA_EXPORT ssize_t pread(int fd, void* buf, size_t count, off_t offset) {
   StagedFile* file = staged(fd);
-  if (!file) return real().pread(fd, buf, count, offset);
+  if (!file) {
+    const iovec one{buf, count};
+    return prefetched::read_or(fd, &one, 1, offset, false,
+                               [&] { return real().pread(fd, buf, count, offset); });
+  }
   if (offset < 0) return flushed_then(file, [&] { return real().pread(fd, buf, count, offset); });
   const iovec one{buf, count};
   return held_or_flushed_then(file, &one, 1, offset,
@@ -258,7 +269,11 @@ HARMONIA_EXPORT ssize_t pread(int fd, void* buf, size_t count, off_t offset) {
 
 HARMONIA_EXPORT ssize_t pread64(int fd, void* buf, size_t count, off64_t offset) {
   StagedFile* file = staged(fd);
-  if (!file) return real().pread64(fd, buf, count, offset);
+  if (!file) {
+    const iovec one{buf, count};
+    return prefetched::read_or(fd, &one, 1, offset, false,
+                               [&] { return real().pread64(fd, buf, count, offset); });
+  }
   if (offset < 0) return flushed_then(file, [&] { return real().pread64(fd, buf, count, offset); });
   const iovec one{buf, count};
   return held_or_flushed_then(file, &one, 1, offset,
@@ -267,7 +282,9 @@ HARMONIA_EXPORT ssize_t pread64(int fd, void* buf, size_t count, off64_t offset)
 
 HARMONIA_EXPORT ssize_t readv(int fd, const struct iovec* iov, int count) {
   StagedFile* file = staged(fd);
-  if (!file) return real().readv(fd, iov, count);
+  if (!file)
+    return prefetched::read_or(fd, iov, count, 0, true,
+                               [&] { return real().readv(fd, iov, count); });
   if (!valid_iov_count(count))
     return flushed_then(file, [&] { return real().readv(fd, iov, count); });
   return held_or_flushed_then(file, iov, count, -1, [&] { return real().readv(fd, iov, count); });
@@ -275,7 +292,9 @@ HARMONIA_EXPORT ssize_t readv(int fd, const struct iovec* iov, int count) {
 
 HARMONIA_EXPORT ssize_t preadv(int fd, const struct iovec* iov, int count, off_t offset) {
   StagedFile* file = staged(fd);
-  if (!file) return real().preadv(fd, iov, count, offset);
+  if (!file)
+    return prefetched::read_or(fd, iov, count, offset, false,
+                               [&] { return real().preadv(fd, iov, count, offset); });
   if (!valid_iov_count(count) || offset < 0)
     return flushed_then(file, [&] { return real().preadv(fd, iov, count, offset); });
   return held_or_flushed_then(file, iov, count, offset,
@@ -284,11 +303,41 @@ HARMONIA_EXPORT ssize_t preadv(int fd, const struct iovec* iov, int count, off_t
 
 HARMONIA_EXPORT ssize_t preadv64(int fd, const struct iovec* iov, int count, off64_t offset) {
   StagedFile* file = staged(fd);
-  if (!file) return real().preadv64(fd, iov, count, offset);
+  if (!file)
+    return prefetched::read_or(fd, iov, count, offset, false,
+                               [&] { return real().preadv64(fd, iov, count, offset); });
   if (!valid_iov_count(count) || offset < 0)
     return flushed_then(file, [&] { return real().preadv64(fd, iov, count, offset); });
   return held_or_flushed_then(file, iov, count, offset,
                               [&] { return real().preadv64(fd, iov, count, offset); });
+}
+
+/// preadv2 with flags (RWF_NOWAIT, RWF_HIPRI, ...) asks for file-system semantics: settle first
+/// and let the real call do it. Offset -1 means "at the current position".
+template <class Offset>
+static ssize_t staged_preadv2(StagedFile* file, int fd, const struct iovec* iov, int count,
+                              Offset offset, int flags) {
+  const auto call = [&] { return real().preadv64v2(fd, iov, count, offset, flags); };
+  if (flags != 0 || !valid_iov_count(count) || offset < -1) return flushed_then(file, call);
+  return held_or_flushed_then(file, iov, count, offset, call);
+}
+
+HARMONIA_EXPORT ssize_t preadv2(int fd, const struct iovec* iov, int count, off_t offset,
+                                int flags) {
+  StagedFile* file = staged(fd);
+  const auto call = [&] { return real().preadv2(fd, iov, count, offset, flags); };
+  if (file) return staged_preadv2(file, fd, iov, count, offset, flags);
+  if (flags != 0) return call();
+  return prefetched::read_or(fd, iov, count, offset, offset == -1, call);
+}
+
+HARMONIA_EXPORT ssize_t preadv64v2(int fd, const struct iovec* iov, int count, off64_t offset,
+                                   int flags) {
+  StagedFile* file = staged(fd);
+  const auto call = [&] { return real().preadv64v2(fd, iov, count, offset, flags); };
+  if (file) return staged_preadv2(file, fd, iov, count, offset, flags);
+  if (flags != 0) return call();
+  return prefetched::read_or(fd, iov, count, offset, offset == -1, call);
 }
 
 // ---- position, size, durability ----------------------------------------------------------
@@ -387,20 +436,36 @@ HARMONIA_EXPORT int dup3(int fd, int new_fd, int flags) {
   return flushed_dup(fd, real().dup3(fd, new_fd, flags));
 }
 
-HARMONIA_EXPORT int fcntl(int fd, int cmd, ...) {
-  va_list ap;
-  va_start(ap, cmd);
-  void* arg = va_arg(ap, void*);  // int and pointer arguments both travel in a register
-  va_end(ap);
+/// fcntl and fcntl64 (what programs built with 64-bit offsets call): `call` is the real one.
+template <class Real>
+static int any_fcntl(int fd, int cmd, void* arg, Real call) {
+  const bool duplicates = cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC;
+  if (duplicates && !staged(fd) && prefetched::reader(fd))
+    return flushed_dup(fd, call(fd, cmd, arg));
   if (staged(fd)) {
-    if (cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC)
-      return flushed_dup(fd, real().fcntl(fd, cmd, arg));
+    if (duplicates) return flushed_dup(fd, call(fd, cmd, arg));
     if (cmd == F_SETFL) {
       // A change of O_APPEND (or O_DIRECT) changes where writes go: stop staging first.
       if (guarded([&] { return unstage(fd); }) != 0) return -1;
     }
   }
-  return real().fcntl(fd, cmd, arg);
+  return call(fd, cmd, arg);
+}
+
+HARMONIA_EXPORT int fcntl(int fd, int cmd, ...) {
+  va_list ap;
+  va_start(ap, cmd);
+  void* arg = va_arg(ap, void*);  // int and pointer arguments both travel in a register
+  va_end(ap);
+  return any_fcntl(fd, cmd, arg, real().fcntl);
+}
+
+HARMONIA_EXPORT int fcntl64(int fd, int cmd, ...) {
+  va_list ap;
+  va_start(ap, cmd);
+  void* arg = va_arg(ap, void*);
+  va_end(ap);
+  return any_fcntl(fd, cmd, arg, real().fcntl64);
 }
 
 // ---- process lifetime: staged data reaches its file exactly once -------------------------
@@ -416,7 +481,9 @@ HARMONIA_EXPORT pid_t fork(void) {
   // Parent and child would both hold (and flush) the same staged data, and share the file
   // offsets: write it out and stop staging the inherited files before the copy is made.
   guarded([] { return unstage_all(false); });
-  return real().fork();
+  const pid_t pid = real().fork();
+  if (pid == 0) prefetched::forked();
+  return pid;
 }
 
 HARMONIA_EXPORT int execve(const char* path, char* const argv[], char* const envp[]) {
