@@ -5,11 +5,13 @@ Steps: {"open": PATH, "as": NAME, "mode": "r"|"rw"}, {"read": NAME, "n": N},
 {"pread": NAME, "n": N, "at": OFFSET}, {"readv": NAME, "sizes": [N, ...]},
 {"preadv": NAME, "sizes": [N, ...], "at": OFFSET}, {"tell": NAME}, {"close": NAME},
 {"dup": NAME, "as": NAME}, {"fork_pread": NAME, "n": N, "at": OFFSET} (in a forked child),
-{"touch": PATH}, {"sleep": SECONDS}, {"mark": LABEL}. Bytes come back as hex."""
+{"background_open": PATH, "after": SECONDS} (in a thread: its open and close take
+marks["background"] seconds), {"touch": PATH}, {"sleep": SECONDS}, {"mark": LABEL}. Bytes come back as hex."""
 
 import json
 import os
 import sys
+import threading
 import time
 
 
@@ -18,6 +20,14 @@ def main() -> None:
     fds: dict[str, int] = {}
     out: list[object] = []
     marks: dict[str, float] = {}
+    threads: list[threading.Thread] = []
+
+    def open_and_close(path: str, after: float) -> None:
+        time.sleep(after)
+        begin = time.monotonic()
+        os.close(os.open(path, os.O_RDONLY))
+        marks["background"] = time.monotonic() - begin
+
     for step in steps:
         if "open" in step:
             flags = os.O_RDWR if step.get("mode") == "rw" else os.O_RDONLY
@@ -55,6 +65,14 @@ def main() -> None:
             os.waitpid(child, 0)
             out.append(os.read(reading, step["n"]).hex())
             os.close(reading)
+        elif "background_open" in step:
+            threads.append(
+                threading.Thread(
+                    target=open_and_close, args=(step["background_open"], step["after"])
+                )
+            )
+            threads[-1].start()
+            out.append(None)
         elif "touch" in step:
             # A new modification time: the file's identity changes, not its bytes.
             later = time.time_ns() + 5_000_000_000
@@ -66,6 +84,8 @@ def main() -> None:
         elif "mark" in step:
             marks[step["mark"]] = time.time()
             out.append(None)
+    for thread in threads:
+        thread.join()
     print(json.dumps({"results": out, "marks": marks}))
 
 

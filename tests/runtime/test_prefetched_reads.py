@@ -362,6 +362,7 @@ def test_the_open_waits_for_the_grant(setup: Setup, started: list[Any]) -> None:
     out = run(
         setup,
         [
+            {"background_open": setup.path("in/b.dat"), "after": 0.3},
             {"mark": "open"},
             {"open": path, "as": "f"},
             {"mark": "opened"},
@@ -370,7 +371,9 @@ def test_the_open_waits_for_the_grant(setup: Setup, started: list[Any]) -> None:
         HARMONIA_PREFETCH=path,
     )
     assert out["marks"]["opened"] - out["marks"]["open"] >= 0.7
-    assert bytes.fromhex(out["results"][3]) == inverted(setup.files["in/a.dat"])[:10]
+    # Meanwhile another thread opened and closed another file without waiting.
+    assert out["marks"]["background"] < 0.3
+    assert bytes.fromhex(out["results"][4]) == inverted(setup.files["in/a.dat"])[:10]
 
 
 def test_the_open_does_not_wait_for_a_daemon_that_is_gone(

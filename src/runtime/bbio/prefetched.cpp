@@ -138,10 +138,7 @@ void opened(int fd, int flags) noexcept {
   try {
     if (!agent::configured() || environment().prefetch.empty() || fd < 0 || fd >= kMaxFd) return;
     // A descriptor number closed behind our back (a raw syscall) and reused.
-    if (Table* t = table.load(std::memory_order_acquire)) {
-      std::lock_guard lock(t->mutex);
-      if (deactivate(*t, fd)) went(*t);
-    }
+    forget(fd);
     struct stat64 st {};
     if ((flags & O_PATH) || real().fstat64(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
       errno = saved;
@@ -181,7 +178,9 @@ void opened(int fd, int flags) noexcept {
 
 void forget(int fd) noexcept {
   Table* t = table.load(std::memory_order_acquire);
-  if (!t) return;
+  // Without the lock first: an open waiting for its grant holds it, and other descriptors'
+  // opens and closes must not wait for that.
+  if (!t || !lookup(fd)) return;
   const int saved = errno;
   try {
     std::lock_guard lock(t->mutex);
@@ -204,13 +203,13 @@ void duplicated(int fd, int new_fd) noexcept {
   if (!t) return;
   const int saved = errno;
   try {
-    std::lock_guard lock(t->mutex);
-    if (deactivate(*t, new_fd)) went(*t);
+    forget(new_fd);
     Reader* from = lookup(fd);
     if (!from || new_fd >= kMaxFd) {
       errno = saved;
       return;
     }
+    std::lock_guard lock(t->mutex);
     size_t index;
     {
       std::lock_guard from_lock(from->mutex);
