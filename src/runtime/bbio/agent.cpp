@@ -205,6 +205,8 @@ class Agent {
 
   bool begin_read_phase() {
     std::unique_lock lock(mutex_);
+    read_idle_ = false;
+    if (read_phase_) return true;  // a file opened within the gap: the same read phase
     if (in_phase_) return false;
     in_phase_ = true;
     read_phase_ = true;
@@ -221,9 +223,11 @@ class Agent {
     return true;
   }
 
-  void end_read_phase() {
-    std::unique_lock lock(mutex_);
-    if (read_phase_) end_phase(lock);
+  void read_idle() {
+    std::lock_guard lock(mutex_);
+    if (!read_phase_) return;
+    read_idle_ = true;
+    read_idle_since_ = now();
   }
 
   std::shared_ptr<const ReadGrant> read_grant() {
@@ -671,8 +675,10 @@ class Agent {
           }
         }
         const double t = now();
-        // A detected phase ends after an idle gap.
+        // A detected phase ends after an idle gap; so does the read phase, once no descriptor
+        // of an announced file was open for that long (a restart reads its files one by one).
         if (detected_phase_ && t - last_write_.load() > phase_gap_) end_phase(lock);
+        if (read_phase_ && read_idle_ && t - read_idle_since_ > phase_gap_) end_phase(lock);
         if (t - last_sent > std::min(kPoll, lease_ / 3)) {
           Harmonia__Control__Heartbeat body = HARMONIA__CONTROL__HEARTBEAT__INIT;
           (void)post(lock, HARMONIA__CONTROL__ENVELOPE__BODY_HEARTBEAT,
@@ -768,6 +774,8 @@ class Agent {
   // The read phase (HARMONIA_PREFETCH).
   bool read_phase_ = false;  ///< the phase in progress is the read phase begin_read_phase began
   bool read_done_ = false;   ///< it ended: the files are not announced again
+  bool read_idle_ = false;   ///< no descriptor of an announced file is open, since:
+  double read_idle_since_ = 0;
   std::shared_ptr<const ReadGrant> read_grant_;
   std::atomic<std::uint64_t> read_grant_version_{0};
   bool flusher_started_ = false;
@@ -879,8 +887,8 @@ bool begin_read_phase() {
   return a && a->begin_read_phase();
 }
 
-void end_read_phase() {
-  if (Agent* a = get()) a->end_read_phase();
+void read_idle() {
+  if (Agent* a = get()) a->read_idle();
 }
 
 bool ReadGrant::serves(const std::string& name) const {

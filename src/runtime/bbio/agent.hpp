@@ -71,12 +71,13 @@ std::vector<uint32_t> servers();
 void settle_elsewhere(const std::string& path, dev_t device, ino_t inode);
 /// A read-only open of a file of HARMONIA_PREFETCH: when the process is in no phase, begins its
 /// read phase (PhaseBegin.read) and waits, as a write phase's first write does, while the daemon
-/// holds the phase back for its nodes (never once the daemon is gone). Returns whether the
-/// process is in the read phase it began.
+/// holds the phase back for its nodes (never once the daemon is gone). In the read phase already
+/// (a file opened within the phase gap of the last close), it goes on. Returns whether the
+/// process is in the read phase.
 bool begin_read_phase();
-/// The process closed its last descriptor of the prefetched files: ends the read phase
-/// begin_read_phase began, if it still runs.
-void end_read_phase();
+/// The process closed its last descriptor of the prefetched files: the read phase ends after
+/// HARMONIA_PHASE_GAP seconds unless one is opened again (begin_read_phase), and at exit.
+void read_idle();
 /// A granted read phase: the nodes holding the staged-in copies of `files`.
 struct ReadGrant {
   std::uint64_t version = 0;       ///< changes whenever the rest does (read_grant_version)

@@ -47,9 +47,8 @@ struct Table {
   std::atomic<Reader*> slots[kMaxFd] = {};
   /// Prefetched files this process opened for writing: their reads are plain from then on.
   std::atomic<bool> written[Environment::kMaxPrefetch] = {};
-  std::mutex mutex;  ///< guards `open` and `in_read_phase`, and the activation of readers
+  std::mutex mutex;  ///< guards `open` and the activation of readers
   size_t open = 0;   ///< descriptors of prefetched files, read-only or duplicated
-  bool in_read_phase = false;
 };
 
 std::atomic<Table*> table{nullptr};
@@ -102,13 +101,10 @@ bool deactivate(Table& t, int fd) {
   return true;
 }
 
-/// After a tracked descriptor went: the last one ends the read phase (t.mutex held).
+/// After a tracked descriptor went: the read phase ends a gap after the last one (t.mutex held).
 void went(Table& t) {
   if (t.open > 0) --t.open;
-  if (t.open == 0 && t.in_read_phase) {
-    t.in_read_phase = false;
-    agent::end_read_phase();
-  }
+  if (t.open == 0) agent::read_idle();
 }
 
 /// Tracks `fd` (t.mutex held).
@@ -157,7 +153,7 @@ void opened(int fd, int flags) noexcept {
       return;
     }
     std::lock_guard lock(t.mutex);
-    if (t.open == 0 && !t.in_read_phase) t.in_read_phase = agent::begin_read_phase();
+    if (t.open == 0) (void)agent::begin_read_phase();
     Reader& r = activate(t, fd);
     std::lock_guard reader_lock(r.mutex);
     r.index = static_cast<size_t>(index);
@@ -186,7 +182,7 @@ void forget(int fd) noexcept {
     std::lock_guard lock(t->mutex);
     if (deactivate(*t, fd)) went(*t);
   } catch (...) {
-    // agent::end_read_phase could not queue its message: the exit ends the phase.
+    // agent::read_idle could not take its lock's memory: the exit ends the phase.
   }
   errno = saved;
 }
