@@ -99,11 +99,20 @@ bb::Response answer(Store& store, const Access& access, Session& session,
                            write.job(), why, caller);
       break;
     }
-    case bb::Request::kRead:
-      status = store.read(request.read().file(), request.read().offset(), request.read().length(),
-                          *response.mutable_data(), why, caller);
+    case bb::Request::kRead: {
+      const auto& read = request.read();
+      if (read.has_identity()) {  // a read phase's reader: the staged-in copy, if it is current
+        const FileIdentity identity{read.identity().size(), read.identity().mtime_ns(),
+                                    read.identity().ctime_ns(), read.identity().inode()};
+        status = store.read_staged(read.file(), read.offset(), read.length(), identity,
+                                   *response.mutable_data(), why, caller);
+      } else {
+        status = store.read(read.file(), read.offset(), read.length(), *response.mutable_data(),
+                            why, caller);
+      }
       if (status != Status::Ok) response.clear_data();
       break;
+    }
     case bb::Request::kDrain:
       status = store.drain(request.drain().file(), why, caller);
       break;

@@ -31,6 +31,15 @@ namespace fences = storage::fences;
 namespace {
 
 constexpr const char* kSuffix = ".bblog";
+/// The staged-in copies' directory under the device directory (log names are digits only).
+constexpr const char* kStageDir = "stage-in";
+/// A copy is made only of a file whose ctime is at least this much older than the copy's
+/// start: a change within the same clock tick as the identity's fstat would go unnoticed.
+constexpr std::int64_t kSettledNs = 1'000'000'000;
+/// The piece a stage-in copies at a time (between two questions whether to go on).
+constexpr std::size_t kCopyPiece = 1 << 20;
+/// The largest stripe a stage-in may name (1 TiB): stripe offsets cannot overflow.
+constexpr std::uint64_t kMaxStripe = 1ULL << 40;
 /// How long the bytes drained of a job that holds nothing more are still reported.
 constexpr auto kDrainedMemory = std::chrono::minutes(10);
 /// mmap offsets are multiples of the page size.
@@ -115,6 +124,63 @@ std::string read_job(int dir, const std::string& name) {
 
 }  // namespace
 
+namespace {
+
+/// The identity fstat gives `st`.
+FileIdentity identity_of(const struct stat& st) {
+  const auto ns = [](const timespec& t) {
+    return static_cast<std::int64_t>(t.tv_sec) * 1'000'000'000 + t.tv_nsec;
+  };
+  return {static_cast<std::uint64_t>(st.st_size), ns(st.st_mtim), ns(st.st_ctim),
+          static_cast<std::uint64_t>(st.st_ino)};
+}
+
+std::int64_t wall_clock_ns() {
+  timespec now{};
+  clock_gettime(CLOCK_REALTIME, &now);
+  return static_cast<std::int64_t>(now.tv_sec) * 1'000'000'000 + now.tv_nsec;
+}
+
+/// The bytes of the stripes a copy made with `spec` holds of a file of `size` bytes.
+std::uint64_t stripe_bytes_held(const StageSpec& spec, std::uint64_t size) {
+  const std::uint64_t stripes = (size + spec.stripe_bytes - 1) / spec.stripe_bytes;
+  if (spec.stripe_index >= stripes) return 0;
+  // Stripes index, index + count, ...: all full but perhaps the file's last one.
+  const std::uint64_t mine = (stripes - 1 - spec.stripe_index) / spec.stripe_count + 1;
+  const std::uint64_t last = spec.stripe_index + (mine - 1) * spec.stripe_count;
+  return (mine - 1) * spec.stripe_bytes +
+         std::min(spec.stripe_bytes, size - last * spec.stripe_bytes);
+}
+
+}  // namespace
+
+struct Store::Copy {
+  std::string name;  // in DEVICE/stage-in
+  int fd = -1;
+  FileIdentity identity;  // of the PFS file when copied
+  uid_t owner = 0;        // the user the copy was made for
+  StageSpec spec;
+  std::uint64_t bytes = 0;
+  ~Copy() {
+    if (fd >= 0) close(fd);
+  }
+};
+
+namespace {
+
+/// Removes everything a previous run left in the copies' directory (a cache: nothing to keep).
+void empty_directory(int dir) {
+  DIR* listing = fdopendir(fcntl(dir, F_DUPFD_CLOEXEC, 0));
+  std::vector<std::string> names;
+  while (const dirent* entry = listing ? readdir(listing) : nullptr)
+    if (std::strcmp(entry->d_name, ".") != 0 && std::strcmp(entry->d_name, "..") != 0)
+      names.emplace_back(entry->d_name);
+  if (listing) closedir(listing);
+  for (const auto& name : names) unlinkat(dir, name.c_str(), 0);
+}
+
+}  // namespace
+
 struct Store::Log {
   std::string name;  // NUMBER.bblog, in the device directory
   std::string path;  // the same for messages: DEVICE/NUMBER.bblog
@@ -182,6 +248,15 @@ Store::Store(std::string device, std::string pfs_root, std::uint64_t capacity,
     common::close_fd(pfs_fd_);
     throw std::runtime_error(dir + ": " + std::strerror(error));
   }
+  // The staged-in copies: a cache, emptied (a restarted node is ordered to stage in again).
+  stage_fd_ = common::make_dirs_beneath(device_fd_, kStageDir, 0700, O_RDONLY);
+  if (stage_fd_ < 0) {
+    const int error = errno;
+    common::close_fd(device_fd_);
+    common::close_fd(pfs_fd_);
+    throw std::runtime_error(common::beneath_error(device_ + "/" + kStageDir, error));
+  }
+  empty_directory(stage_fd_);
   // Recovery: index the logs a previous run left, oldest first (complete records only; a torn
   // tail was never acknowledged).
   std::vector<std::pair<std::uint64_t, std::string>> names;  // NUMBER.bblog: creation order
@@ -245,6 +320,8 @@ Store::Store(std::string device, std::string pfs_root, std::uint64_t capacity,
 
 Store::~Store() {
   logs_.clear();
+  copies_.clear();
+  common::close_fd(stage_fd_);
   common::close_fd(device_fd_);
   common::close_fd(pfs_fd_);
 }
@@ -301,6 +378,10 @@ Status Store::write(const std::string& file, std::uint64_t offset, std::string_v
     if (!drainable(file, why)) return Status::Invalid;
     if (const Status allowed = may_write(file, caller, why); allowed != Status::Ok) return allowed;
   }
+  // The file changes: a staged-in copy of it (made from the PFS file) is stale from now on,
+  // and so is one being made.
+  drop_copies_locked(file);
+  if (const auto running = copying_.find(file); running != copying_.end()) ++running->second.writes;
   if (used_ + data.size() > capacity_) {
     why = "capacity: " + std::to_string(capacity_ - used_) + " bytes left";
     return Status::Full;
@@ -359,6 +440,218 @@ Status Store::read(const std::string& file, std::uint64_t offset, std::uint64_t 
               covered.begin() + static_cast<long>(to - offset), true);
   }
   if (std::find(covered.begin(), covered.end(), false) != covered.end()) return Status::NotHeld;
+  return Status::Ok;
+}
+
+Status Store::read_staged(const std::string& file, std::uint64_t offset, std::uint64_t length,
+                          const FileIdentity& identity, std::string& out, std::string& why,
+                          const Caller& caller) {
+  if (!valid_name(file) || length > (64ULL << 20)) {
+    why = "bad file name or a read of more than 64 MiB";
+    return Status::Invalid;
+  }
+  std::lock_guard lock(mutex_);
+  // Written data of the file here is newer than any copy of the PFS file.
+  if (logs_.count(file)) {
+    why = file + ": written on this node since it was staged in";
+    return Status::NotHeld;
+  }
+  if (offset > identity.size || length > identity.size - offset) {
+    why = file + ": the range ends past the file";
+    return Status::NotHeld;
+  }
+  for (auto it = copies_.lower_bound({file, ""}); it != copies_.end() && it->first.first == file;
+       ++it) {
+    const Copy& copy = *it->second;
+    if (!(copy.identity == identity) || !may_act_on(caller, copy.owner)) continue;
+    // Piece by piece (each within one stripe), every one this node's: the copy holds this
+    // node's stripes one after the other.
+    const std::uint64_t s = copy.spec.stripe_bytes;
+    out.assign(length, '\0');
+    bool mine = true;
+    for (std::uint64_t at = offset; mine && at < offset + length;) {
+      const std::uint64_t stripe = at / s;
+      const std::uint64_t piece = std::min((stripe + 1) * s, offset + length) - at;
+      mine = stripe % copy.spec.stripe_count == copy.spec.stripe_index;
+      const std::uint64_t copy_at = stripe / copy.spec.stripe_count * s + at % s;
+      if (mine &&
+          !read_all_at(copy.fd, out.data() + (at - offset), piece, static_cast<off_t>(copy_at))) {
+        why = device_ + "/" + kStageDir + "/" + copy.name + ": " + std::strerror(errno);
+        out.clear();
+        return Status::Error;
+      }
+      at += piece;
+    }
+    if (mine) return Status::Ok;
+  }
+  out.clear();
+  why = file + ": no copy of this file as the reader sees it, for this reader, with that range";
+  return Status::NotHeld;
+}
+
+void Store::drop_copies_locked(const std::string& file) {
+  for (auto it = copies_.lower_bound({file, ""}); it != copies_.end() && it->first.first == file;) {
+    unlinkat(stage_fd_, it->second->name.c_str(), 0);
+    used_ -= it->second->bytes;
+    staged_ -= it->second->bytes;
+    it = copies_.erase(it);
+  }
+}
+
+void Store::drop_stage_in(const std::string& key) {
+  std::lock_guard lock(mutex_);
+  for (auto it = copies_.begin(); it != copies_.end();) {
+    if (it->first.second != key) {
+      ++it;
+      continue;
+    }
+    unlinkat(stage_fd_, it->second->name.c_str(), 0);
+    used_ -= it->second->bytes;
+    staged_ -= it->second->bytes;
+    it = copies_.erase(it);
+  }
+}
+
+Status Store::stage_in(const StageSpec& spec, const std::string& file,
+                       const std::function<bool()>& keep_going, std::uint64_t& bytes,
+                       std::string& why) {
+  bytes = 0;
+  const std::string source = pfs_root_ + "/" + file;
+  if (!valid_name(file) || fences::reserved(file)) {
+    why = source + ": bad file name (relative, no . or .. parts, not under .harmonia/)";
+    return Status::Invalid;
+  }
+  if (spec.stripe_bytes == 0 || spec.stripe_bytes > kMaxStripe ||
+      spec.stripe_index >= spec.stripe_count) {
+    why = source + ": stripe " + std::to_string(spec.stripe_index) + " of " +
+          std::to_string(spec.stripe_count) + " with stripes of " +
+          std::to_string(spec.stripe_bytes) + " bytes: no such stripe";
+    return Status::Invalid;
+  }
+  const std::int64_t start = wall_clock_ns();
+  // Opened as the job's user, beneath the root with no link followed; then only the
+  // descriptor is used (O_NONBLOCK: a FIFO there cannot hold the node).
+  int fd = -1;
+  {
+    const common::ActAs as_user(spec.uid, spec.gid);
+    if (!as_user.ok()) {
+      why = source + ": " + as_user.why();
+      return Status::Forbidden;
+    }
+    fd = common::open_beneath(pfs_fd_, file, O_RDONLY | O_NONBLOCK | O_NOCTTY);
+  }
+  if (fd < 0) {
+    const int error = errno;
+    why = common::beneath_error(source, error) + " (as uid " + std::to_string(spec.uid) + ")";
+    return error == EACCES || error == EPERM ? Status::Forbidden
+           : error == ENOENT                 ? Status::NotHeld
+                                             : Status::Invalid;
+  }
+  struct Closer {
+    int fd;
+    ~Closer() { common::close_fd(fd); }
+  } source_closer{fd};
+  struct stat st {};
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    why = source + ": refused: not a regular file";
+    return Status::Invalid;
+  }
+  const FileIdentity before = identity_of(st);
+  if (before.ctime_ns > start - kSettledNs) {
+    why = source + ": changed less than 1 s before the copy began (a change within the same " +
+          "clock tick would go unnoticed)";
+    return Status::Error;
+  }
+  const std::uint64_t need = stripe_bytes_held(spec, before.size);
+  std::uint64_t writes_before = 0;
+  auto copy = std::make_unique<Copy>();
+  copy->identity = before;
+  copy->owner = spec.uid;
+  copy->spec = spec;
+  copy->bytes = need;
+  {
+    std::lock_guard lock(mutex_);
+    if (used_ + need > capacity_) {
+      why = source + ": no room for its " + std::to_string(need) + " bytes on this node (" +
+            std::to_string(capacity_ - used_) + " left)";
+      return Status::Full;
+    }
+    used_ += need;  // reserved now, so that writes meanwhile cannot take the room
+    staged_ += need;
+    copy->name = std::to_string(next_copy_++);
+    Copying& running = copying_[file];
+    ++running.running;
+    writes_before = running.writes;
+  }
+  // Undoes the reservation, and the copy's file, unless it is kept.
+  bool kept = false;
+  struct Release {
+    Store& store;
+    const std::string& file;
+    Copy& copy;
+    bool& kept;
+    ~Release() {
+      std::lock_guard lock(store.mutex_);
+      if (auto running = store.copying_.find(file);
+          running != store.copying_.end() && --running->second.running == 0)
+        store.copying_.erase(running);
+      if (kept) return;
+      store.used_ -= copy.bytes;
+      store.staged_ -= copy.bytes;
+      if (copy.fd >= 0) unlinkat(store.stage_fd_, copy.name.c_str(), 0);
+    }
+  } release{*this, file, *copy, kept};
+  copy->fd = common::open_beneath(stage_fd_, copy->name, O_RDWR | O_CREAT | O_EXCL, 0600);
+  const std::string target = device_ + "/" + kStageDir + "/" + copy->name;
+  if (copy->fd < 0) {
+    why = target + ": " + std::strerror(errno);
+    return Status::Error;
+  }
+  // This node's stripes, one after the other in the copy.
+  std::string buffer(std::min<std::uint64_t>(kCopyPiece, std::max<std::uint64_t>(need, 1)), '\0');
+  std::uint64_t copy_at = 0;
+  const std::uint64_t stripes = (before.size + spec.stripe_bytes - 1) / spec.stripe_bytes;
+  for (std::uint64_t stripe = spec.stripe_index; stripe < stripes; stripe += spec.stripe_count) {
+    const std::uint64_t stripe_end = std::min((stripe + 1) * spec.stripe_bytes, before.size);
+    for (std::uint64_t at = stripe * spec.stripe_bytes; at < stripe_end;) {
+      if (!keep_going()) {
+        why = source + ": abandoned (no longer ordered)";
+        return Status::Error;
+      }
+      const std::size_t piece = std::min<std::uint64_t>(buffer.size(), stripe_end - at);
+      errno = 0;
+      if (!read_all_at(fd, buffer.data(), piece, static_cast<off_t>(at))) {
+        why = source + ": " + (errno != 0 ? std::strerror(errno) : "shorter than its size");
+        return Status::Error;
+      }
+      const iovec whole{buffer.data(), piece};
+      if (storage::pwritev_all(copy->fd, &whole, 1, static_cast<off64_t>(copy_at)) < 0) {
+        const int error = errno;
+        why = target + ": " + std::strerror(error);
+        return error == ENOSPC || error == EDQUOT ? Status::Full : Status::Error;
+      }
+      at += piece;
+      copy_at += piece;
+    }
+  }
+  if (fstat(fd, &st) != 0 || !(identity_of(st) == before)) {
+    why = source + ": changed while it was copied";
+    return Status::Error;
+  }
+  std::lock_guard lock(mutex_);
+  if (copying_[file].writes != writes_before) {
+    why = source + ": written on this node while it was copied (the written data wins)";
+    return Status::Error;
+  }
+  auto& slot = copies_[{file, spec.key}];
+  if (slot) {  // the same file for the same stage-in again: the new copy replaces the old
+    unlinkat(stage_fd_, slot->name.c_str(), 0);
+    used_ -= slot->bytes;
+    staged_ -= slot->bytes;
+  }
+  bytes = need;
+  slot = std::move(copy);
+  kept = true;
   return Status::Ok;
 }
 
@@ -627,8 +920,10 @@ Status Store::drain_next(const std::set<std::string>& jobs, std::string& file, s
 StoreStats Store::stats() {
   std::lock_guard lock(mutex_);
   StoreStats out{capacity_, used_, drained_, received_, static_cast<std::uint32_t>(logs_.size()),
-                 draining_, {},    {}};
+                 draining_, {},    {},       staged_,   {}};
   for (const auto& entry : logs_) out.held_by_job[entry.second->job] += entry.second->bytes;
+  for (const auto& [where, copy] : copies_)
+    out.staged_by_key[where.second][where.first] = copy->bytes;
   // Jobs whose data last drained long ago are forgotten: the report stays as small as the work.
   const auto now = std::chrono::steady_clock::now();
   for (auto it = drained_by_job_.begin(); it != drained_by_job_.end();) {

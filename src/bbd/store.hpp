@@ -8,6 +8,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -34,7 +35,28 @@ struct Caller {
   static Caller node();
 };
 
+/// A PFS file as fstat shows it (bb.proto FileIdentity): a staged-in copy is served only to
+/// readers who see the file the copy was made of.
+struct FileIdentity {
+  std::uint64_t size = 0;
+  std::int64_t mtime_ns = 0, ctime_ns = 0;
+  std::uint64_t inode = 0;
+  bool operator==(const FileIdentity&) const = default;
+};
+
+/// One stage-in of a read phase (control.proto StageIn) as the store copies it: whose identity
+/// reads the PFS files, and which stripes of each file fall on this node (the stripes k, of
+/// `stripe_bytes` each, with k % stripe_count == stripe_index).
+struct StageSpec {
+  std::string key;  ///< names the stage-in (the monitor's job and phase)
+  uid_t uid = 0;
+  gid_t gid = 0;
+  std::uint64_t stripe_bytes = 0;
+  std::uint32_t stripe_index = 0, stripe_count = 0;
+};
+
 struct StoreStats {
+  /// `used` counts written data (the logs) and staged-in copies alike.
   std::uint64_t capacity = 0, used = 0, drained = 0, received = 0;
   std::uint32_t files = 0;
   bool draining = false;
@@ -42,6 +64,10 @@ struct StoreStats {
   /// a log recovered after a crash keeps its job. A job that holds nothing and drained nothing
   /// for 10 minutes is left out of `drained_by_job` (and counts from zero if it comes back).
   std::map<std::string, std::uint64_t> held_by_job, drained_by_job;
+  /// Bytes of staged-in copies (in `used`, never in `held_by_job`).
+  std::uint64_t staged = 0;
+  /// The staged-in copies held, per stage-in key: bytes per file (never in `held_by_job`).
+  std::map<std::string, std::map<std::string, std::uint64_t>> staged_by_key;
 };
 
 class Store {
@@ -66,6 +92,24 @@ class Store {
   /// it belongs to another user.
   Status read(const std::string& file, std::uint64_t offset, std::uint64_t length, std::string& out,
               std::string& why, const Caller& caller = Caller::node());
+  /// A read of a staged-in copy (docs/buffer-nodes.md, "Stage-in"): served only when the node
+  /// holds no written data of the file, a copy of it was made of a file with `identity`, for
+  /// the caller (or the caller is an administrator), and the range lies within the file and
+  /// within this node's stripes of it; else NotHeld.
+  Status read_staged(const std::string& file, std::uint64_t offset, std::uint64_t length,
+                     const FileIdentity& identity, std::string& out, std::string& why,
+                     const Caller& caller = Caller::node());
+  /// Copies this node's stripes of the PFS file `file` into a copy kept for `spec.key`: opened
+  /// beneath the PFS root with no link followed, with the file-system identity of spec.uid
+  /// (and gid), charged to the capacity, never drained. The file must be regular, unchanged
+  /// from before the copy to after it (fstat: size, mtime, ctime, inode), its ctime at least
+  /// 1 s older than the copy's start, and the copy must fit; else no copy is kept and `why`
+  /// says why. `keep_going` is asked between pieces: false abandons the copy. `bytes`: the
+  /// bytes copied. A copy of the same file for the same key is replaced.
+  Status stage_in(const StageSpec& spec, const std::string& file,
+                  const std::function<bool()>& keep_going, std::uint64_t& bytes, std::string& why);
+  /// Frees every copy kept for `key`.
+  void drop_stage_in(const std::string& key);
   /// Writes every record of `file` (all files when empty) to the PFS in order, syncs it, and
   /// frees the log. Error when the PFS fails, or the file's path there is refused (a symbolic
   /// link on the way, not a regular file): what is not drained stays held.
@@ -96,6 +140,9 @@ class Store {
 
  private:
   struct Log;
+  struct Copy;
+  /// Frees the copies of `file` (every key); the store's mutex held.
+  void drop_copies_locked(const std::string& file);
   Log* log_for(const std::string& file, const std::string& job, const Caller& caller,
                std::string& why);
   /// Whether the caller may write the PFS file as its owner: opened (created if missing) with
@@ -110,9 +157,20 @@ class Store {
 
   std::string device_, pfs_root_, drain_scheduler_;
   int device_fd_ = -1, pfs_fd_ = -1;  ///< the two directories, everything opened beneath them
+  int stage_fd_ = -1;                 ///< DEVICE/stage-in: the copies, emptied at start
   std::uint64_t capacity_;
   std::mutex mutex_;  ///< guards everything; drains hold it (writes to a draining node wait)
   std::map<std::string, std::unique_ptr<Log>> logs_;
+  /// Staged-in copies by (file, key).
+  std::map<std::pair<std::string, std::string>, std::unique_ptr<Copy>> copies_;
+  /// Files being copied now: copies running, and writes of the file since the first began (a
+  /// copy that saw a write is not kept: written data wins).
+  struct Copying {
+    unsigned running = 0;
+    std::uint64_t writes = 0;
+  };
+  std::map<std::string, Copying> copying_;
+  std::uint64_t staged_ = 0, next_copy_ = 0;
   std::uint64_t used_ = 0, drained_ = 0, received_ = 0, next_log_ = 0;
   struct Drained {
     std::uint64_t bytes = 0;
