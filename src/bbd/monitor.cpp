@@ -6,6 +6,7 @@
 #include <set>
 #include <stdexcept>
 #include <thread>
+#include <utility>
 
 #include "schedd/client.hpp"
 
@@ -16,6 +17,11 @@ constexpr auto kIdle = std::chrono::milliseconds(20);
 constexpr auto kRetry = std::chrono::milliseconds(500);
 /// How often an idle node looks for fences it no longer needs (a directory listing on the PFS).
 constexpr auto kFenceSweep = std::chrono::seconds(10);
+
+/// A stage-in's name in the store and in staged_: its job and read phase.
+std::string key_of(const control::StageIn& stage_in) {
+  return stage_in.job() + '\n' + std::to_string(stage_in.phase());
+}
 }  // namespace
 
 Monitor::Monitor(Store& store, std::string schedd, std::string advertise, double threshold,
@@ -28,7 +34,97 @@ Monitor::Monitor(Store& store, std::string schedd, std::string advertise, double
 
 void Monitor::start() {
   std::thread([this] { drain_loop(); }).detach();
-  if (!schedd_.empty()) std::thread([this] { report_loop(); }).detach();
+  if (schedd_.empty()) return;
+  std::thread([this] { report_loop(); }).detach();
+  std::thread([this] { stage_loop(); }).detach();
+}
+
+bool Monitor::ordered(const control::StageIn& stage_in) {
+  std::lock_guard lock(mutex_);
+  return ordered_locked(stage_in);
+}
+
+bool Monitor::ordered_locked(const control::StageIn& stage_in) const {
+  const std::string wanted = stage_in.SerializeAsString();
+  for (const auto& listed : order_.stage_in())
+    if (listed.job() == stage_in.job() && listed.phase() == stage_in.phase())
+      return listed.SerializeAsString() == wanted;
+  return false;
+}
+
+void Monitor::stage_loop() {
+  for (;;) {
+    control::DrainOrder order;
+    {
+      std::lock_guard lock(mutex_);
+      order = order_;
+    }
+    // Copies no order lists any more (or lists changed) are dropped: their space is free.
+    std::map<std::string, std::string> wanted;
+    for (const auto& stage_in : order.stage_in())
+      wanted[key_of(stage_in)] = stage_in.SerializeAsString();
+    std::vector<std::string> gone;
+    {
+      std::lock_guard lock(mutex_);
+      for (auto it = staged_.begin(); it != staged_.end();) {
+        const auto listed = wanted.find(it->first);
+        if (listed != wanted.end() && listed->second == it->second.ordered) {
+          ++it;
+          continue;
+        }
+        gone.push_back(it->first);
+        it = staged_.erase(it);
+      }
+    }
+    for (const auto& key : gone) store_.drop_stage_in(key);
+    // The first stage-in not done yet, if any (one at a time, in the order's order).
+    const control::StageIn* next = nullptr;
+    {
+      std::lock_guard lock(mutex_);
+      for (const auto& stage_in : order.stage_in())
+        if (!staged_.count(key_of(stage_in))) {
+          next = &stage_in;
+          break;
+        }
+    }
+    if (next)
+      stage(*next);
+    else
+      std::this_thread::sleep_for(kIdle);
+  }
+}
+
+void Monitor::stage(const control::StageIn& stage_in) {
+  const std::string key = key_of(stage_in);
+  const StageSpec spec{key,
+                       static_cast<uid_t>(stage_in.uid()),
+                       static_cast<gid_t>(stage_in.gid()),
+                       stage_in.stripe_bytes(),
+                       stage_in.stripe_index(),
+                       stage_in.stripe_count()};
+  const auto keep_going = [&] { return ordered(stage_in); };
+  std::vector<std::string> failed;
+  std::set<std::string> done;
+  for (const auto& file : stage_in.files()) {
+    if (!done.insert(file).second) continue;  // listed twice: copied once
+    if (!keep_going()) break;
+    std::uint64_t bytes = 0;
+    std::string why;
+    if (store_.stage_in(spec, file, keep_going, bytes, why) != Status::Ok) {
+      std::fprintf(stderr, "harmonia-bbd: stage-in of job %s, read phase %u: %s\n",
+                   stage_in.job().c_str(), stage_in.phase(), why.c_str());
+      failed.push_back(file);
+    }
+  }
+  {
+    std::lock_guard lock(mutex_);
+    if (ordered_locked(stage_in)) {
+      staged_[key] = {stage_in.SerializeAsString(), std::move(failed)};
+      return;
+    }
+  }
+  // The order dropped or changed it meanwhile: what was copied goes.
+  store_.drop_stage_in(key);
 }
 
 void Monitor::drain_loop() {
@@ -121,12 +217,43 @@ void Monitor::serve_scheduler() {
     std::this_thread::sleep_for(std::chrono::duration<double>(period > 0 ? period : 0.1));
     control::Envelope report;
     auto* r = report.mutable_buffer_report();
+    std::vector<std::pair<control::StageIn, std::vector<std::string>>> finished;
     {
       // The epoch first: the snapshot after it holds every write the order's phases made.
       std::lock_guard lock(mutex_);
       r->set_order_epoch(acted_epoch_);
+      // The stage-ins finished, before the snapshot: only this thread changes the order, so
+      // their copies are in the snapshot unless a write dropped them.
+      for (const auto& stage_in : order_.stage_in()) {
+        const auto done = staged_.find(key_of(stage_in));
+        if (done != staged_.end() && done->second.ordered == stage_in.SerializeAsString())
+          finished.emplace_back(stage_in, done->second.failed);
+      }
     }
     const StoreStats s = store_.stats();
+    for (const auto& [stage_in, failed] : finished) {
+      auto* entry = r->add_staged_in();
+      entry->set_job(stage_in.job());
+      entry->set_phase(stage_in.phase());
+      const auto by_key = s.staged_by_key.find(key_of(stage_in));
+      const std::map<std::string, std::uint64_t> none;
+      const auto& held = by_key == s.staged_by_key.end() ? none : by_key->second;
+      std::uint64_t bytes = 0;
+      std::set<std::string> listed;
+      for (const auto& file : failed) {
+        entry->add_failed(file);
+        listed.insert(file);
+      }
+      for (const auto& file : stage_in.files()) {
+        if (!listed.insert(file).second) continue;  // failed, or named twice
+        const auto copy = held.find(file);
+        if (copy != held.end())
+          bytes += copy->second;
+        else  // dropped since (a write of the file)
+          entry->add_failed(file);
+      }
+      entry->set_bytes(bytes);
+    }
     r->set_capacity(s.capacity);
     r->set_used(s.used);
     r->set_drained_bytes(s.drained);

@@ -2,12 +2,16 @@
 /// @file The buffer node's drains and its buffer monitor (docs/buffer-nodes.md). With a scheduler
 /// daemon (harmonia-bbd --schedd) the node reports its state every report period and drains the
 /// jobs the scheduler names; without one, or while the scheduler is unreachable, it drains on its
-/// own once its fill passes the threshold. Logs recovered after a crash always drain.
+/// own once its fill passes the threshold. Logs recovered after a crash always drain. The
+/// scheduler's orders also name the read phases' files to stage in (DrainOrder.stage_in): a
+/// thread of their own copies them into the store and drops the copies no order lists.
 
 #include <atomic>
 #include <cstdint>
+#include <map>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "bbd/store.hpp"
 #include "control/control.pb.h"
@@ -20,11 +24,18 @@ class Monitor {
   /// clients reach this node; `in_flight`: requests being served (the queue depth).
   Monitor(Store& store, std::string schedd, std::string advertise, double threshold,
           const std::atomic<unsigned>& in_flight);
-  /// Starts the drain thread and, with a scheduler, the report thread (both detached).
+  /// Starts the drain thread and, with a scheduler, the report and stage-in threads (all
+  /// detached).
   void start();
 
  private:
   void drain_loop();
+  void stage_loop();
+  /// Carries out one stage-in of the order (every file), unless the order drops it meanwhile.
+  void stage(const control::StageIn& stage_in);
+  /// Whether the current order lists `stage_in` (as it is: a changed one is another).
+  bool ordered(const control::StageIn& stage_in);
+  bool ordered_locked(const control::StageIn& stage_in) const;
   void report_loop();
   /// One connection's life: registers, then reports until the connection fails (throws).
   void serve_scheduler();
@@ -39,6 +50,13 @@ class Monitor {
   bool managed_ = false;  ///< registered with the scheduler now
   control::DrainOrder order_;
   std::uint64_t acted_epoch_ = 0;  ///< the last order fully carried out
+  /// Stage-ins finished, by key (job and phase): the StageIn as ordered, and the files that
+  /// failed. Guarded by mutex_.
+  struct Staged {
+    std::string ordered;  ///< the StageIn, serialized
+    std::vector<std::string> failed;
+  };
+  std::map<std::string, Staged> staged_;
 };
 
 }  // namespace harmonia::bbd
