@@ -424,7 +424,10 @@ int main(int argc, char** argv) {
   CLI::App cli{"Harmonia buffer node: stores writes on its device and drains them to the PFS"};
   std::string device, pfs, listen_on = "127.0.0.1:0", capacity_text = "1G";
   double threshold = 0.5;
-  cli.add_option("--device", device, "Directory on the node's device for the logs")->required();
+  cli.add_option("--device", device,
+                 "Directory on the node's device for the logs (and stage-in/: the copies of read "
+                 "phases' files, emptied at start)")
+      ->required();
   cli.add_option("--pfs", pfs, "PFS directory drained files go to")->required();
   cli.add_option("--capacity", capacity_text, "Bytes held at most (4096, 64M, 1G)")
       ->capture_default_str();

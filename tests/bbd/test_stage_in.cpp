@@ -14,6 +14,7 @@
 #include <random>
 #include <thread>
 
+#include "bbd/requests.hpp"
 #include "bbd/store.hpp"
 
 using namespace harmonia::bbd;
@@ -67,7 +68,7 @@ class StageInTest : public ::testing::Test {
     for (const char* name :
          {"striped.dat", "rewrite.dat", "grow.dat", "touch.dat", "replace.dat", "drop.dat",
           "keep.dat", "written.dat", "drained.dat", "mine.dat", "room.dat", "restart.dat",
-          "during-write.dat", "during-change.dat", "real/inside.dat"})
+          "during-write.dat", "during-change.dat", "requests.dat", "real/inside.dat"})
       put(shared_pfs / name, striped());
     put(shared_pfs / "secret.dat", "only root reads this");
     chmod((shared_pfs / "secret.dat").c_str(), 0600);
@@ -373,4 +374,38 @@ TEST_F(StageInTest, ARestartDropsTheCopiesAndKeepsTheWrittenData) {
   std::string out;
   EXPECT_EQ(store->read("out.dat", 0, 4, out, why_), Status::Ok);
   EXPECT_EQ(out, "kept");
+}
+
+TEST_F(StageInTest, AReadRequestWithIdentityIsServedFromTheCopyToItsUserOnly) {
+  auto store = open();
+  ASSERT_EQ(stage(*store, "requests.dat"), Status::Ok) << why_;
+  const auto seen = identity(shared_pfs / "requests.dat");
+  const auto read_request = [&](Session& session, bool with_identity) {
+    harmonia::bb::Request request;
+    request.set_seq(1);
+    auto* read = request.mutable_read();
+    read->set_file("requests.dat");
+    read->set_offset(kStripe);
+    read->set_length(10);
+    if (with_identity) {
+      read->mutable_identity()->set_size(seen.size);
+      read->mutable_identity()->set_mtime_ns(seen.mtime_ns);
+      read->mutable_identity()->set_ctime_ns(seen.ctime_ns);
+      read->mutable_identity()->set_inode(seen.inode);
+    }
+    return answer(*store, Access{}, session, request.SerializeAsString());
+  };
+  Session node;  // --auth none: the node's own user, who may read everything
+  auto response = read_request(node, true);
+  EXPECT_EQ(response.code(), harmonia::bb::Response::OK) << response.message();
+  EXPECT_EQ(response.data(), striped().substr(kStripe, 10));
+  // Without identity: written data only, and the node holds none.
+  EXPECT_EQ(read_request(node, false).code(), harmonia::bb::Response::NOT_HELD);
+  // Another user, authenticated: not the copy's.
+  Session other{harmonia::common::Identity{geteuid() + 1, getegid()}};
+  response = read_request(other, true);
+  EXPECT_EQ(response.code(), harmonia::bb::Response::NOT_HELD);
+  EXPECT_TRUE(response.data().empty());
+  Session owner{harmonia::common::Identity{geteuid(), getegid()}};
+  EXPECT_EQ(read_request(owner, true).code(), harmonia::bb::Response::OK);
 }
