@@ -1,12 +1,15 @@
 // harmonia-bbctl: put, get, drain and status against a harmonia-bbd (docs/buffer-nodes.md).
 #include <google/protobuf/util/json_util.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <deque>
 #include <fstream>
 #include <iostream>
@@ -83,7 +86,7 @@ int report(const bb::Response& response) {
 
 int main(int argc, char** argv) {
   CLI::App cli{"Talk to a harmonia-bbd buffer node"};
-  std::string address, file, local;
+  std::string address, file, local, identity_of;
   std::uint64_t offset = 0, length = 0, chunk = 1 << 20, window = 4;
   cli.add_option("--node", address, "HOST:PORT")->required();
   auto* put =
@@ -97,6 +100,9 @@ int main(int argc, char** argv) {
   get->add_option("file", file)->required();
   get->add_option("offset", offset)->required();
   get->add_option("length", length)->required();
+  get->add_option("--identity-of", identity_of,
+                  "Read the range of a staged-in copy, as a reader who sees this PFS file now "
+                  "(its size, mtime, ctime and inode: Read.identity)");
   auto* drain = cli.add_subcommand("drain", "Drain FILE (or everything) to the PFS, and wait");
   drain->add_option("file", file);
   auto* status = cli.add_subcommand("status", "The node's state, as JSON");
@@ -156,6 +162,19 @@ int main(int argc, char** argv) {
       r->set_file(file);
       r->set_offset(offset);
       r->set_length(length);
+      if (!identity_of.empty()) {
+        struct stat st {};
+        if (stat(identity_of.c_str(), &st) != 0)
+          throw std::runtime_error("--identity-of " + identity_of + ": " + std::strerror(errno));
+        const auto ns = [](const timespec& t) {
+          return static_cast<std::int64_t>(t.tv_sec) * 1'000'000'000 + t.tv_nsec;
+        };
+        auto* seen = r->mutable_identity();
+        seen->set_size(static_cast<std::uint64_t>(st.st_size));
+        seen->set_mtime_ns(ns(st.st_mtim));
+        seen->set_ctime_ns(ns(st.st_ctim));
+        seen->set_inode(static_cast<std::uint64_t>(st.st_ino));
+      }
       const bb::Response response = node.call(request);
       if (const int rc = report(response); rc != 0) return rc;
       std::fwrite(response.data().data(), 1, response.data().size(), stdout);
