@@ -122,10 +122,6 @@ std::string read_job(int dir, const std::string& name) {
   return n > 0 ? std::string(buffer, static_cast<std::size_t>(n)) : "";
 }
 
-}  // namespace
-
-namespace {
-
 /// The identity fstat gives `st`.
 FileIdentity identity_of(const struct stat& st) {
   const auto ns = [](const timespec& t) {
@@ -152,6 +148,17 @@ std::uint64_t stripe_bytes_held(const StageSpec& spec, std::uint64_t size) {
          std::min(spec.stripe_bytes, size - last * spec.stripe_bytes);
 }
 
+/// Removes everything a previous run left in the copies' directory (a cache: nothing to keep).
+void empty_directory(int dir) {
+  DIR* listing = fdopendir(fcntl(dir, F_DUPFD_CLOEXEC, 0));
+  std::vector<std::string> names;
+  while (const dirent* entry = listing ? readdir(listing) : nullptr)
+    if (std::strcmp(entry->d_name, ".") != 0 && std::strcmp(entry->d_name, "..") != 0)
+      names.emplace_back(entry->d_name);
+  if (listing) closedir(listing);
+  for (const auto& name : names) unlinkat(dir, name.c_str(), 0);
+}
+
 }  // namespace
 
 struct Store::Copy {
@@ -165,21 +172,6 @@ struct Store::Copy {
     if (fd >= 0) close(fd);
   }
 };
-
-namespace {
-
-/// Removes everything a previous run left in the copies' directory (a cache: nothing to keep).
-void empty_directory(int dir) {
-  DIR* listing = fdopendir(fcntl(dir, F_DUPFD_CLOEXEC, 0));
-  std::vector<std::string> names;
-  while (const dirent* entry = listing ? readdir(listing) : nullptr)
-    if (std::strcmp(entry->d_name, ".") != 0 && std::strcmp(entry->d_name, "..") != 0)
-      names.emplace_back(entry->d_name);
-  if (listing) closedir(listing);
-  for (const auto& name : names) unlinkat(dir, name.c_str(), 0);
-}
-
-}  // namespace
 
 struct Store::Log {
   std::string name;  // NUMBER.bblog, in the device directory
@@ -489,11 +481,15 @@ Status Store::read_staged(const std::string& file, std::uint64_t offset, std::ui
   return Status::NotHeld;
 }
 
+void Store::free_copy(const Copy& copy) {
+  unlinkat(stage_fd_, copy.name.c_str(), 0);
+  used_ -= copy.bytes;
+  staged_ -= copy.bytes;
+}
+
 void Store::drop_copies_locked(const std::string& file) {
   for (auto it = copies_.lower_bound({file, ""}); it != copies_.end() && it->first.first == file;) {
-    unlinkat(stage_fd_, it->second->name.c_str(), 0);
-    used_ -= it->second->bytes;
-    staged_ -= it->second->bytes;
+    free_copy(*it->second);
     it = copies_.erase(it);
   }
 }
@@ -505,9 +501,7 @@ void Store::drop_stage_in(const std::string& key) {
       ++it;
       continue;
     }
-    unlinkat(stage_fd_, it->second->name.c_str(), 0);
-    used_ -= it->second->bytes;
-    staged_ -= it->second->bytes;
+    free_copy(*it->second);
     it = copies_.erase(it);
   }
 }
@@ -645,9 +639,7 @@ Status Store::stage_in(const StageSpec& spec, const std::string& file,
   }
   auto& slot = copies_[{file, spec.key}];
   if (slot) {  // the same file for the same stage-in again: the new copy replaces the old
-    unlinkat(stage_fd_, slot->name.c_str(), 0);
-    used_ -= slot->bytes;
-    staged_ -= slot->bytes;
+    free_copy(*slot);
   }
   bytes = need;
   slot = std::move(copy);

@@ -143,6 +143,8 @@ class Store {
   struct Copy;
   /// Frees the copies of `file` (every key); the store's mutex held.
   void drop_copies_locked(const std::string& file);
+  /// Deletes the copy's file and gives back its room (it leaves copies_ next); mutex held.
+  void free_copy(const Copy& copy);
   Log* log_for(const std::string& file, const std::string& job, const Caller& caller,
                std::string& why);
   /// Whether the caller may write the PFS file as its owner: opened (created if missing) with
