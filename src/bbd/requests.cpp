@@ -30,6 +30,8 @@ void fill_status(Store& store, bb::NodeStatus& out) {
   out.set_draining(s.draining);
   out.set_drained_bytes(s.drained);
   out.set_received_bytes(s.received);
+  out.set_staged_bytes(s.staged);
+  out.set_staged_read_bytes(s.staged_read);
 }
 
 }  // namespace

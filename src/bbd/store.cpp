@@ -474,7 +474,10 @@ Status Store::read_staged(const std::string& file, std::uint64_t offset, std::ui
       }
       at += piece;
     }
-    if (mine) return Status::Ok;
+    if (mine) {
+      staged_read_ += length;
+      return Status::Ok;
+    }
   }
   out.clear();
   why = file + ": no copy of this file as the reader sees it, for this reader, with that range";
@@ -912,7 +915,8 @@ Status Store::drain_next(const std::set<std::string>& jobs, std::string& file, s
 StoreStats Store::stats() {
   std::lock_guard lock(mutex_);
   StoreStats out{capacity_, used_, drained_, received_, static_cast<std::uint32_t>(logs_.size()),
-                 draining_, {},    {},       staged_,   {}};
+                 draining_, {},    {},       staged_,   staged_read_,
+                 {}};
   for (const auto& entry : logs_) out.held_by_job[entry.second->job] += entry.second->bytes;
   for (const auto& [where, copy] : copies_)
     out.staged_by_key[where.second][where.first] = copy->bytes;

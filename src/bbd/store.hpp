@@ -66,6 +66,8 @@ struct StoreStats {
   std::map<std::string, std::uint64_t> held_by_job, drained_by_job;
   /// Bytes of staged-in copies (in `used`, never in `held_by_job`).
   std::uint64_t staged = 0;
+  /// Bytes read from staged-in copies since the node started.
+  std::uint64_t staged_read = 0;
   /// The staged-in copies held, per stage-in key: bytes per file (never in `held_by_job`).
   std::map<std::string, std::map<std::string, std::uint64_t>> staged_by_key;
 };
@@ -172,7 +174,7 @@ class Store {
     std::uint64_t writes = 0;
   };
   std::map<std::string, Copying> copying_;
-  std::uint64_t staged_ = 0, next_copy_ = 0;
+  std::uint64_t staged_ = 0, staged_read_ = 0, next_copy_ = 0;
   std::uint64_t used_ = 0, drained_ = 0, received_ = 0, next_log_ = 0;
   struct Drained {
     std::uint64_t bytes = 0;
