@@ -834,6 +834,13 @@ Agent* get() {
 
 bool configured() { return address() != nullptr; }
 
+void start_for_prefetch() {
+  // The environment is read once, at its first use: a program without HARMONIA_PREFETCH may
+  // still set the other variables in main, before its first I/O.
+  const char* prefetch = std::getenv("HARMONIA_PREFETCH");
+  if (prefetch && *prefetch && !environment().prefetch.empty()) (void)get();
+}
+
 namespace {
 thread_local bool reader_waiting = false;
 }  // namespace

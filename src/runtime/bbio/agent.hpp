@@ -93,5 +93,8 @@ std::shared_ptr<const ReadGrant> read_grant();
 std::uint64_t read_grant_version();
 /// At exit: ends a detected phase and unregisters (best effort).
 void shutdown();
+/// At start, with HARMONIA_PREFETCH: registers with the daemon now rather than at the first
+/// I/O, so that the read phase is announced, and staged in, while the program computes.
+void start_for_prefetch();
 
 }  // namespace harmonia::bbio::agent

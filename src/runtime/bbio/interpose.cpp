@@ -558,3 +558,8 @@ HARMONIA_EXPORT void _Exit(int status) {
 /// exit() and the end of main: write everything out; stdio buffers flushed after this (glibc
 /// flushes them after the destructors) go straight to their files.
 __attribute__((destructor)) static void finalize_at_exit() { guarded(finish_process); }
+
+/// Loaded: a program that announces a read phase registers at once (agent::start_for_prefetch).
+__attribute__((constructor)) static void announce_at_start() {
+  guarded([] { agent::start_for_prefetch(); });
+}
