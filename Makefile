@@ -48,7 +48,8 @@ sanitize: setup
 	$(SANITIZE_ENV) ctest --test-dir $(SANITIZE_BUILD) --output-on-failure -j $(JOBS) \
 	  -E '_NOT_BUILT|^netsim_routes'
 	$(SANITIZE_ENV) HARMONIA_BUILD=$(SANITIZE_BUILD) \
-	  $(VENV)/bin/pytest -q tests/runtime/test_bbd.py tests/runtime/test_limits.py
+	  $(VENV)/bin/pytest -q tests/runtime/test_bbd.py tests/runtime/test_limits.py \
+	  tests/runtime/test_bbd_stage_in.py
 
 lint: setup
 	$(VENV)/bin/ruff check python tests/sim tests/runtime scripts

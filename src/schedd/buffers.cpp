@@ -14,6 +14,9 @@ namespace harmonia::schedd {
 
 namespace {
 
+/// Distinct read phases one job may announce.
+constexpr std::size_t kMaxReadLists = 4096;
+
 /// The ids marked since the last call, each once; the list is emptied.
 std::vector<int> take_distinct(std::vector<int>& marked) {
   std::vector<int> out;
@@ -132,8 +135,13 @@ bool BufferBroker::announce_read(BrokerJob job, const std::vector<ReadFile>& fil
   std::sort(plan.files.begin(), plan.files.end());
   plan.files.erase(std::unique(plan.files.begin(), plan.files.end()), plan.files.end());
   // Every process of the job announces the same list, and a process that starts late announces
-  // it again after the job has read it.
-  if (!state.announced.insert(plan.files).second) return false;
+  // it again after the job has read it. A job announcing list after list is heard for the first
+  // kMaxReadLists; the others read the PFS.
+  std::string joined;
+  for (const auto& file : plan.files) joined.append(file).push_back('\0');
+  if (state.announced.size() >= kMaxReadLists ||
+      !state.announced.insert(std::hash<std::string>{}(joined)).second)
+    return false;
   if (!(plan.bytes > 0) || plan.bytes > config_.phase_bound()) return false;
   plan.uid = uid;
   plan.gid = gid;
@@ -402,7 +410,9 @@ void BufferBroker::update_orders() {
   for (auto it = reads_.begin(); it != reads_.end();) {
     const JobState& job = jobs_[static_cast<size_t>(it->first.first)];
     const bool reading = job.in_phase && job.phase_read && job.phase_index == it->first.second;
-    if (it->second.prefetched && !held_reads.count(it->first) && !reading)
+    // A job that ended before its prefetch was placed: the policy dropped it.
+    const bool dropped = job.ended && it->second.buffers.empty();
+    if ((it->second.prefetched && !held_reads.count(it->first) && !reading) || dropped)
       it = reads_.erase(it);
     else
       ++it;

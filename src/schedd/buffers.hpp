@@ -144,13 +144,13 @@ class BufferBroker : private core::Actions {
     double admitted_at = 0;
     bool ended = false;
     bool in_phase = false;
-    bool phase_running = false;  ///< the core granted the current phase
-    std::set<int> ended_early;   ///< phases that ended before their grant
-    int phase_index = -1;        ///< the current (or last) phase's index in the policy core
-    int next_index = 0;          ///< the index the next phase (or announced read) takes
-    bool phase_read = false;     ///< the current phase is the announced read phase
-    int announced_read = -1;     ///< the announced read phase's index, until it begins
-    std::set<std::vector<std::string>> announced;  ///< every file list the job announced
+    bool phase_running = false;       ///< the core granted the current phase
+    std::set<int> ended_early;        ///< phases that ended before their grant
+    int phase_index = -1;             ///< the current (or last) phase's index in the policy core
+    int next_index = 0;               ///< the index the next phase (or announced read) takes
+    bool phase_read = false;          ///< the current phase is the announced read phase
+    int announced_read = -1;          ///< the announced read phase's index, until it begins
+    std::set<std::size_t> announced;  ///< a hash of each file list the job announced
     double phase_bytes = 0;
     std::vector<int> granted;
   };
