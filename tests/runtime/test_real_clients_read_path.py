@@ -1,0 +1,270 @@
+"""Real programs reading through the read path (issue 16 item 1): harmonia-schedd and two
+harmonia-bbd nodes (BufferCluster), files an earlier job left on the PFS, and an outside program
+started under libharmonia with HARMONIA_PREFETCH naming them. The nodes copy the files in while the
+program starts; the library serves its read/pread/readv/preadv/preadv2 calls from the copies.
+
+Which clients the nodes serve, as measured here (harmonia-bbctl status: staged_read_bytes):
+- served: cat and tar -c (read), fio with the sync (read), psync (pread), pvsync (preadv) and
+  pvsync2 (preadv2) engines, forked jobs and threads alike;
+- from the PFS: sha256sum (coreutils reads through stdio's fread, whose reads glibc makes inside
+  itself, past the library), and dd (it reopens its input onto descriptor 0 with dup2; a
+  duplicated descriptor shares its offset, and its reads stay plain).
+Either way the bytes a program reads must be exactly the file's."""
+
+import hashlib
+import io
+import os
+import random
+import shutil
+import subprocess
+import tarfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from buffers_support import BBD, needs
+from harmonia.buffers import BufferCluster, ClusterSettings
+from test_read_path import node_status, wait_staged
+
+pytestmark = needs(BBD)
+
+FIO_SIZE = 4 << 20
+
+
+def needs_program(name: str) -> str:
+    path = shutil.which(name)
+    if not path:
+        pytest.skip(f"{name} is not installed")
+    return path
+
+
+@pytest.fixture
+def cluster(tmp_path: Path) -> Any:
+    settings = ClusterSettings(
+        tmp_path, buffers=2, capacity=64 << 20, policy="max-bandwidth"
+    )
+    with BufferCluster(settings) as started:
+        yield started
+
+
+def served(cluster: BufferCluster) -> int:
+    """Bytes the nodes served from staged-in copies, since they started."""
+    return sum(int(node_status(cluster, k)["staged_read_bytes"]) for k in range(2))
+
+
+def write_inputs(pfs: Path, sizes: dict[str, int], seed: int) -> dict[Path, bytes]:
+    """Random files on the PFS, at least 1 s old when this returns: the nodes do not copy a file
+    changed within the last second (docs/buffer-nodes.md)."""
+    rng = random.Random(seed)
+    data = {}
+    for name, size in sizes.items():
+        path = pfs / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        data[path] = rng.randbytes(size)
+        path.write_bytes(data[path])
+    time.sleep(1.1)
+    return data
+
+
+def run_client(
+    cluster: BufferCluster, command: list[str], inputs: list[Path], job: str
+) -> subprocess.CompletedProcess[bytes]:
+    env = {
+        **os.environ,
+        **cluster.env(),
+        "HARMONIA_JOB": job,
+        "HARMONIA_PREFETCH": ",".join(str(p) for p in inputs),
+    }
+    done = subprocess.run(
+        command, env=env, capture_output=True, timeout=60, check=False
+    )
+    assert done.returncode == 0, done.stderr.decode(errors="replace")
+    return done
+
+
+SIZES = {"in/a.dat": (3 << 20) + 17, "in/b.dat": (1 << 20) + 4095, "in/c.dat": 1}
+
+
+def test_cat_reads_the_staged_copies_byte_for_byte(cluster: BufferCluster) -> None:
+    needs_program("cat")
+    data = write_inputs(cluster.pfs, SIZES, seed=11)
+    files = list(data)
+    before = served(cluster)
+    done = run_client(cluster, ["cat", *map(str, files)], files, "cat")
+    assert done.stdout == b"".join(data[p] for p in files)
+    # cat reads with read(): every byte came from the nodes' copies.
+    assert served(cluster) - before == sum(SIZES.values())
+
+
+def test_tar_archives_the_staged_copies(cluster: BufferCluster) -> None:
+    needs_program("tar")
+    data = write_inputs(cluster.pfs, SIZES, seed=12)
+    files = list(data)
+    before = served(cluster)
+    done = run_client(
+        cluster, ["tar", "-c", "-f", "-", "-C", str(cluster.pfs), *SIZES], files, "tar"
+    )
+    with tarfile.open(fileobj=io.BytesIO(done.stdout)) as archive:
+        names = [m.name for m in archive.getmembers()]
+        assert names == list(SIZES)
+        for name in SIZES:
+            member = archive.extractfile(name)
+            assert member is not None
+            assert member.read() == data[cluster.pfs / name], name
+    assert served(cluster) - before == sum(SIZES.values())
+
+
+def fio_command(data: Path, engine: str, extra: list[str]) -> list[str]:
+    return [
+        "fio", "--name=input", f"--filename={data}", "--bs=64k", f"--size={FIO_SIZE}",
+        "--verify=crc32c", f"--ioengine={engine}", "--verify_state_save=0",
+        "--output-format=terse", "--terse-version=3", *extra,
+    ]  # fmt: skip
+
+
+def fio_input(cluster: BufferCluster) -> Path:
+    """A file an earlier fio job wrote with crc32c verification headers in every block."""
+    data = cluster.pfs / "in/fio.dat"
+    data.parent.mkdir(parents=True, exist_ok=True)
+    subprocess.run(
+        fio_command(data, "psync", ["--rw=write", "--do_verify=0"]),
+        capture_output=True, timeout=60, check=True,
+    )  # fmt: skip
+    time.sleep(1.1)
+    return data
+
+
+def fio_fields(done: subprocess.CompletedProcess[bytes]) -> list[str]:
+    return done.stdout.decode().strip().splitlines()[-1].split(";")
+
+
+@pytest.mark.parametrize(
+    ("engine", "threads"),
+    [
+        ("sync", False),
+        ("psync", False),
+        ("pvsync", False),
+        ("pvsync2", False),
+        ("psync", True),
+    ],
+)
+def test_fio_verifies_the_blocks_the_nodes_serve(
+    cluster: BufferCluster, engine: str, threads: bool
+) -> None:
+    needs_program("fio")
+    data = fio_input(cluster)
+    before = served(cluster)
+    extra = ["--rw=read", *(["--thread"] if threads else [])]
+    fields = fio_fields(
+        run_client(cluster, fio_command(data, engine, extra), [data], "fio")
+    )
+    assert fields[4] == "0", f"fio reported error {fields[4]}"
+    assert int(fields[5]) == FIO_SIZE >> 10, "fio read the whole file (KiB)"
+    assert served(cluster) - before == FIO_SIZE
+
+
+def test_fio_verification_fails_on_wrong_bytes(cluster: BufferCluster) -> None:
+    """The verification above can fail: one flipped byte in the file is an error."""
+    needs_program("fio")
+    data = fio_input(cluster)
+    with open(data, "r+b") as f:
+        f.seek(3 * 65536 + 1000)
+        byte = f.read(1)
+        f.seek(-1, os.SEEK_CUR)
+        f.write(bytes([byte[0] ^ 0xFF]))
+    env = {
+        **os.environ,
+        **cluster.env(),
+        "HARMONIA_JOB": "fio",
+        "HARMONIA_PREFETCH": str(data),
+    }
+    done = subprocess.run(
+        fio_command(data, "psync", ["--rw=read"]),
+        env=env, capture_output=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert done.returncode != 0
+    assert fio_fields(done)[4] != "0"
+
+
+def test_stdio_and_duplicated_descriptors_read_the_pfs(cluster: BufferCluster) -> None:
+    needs_program("sha256sum")
+    needs_program("dd")
+    data = write_inputs(cluster.pfs, SIZES, seed=13)
+    files = list(data)
+    before = served(cluster)
+    done = run_client(cluster, ["sha256sum", *map(str, files)], files, "sha256sum")
+    expected = "".join(f"{hashlib.sha256(data[p]).hexdigest()}  {p}\n" for p in files)
+    assert done.stdout.decode() == expected
+    first = files[0]
+    done = run_client(
+        cluster, ["dd", f"if={first}", "bs=64k", "status=none"], [first], "dd"
+    )
+    assert done.stdout == data[first]
+    # fread and a dup2'd descriptor are not the library's to serve: the PFS answered.
+    assert served(cluster) == before
+
+
+def open_gate(gate: Path, timeout: float = 30) -> None:
+    """Writes a line into the FIFO and closes it, once its reader has it open (never blocking: a
+    reader that died must fail the test, not hang it)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            fd = os.open(gate, os.O_WRONLY | os.O_NONBLOCK)
+            break
+        except OSError:
+            if time.monotonic() > deadline:
+                raise AssertionError("cat did not open its first input") from None
+            time.sleep(0.02)
+    os.write(fd, b"gate\n")
+    os.close(fd)
+
+
+def test_cat_reads_the_new_bytes_of_a_file_changed_after_its_copy(
+    cluster: BufferCluster, tmp_path: Path
+) -> None:
+    """cat first reads a FIFO the test holds: it has announced its files and the nodes copy them
+    meanwhile; then another process rewrites part of one file, and only then does cat read it."""
+    needs_program("cat")
+    data = write_inputs(cluster.pfs, SIZES, seed=14)
+    files = list(data)
+    gate = tmp_path / "gate"
+    os.mkfifo(gate)
+    env = {
+        **os.environ,
+        **cluster.env(),
+        "HARMONIA_JOB": "cat",
+        "HARMONIA_PREFETCH": ",".join(map(str, files)),
+    }
+    before = served(cluster)
+    cat = subprocess.Popen(
+        ["cat", str(gate), *map(str, files)], env=env,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    output: dict[str, bytes] = {}
+    reader = threading.Thread(
+        target=lambda: output.update(zip(("out", "err"), cat.communicate(timeout=60)))
+    )
+    reader.start()
+    try:
+        wait_staged(cluster, sum(SIZES.values()))
+        changed = files[0]
+        patch = random.Random(15).randbytes(1 << 20)
+        subprocess.run(
+            ["dd", f"of={changed}", "bs=1M", "seek=1", "conv=notrunc", "status=none"],
+            input=patch, check=True, timeout=30,
+        )  # fmt: skip
+        expected = bytearray(data[changed])
+        expected[1 << 20 : 2 << 20] = patch
+        open_gate(gate)
+    finally:
+        reader.join(timeout=70)
+    assert cat.returncode == 0, output.get("err", b"").decode(errors="replace")
+    rest = b"".join(data[p] for p in files[1:])
+    assert output["out"] == b"gate\n" + bytes(expected) + rest, (
+        "the new bytes, then the copies"
+    )
+    # The unchanged files were served; of the changed one, nothing.
+    assert served(cluster) - before == len(rest)
