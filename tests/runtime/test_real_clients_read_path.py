@@ -5,17 +5,20 @@ program starts; the library serves its read/pread/readv/preadv/preadv2 calls fro
 
 Which clients the nodes serve, as measured here (harmonia-bbctl status: staged_read_bytes):
 - served: cat and tar -c (read), fio with the sync (read), psync (pread), pvsync (preadv) and
-  pvsync2 (preadv2) engines, forked jobs and threads alike;
+  pvsync2 (preadv2) engines, forked jobs and threads alike, sqlite3 -readonly (pread);
 - from the PFS: sha256sum (coreutils reads through stdio's fread, whose reads glibc makes inside
   itself, past the library), and dd (it reopens its input onto descriptor 0 with dup2; a
   duplicated descriptor shares its offset, and its reads stay plain).
-Either way the bytes a program reads must be exactly the file's."""
+Either way the bytes a program reads must be exactly the file's, also when another process
+changed a file after its copy was made: rewritten in place, rewritten with its times put back
+(only the ctime tells), or replaced by a rename."""
 
 import hashlib
 import io
 import os
 import random
 import shutil
+import sqlite3
 import subprocess
 import tarfile
 import threading
@@ -114,6 +117,38 @@ def test_tar_archives_the_staged_copies(cluster: BufferCluster) -> None:
             assert member is not None
             assert member.read() == data[cluster.pfs / name], name
     assert served(cluster) - before == sum(SIZES.values())
+
+
+def test_sqlite3_queries_a_database_the_nodes_serve(cluster: BufferCluster) -> None:
+    """sqlite3 -readonly opens its database O_RDONLY and reads pages with pread; a read-write
+    open (plain sqlite3) would make every read the PFS's (docs/staging-library.md)."""
+    needs_program("sqlite3")
+    database = cluster.pfs / "in/table.db"
+    database.parent.mkdir(parents=True)
+    with sqlite3.connect(database) as db:
+        db.execute("CREATE TABLE t(k INTEGER PRIMARY KEY, v BLOB)")
+        rng = random.Random(16)
+        db.executemany(
+            "INSERT INTO t VALUES (?, ?)",
+            ((k, rng.randbytes(900)) for k in range(3000)),
+        )
+    db.close()
+    query = "SELECT count(*), hex(sha3(group_concat(hex(v), '') )) FROM t"
+    time.sleep(1.1)
+    size = database.stat().st_size
+    before = served(cluster)
+    done = run_client(
+        cluster, ["sqlite3", "-readonly", str(database), "PRAGMA integrity_check;", query],
+        [database], "sqlite3",
+    )  # fmt: skip
+    plain = subprocess.run(
+        ["sqlite3", "-readonly", str(database), "PRAGMA integrity_check;", query],
+        capture_output=True, timeout=60, check=True,
+    )  # fmt: skip
+    assert done.stdout == plain.stdout
+    assert done.stdout.startswith(b"ok\n3000|")
+    # Every page was read at least once, from the copies.
+    assert served(cluster) - before >= size
 
 
 def fio_command(data: Path, engine: str, extra: list[str]) -> list[str]:
@@ -222,11 +257,36 @@ def open_gate(gate: Path, timeout: float = 30) -> None:
     os.close(fd)
 
 
+def change(path: Path, old: bytes, how: str) -> bytes:
+    """Another process changes `path` (same size every time) and says what it holds now."""
+    patch = random.Random(15).randbytes(1 << 20)
+    new = bytearray(old)
+    new[1 << 20 : 2 << 20] = patch
+    if how == "replaced":
+        # A new file renamed over the old one, with the old one's times: a new inode.
+        spare = path.with_name(path.name + ".new")
+        spare.write_bytes(bytes(new))
+        subprocess.run(["touch", "-r", str(path), str(spare)], check=True, timeout=30)
+        subprocess.run(["mv", str(spare), str(path)], check=True, timeout=30)
+        return bytes(new)
+    stat = path.stat()
+    subprocess.run(
+        ["dd", f"of={path}", "bs=1M", "seek=1", "conv=notrunc", "status=none"],
+        input=patch, check=True, timeout=30,
+    )  # fmt: skip
+    if how == "rewritten, times put back":
+        # Same size, same mtime as the copy's: only the ctime (which no user can set) moved.
+        os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+        assert path.stat().st_mtime_ns == stat.st_mtime_ns
+    return bytes(new)
+
+
+@pytest.mark.parametrize("how", ["rewritten", "rewritten, times put back", "replaced"])
 def test_cat_reads_the_new_bytes_of_a_file_changed_after_its_copy(
-    cluster: BufferCluster, tmp_path: Path
+    cluster: BufferCluster, tmp_path: Path, how: str
 ) -> None:
     """cat first reads a FIFO the test holds: it has announced its files and the nodes copy them
-    meanwhile; then another process rewrites part of one file, and only then does cat read it."""
+    meanwhile; then another process changes one file, and only then does cat read it."""
     needs_program("cat")
     data = write_inputs(cluster.pfs, SIZES, seed=14)
     files = list(data)
@@ -250,20 +310,13 @@ def test_cat_reads_the_new_bytes_of_a_file_changed_after_its_copy(
     reader.start()
     try:
         wait_staged(cluster, sum(SIZES.values()))
-        changed = files[0]
-        patch = random.Random(15).randbytes(1 << 20)
-        subprocess.run(
-            ["dd", f"of={changed}", "bs=1M", "seek=1", "conv=notrunc", "status=none"],
-            input=patch, check=True, timeout=30,
-        )  # fmt: skip
-        expected = bytearray(data[changed])
-        expected[1 << 20 : 2 << 20] = patch
+        expected = change(files[0], data[files[0]], how)
         open_gate(gate)
     finally:
         reader.join(timeout=70)
     assert cat.returncode == 0, output.get("err", b"").decode(errors="replace")
     rest = b"".join(data[p] for p in files[1:])
-    assert output["out"] == b"gate\n" + bytes(expected) + rest, (
+    assert output["out"] == b"gate\n" + expected + rest, (
         "the new bytes, then the copies"
     )
     # The unchanged files were served; of the changed one, nothing.
