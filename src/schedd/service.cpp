@@ -600,6 +600,8 @@ void Service::push_directive(Job& job, ConnectionId except, std::vector<Outgoing
 }
 
 void Service::fill_directive(const Job& job, control::Directive& out) const {
+  // A reply's directive is filled again once the policy has decided: anew, not appended to.
+  out.Clear();
   const coord::Directive& d = coordinator_->directive(job.id);
   out.set_mode(d.mode == coord::Mode::Stage ? control::MODE_STAGE : control::MODE_WRITE_THROUGH);
   out.set_flush_allowed(d.flush_allowed);

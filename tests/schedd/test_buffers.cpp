@@ -527,6 +527,34 @@ TEST(Buffers, AnAnnouncedReadIsStagedInStripedAndGrantedOnceEveryNodeHasIt) {
     EXPECT_EQ(h.call(node, staged_report(0, nullptr)).drain_order().stage_in_size(), 0);
 }
 
+TEST(Buffers, EveryReplyCarriesTheGrantOnceAsPushed) {
+  // A reply's directive was filled twice (by the request's handler and again after the policy
+  // decided), doubling its lists: the library saw a new grant at its next heartbeat and stopped
+  // serving the read phase's open files from the copies.
+  Harness h(buffered("max-bandwidth", 2, 64 * kMiB));
+  h.uid = 0;
+  h.node(1, "n0:7100");
+  h.node(2, "n1:7100");
+  h.job(10, "job");
+  h.call(10, announce({{"in.dat", 4 * kMiB}}));
+  for (ConnectionId node : {1, 2}) {
+    const DrainOrder order = h.call(node, staged_report(0, nullptr)).drain_order();
+    for (const auto& s : order.stage_in()) h.call(node, staged_report(order.epoch(), &s));
+  }
+  const auto granted = h.call(10, read_begin()).directive();
+  ASSERT_FALSE(granted.await_grant());
+  ASSERT_EQ(granted.buffers_size(), 2);
+  ASSERT_EQ(granted.read_files_size(), 1);
+  Envelope beat;
+  beat.mutable_heartbeat();
+  const auto again = h.call(10, beat).directive();
+  EXPECT_EQ(std::vector<std::string>(again.buffers().begin(), again.buffers().end()),
+            std::vector<std::string>(granted.buffers().begin(), granted.buffers().end()));
+  EXPECT_EQ(std::vector<std::string>(again.read_files().begin(), again.read_files().end()),
+            std::vector<std::string>{"in.dat"});
+  EXPECT_EQ(again.servers_size(), granted.servers_size());
+}
+
 TEST(Buffers, ACachedJobKeepsItsCopiesUntilItEnds) {
   Harness h(buffered("max-bandwidth", 1, 64 * kMiB));
   h.uid = 0;
