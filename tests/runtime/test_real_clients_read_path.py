@@ -176,22 +176,26 @@ def fio_fields(done: subprocess.CompletedProcess[bytes]) -> list[str]:
 
 
 @pytest.mark.parametrize(
-    ("engine", "threads"),
+    ("engine", "how"),
     [
-        ("sync", False),
-        ("psync", False),
-        ("pvsync", False),
-        ("pvsync2", False),
-        ("psync", True),
+        ("sync", "forked job"),
+        ("psync", "forked job"),
+        ("pvsync", "forked job"),
+        ("pvsync2", "forked job"),
+        ("psync", "thread"),
+        ("psync", "paced"),
     ],
 )
 def test_fio_verifies_the_blocks_the_nodes_serve(
-    cluster: BufferCluster, engine: str, threads: bool
+    cluster: BufferCluster, engine: str, how: str
 ) -> None:
+    """Paced: 4 MiB at 4 MiB/s, so that the read outlasts several exchanges with the daemon
+    (each restates the grant; a restatement that differs would end the serving)."""
     needs_program("fio")
     data = fio_input(cluster)
     before = served(cluster)
-    extra = ["--rw=read", *(["--thread"] if threads else [])]
+    extra = {"forked job": [], "thread": ["--thread"], "paced": ["--rate=4m"]}[how]
+    extra.append("--rw=read")
     fields = fio_fields(
         run_client(cluster, fio_command(data, engine, extra), [data], "fio")
     )
