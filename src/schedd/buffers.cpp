@@ -424,7 +424,11 @@ void BufferBroker::fill_directive(BrokerJob job, control::Directive& out) const 
   out.set_buffer_mode(true);
   out.set_job(state.key);
   out.set_stripe_bytes(config_.stripe_bytes);
-  out.set_await_grant(state.in_phase && !state.phase_running);
+  // A read waits for a stage-in under way, never for one the policy has not placed yet (the PFS
+  // holds its bytes; another job may hold the nodes for as long as it runs).
+  const auto read = reads_.find({job, state.phase_index});
+  const bool unplaced = state.phase_read && (read == reads_.end() || read->second.buffers.empty());
+  out.set_await_grant(state.in_phase && !state.phase_running && !unplaced);
   bool whole = true;
   for (int b : state.granted) {
     const NodeState& node = nodes_[static_cast<size_t>(b)];

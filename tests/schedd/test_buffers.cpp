@@ -630,3 +630,19 @@ TEST(Buffers, BadAnnouncementsAreRefusedNamingTheFile) {
   for (int i = 0; i < 1025; ++i) many.emplace_back("f" + std::to_string(i), 1);
   EXPECT_TRUE(h.call(10, announce(many)).has_error());
 }
+
+TEST(Buffers, AReadDoesNotWaitForAStageInThePolicyHasNotPlaced) {
+  Harness h(buffered("max-bandwidth", 1, 64 * kMiB));
+  h.uid = 0;
+  h.node(1, "n0:7100");
+  h.job(10, "writer", 0, true);  // cached: its data stays on the node while it runs
+  h.begin(10, 60 * kMiB);
+  h.end(10);
+  h.job(11, "reader");
+  h.call(11, announce({{"in.dat", 16 * kMiB}}));
+  EXPECT_EQ(h.call(1, staged_report(0, nullptr)).drain_order().stage_in_size(), 0)
+      << "no room for the copy while the writer's data is there";
+  const auto reading = h.call(11, read_begin()).directive();
+  EXPECT_FALSE(reading.await_grant()) << "the PFS has the bytes: the read must not wait";
+  EXPECT_EQ(reading.read_files_size(), 0);
+}
