@@ -38,6 +38,9 @@ namespace wire = harmonia::control;
 constexpr std::uint64_t kMaxPiece = 8ULL << 20;
 /// A node that failed is not tried again for this long (the write goes through meanwhile).
 constexpr double kRetryDead = 5.0;
+/// A read of a staged-in copy waits this long for each reply: the PFS holds the same bytes, so
+/// a node that hangs must not hang the reader.
+constexpr double kCopyReadWait = 5.0;
 /// Replies larger than this are garbage (a read's reply carries at most one piece).
 constexpr std::size_t kMaxReply = kMaxPiece + (64 << 10);
 
@@ -59,13 +62,25 @@ class TcpChannel final : public Channel {
   }
 
   bool receive(std::string& body) override {
+    // Each wait for the node's bytes is bounded when a limit is set.
+    const auto ready = [this] {
+      if (wait_limit_ <= 0) return true;
+      pollfd readable{fd_, POLLIN, 0};
+      int n;
+      while ((n = poll(&readable, 1, static_cast<int>(wait_limit_ * 1000))) < 0 && errno == EINTR) {
+      }
+      return n > 0;
+    };
     std::uint8_t header[wire::kHeaderBytes];
-    if (!common::receive_all(fd_, reinterpret_cast<char*>(header), sizeof(header))) return false;
+    if (!common::receive_all(fd_, reinterpret_cast<char*>(header), sizeof(header), ready))
+      return false;
     const std::size_t length = wire::frame_length(header);
     if (length > kMaxReply) return false;
     body.resize(length);
-    return common::receive_all(fd_, body.data(), length);
+    return common::receive_all(fd_, body.data(), length, ready);
   }
+
+  void limit_wait(double seconds) override { wait_limit_ = seconds; }
 
   bool closed_by_node() override {
     pollfd ready{fd_, POLLIN | POLLRDHUP, 0};
@@ -79,6 +94,7 @@ class TcpChannel final : public Channel {
 
  private:
   int fd_;
+  double wait_limit_ = 0;
 };
 
 struct Node {
@@ -489,10 +505,13 @@ bool read(const std::string& file, off64_t offset, std::size_t length,
   bool ok = true;
   std::string data;
   for (const auto& p : pieces) {
+    Node& node = node_for(*p.address);
+    if (identity && node.channel) node.channel->limit_wait(kCopyReadWait);
     // Every reply is read, even after a miss: the channel must stay in step.
-    if (!p.sent ||
-        receive_reply(node_for(*p.address), *p.address, p.ticket, &data) != Outcome::Ok ||
-        data.size() != p.length) {
+    const Outcome outcome =
+        p.sent ? receive_reply(node, *p.address, p.ticket, &data) : Outcome::Failed;
+    if (node.channel) node.channel->limit_wait(0);
+    if (outcome != Outcome::Ok || data.size() != p.length) {
       ok = false;
       continue;
     }

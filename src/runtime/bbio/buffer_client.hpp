@@ -32,6 +32,8 @@ class Channel {
   /// Whether the node has closed this channel while nothing was in flight (its idle timeout):
   /// then a new channel is opened, and the node is not lost.
   virtual bool closed_by_node() = 0;
+  /// From now on, a receive that waits longer than `seconds` for the node fails (0: no limit).
+  virtual void limit_wait(double seconds) = 0;
 };
 
 /// Before [offset, offset + length) of `file` (relative to HARMONIA_BUFFER_ROOT) is written
