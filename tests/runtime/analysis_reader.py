@@ -1,7 +1,8 @@
 """A job for the read-path tests: computes for PAUSE seconds (its announced read phase is staged
 in meanwhile), then reads each FILE the way analysis codes do (read() in odd-sized chunks, then
 pread at scattered offsets) and prints JSON: per file, the SHA-256 of what read() returned, whether
-every pread matched it, and the seconds the reads took."""
+every pread matched it, and the seconds the reads took. With READER_OUTPUT=PATH it also writes
+1 MiB to PATH while its first input is open (a result written during the read phase)."""
 
 import hashlib
 import json
@@ -15,6 +16,9 @@ out = {}
 for path in files:
     started = time.monotonic()
     fd = os.open(path, os.O_RDONLY)
+    if output := os.environ.pop("READER_OUTPUT", ""):
+        with open(output, "wb") as result:
+            result.write(b"r" * (1 << 20))
     whole = bytearray()
     while chunk := os.read(fd, 1_000_003):
         whole += chunk

@@ -7,6 +7,7 @@ import hashlib
 import json
 import os
 import random
+import signal
 import subprocess
 import sys
 import time
@@ -37,10 +38,10 @@ def write_inputs(pfs: Path, seed: int) -> dict[str, bytes]:
 
 
 def start_reader(
-    cluster: BufferCluster, pause: float, prefetch: bool
+    cluster: BufferCluster, pause: float, prefetch: bool, **extra: str
 ) -> subprocess.Popen[str]:
     files = [str(cluster.pfs / name) for name in INPUTS]
-    env = {**os.environ, **cluster.env(), "HARMONIA_JOB": "analysis"}
+    env = {**os.environ, **cluster.env(), "HARMONIA_JOB": "analysis", **extra}
     if prefetch:
         env["HARMONIA_PREFETCH"] = ",".join(files)
     return subprocess.Popen(
@@ -69,13 +70,18 @@ def node_status(cluster: BufferCluster, k: int) -> dict[str, Any]:
 
 def served(cluster: BufferCluster) -> int:
     """Bytes the nodes served from staged-in copies, since they started."""
-    return sum(int(node_status(cluster, k)["staged_read_bytes"]) for k in range(2))
+    return sum(
+        int(node_status(cluster, k).get("staged_read_bytes", 0)) for k in range(2)
+    )
 
 
 def wait_staged(cluster: BufferCluster, total: int, timeout: float = 30) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if sum(int(node_status(cluster, k)["staged_bytes"]) for k in range(2)) >= total:
+        if (
+            sum(int(node_status(cluster, k).get("staged_bytes", 0)) for k in range(2))
+            >= total
+        ):
             return
         time.sleep(0.05)
     raise AssertionError(f"the nodes did not stage in {total} bytes within {timeout} s")
@@ -149,3 +155,40 @@ def test_a_file_changed_after_its_copy_was_made_is_read_from_the_pfs(
         )
         # The unchanged file was served; of the changed one, nothing.
         assert INPUTS["in/fields.dat"] <= served(cluster) < sum(INPUTS.values())
+
+
+def test_writes_during_the_read_phase_do_not_go_to_its_nodes(tmp_path: Path) -> None:
+    # The read phase's nodes hold its copies; the policy placed no write phase there.
+    with BufferCluster(settings(tmp_path)) as cluster:
+        write_inputs(cluster.pfs, seed=5)
+        output = cluster.pfs / "out/result.dat"
+        output.parent.mkdir()
+        finish(
+            start_reader(cluster, pause=1.5, prefetch=True, READER_OUTPUT=str(output))
+        )
+        assert output.read_bytes() == b"r" * (1 << 20)
+        assert served(cluster) >= sum(INPUTS.values())
+        assert (
+            sum(int(node_status(cluster, k).get("received_bytes", 0)) for k in range(2))
+            == 0
+        )
+
+
+def test_a_node_that_hangs_does_not_hang_the_reader(tmp_path: Path) -> None:
+    with BufferCluster(settings(tmp_path)) as cluster:
+        data = write_inputs(cluster.pfs, seed=6)
+        reader = start_reader(cluster, pause=3.0, prefetch=True)
+        wait_staged(cluster, sum(INPUTS.values()))
+        hung = cluster.nodes[0]
+        assert hung is not None
+        hung.send_signal(signal.SIGSTOP)
+        try:
+            started = time.monotonic()
+            result = finish(reader)
+            elapsed = time.monotonic() - started
+        finally:
+            hung.send_signal(signal.SIGCONT)
+        for name, content in data.items():
+            assert result[str(cluster.pfs / name)]["sha256"] == sha(content), name
+        # One bounded wait for the hung node (5 s), then the PFS: not the 60+ s a hang would be.
+        assert elapsed < 3.0 + 15.0, elapsed

@@ -355,6 +355,9 @@ class Agent {
       std::sort(reads.files.begin(), reads.files.end());
     }
     set_read_grant(std::move(reads));
+    // The read phase's nodes hold its copies: the process's writes meanwhile are no phase the
+    // policy placed there, and go where writes outside a phase go.
+    if (read_phase_) grant_.nodes.clear();
     ++directive_version_;  // after the fields: a reader that sees it sees them
     // Flush now: staged data may go, and nothing else will move it soon (the process writes
     // through now, or asked to flush). The flusher thread writes it out behind the application.
