@@ -13,6 +13,7 @@ from harmonia.cli.reproduce_network import reproduce_network
 from harmonia.cli.reproduce_optimum import reproduce_optimum
 from harmonia.cli.reproduce_phases import reproduce_phases
 from harmonia.cli.reproduce_pricing import reproduce_pricing
+from harmonia.cli.reproduce_reads import reproduce_reads
 from harmonia.cli.reproduce_slurm import reproduce_slurm
 from harmonia.cli.sim import run_scenario
 
@@ -22,7 +23,8 @@ def reproduce(
         str,
         typer.Argument(
             help='"harmonia" (section V), "buffers" (its VPIC draining case, for real on this '
-            'machine), "slurm" (that case as sbatch jobs, DataWarp and Harmonia mode), "network" '
+            'machine), "reads" (read phases with and without prefetch, for real on this machine), '
+            '"slurm" (that case as sbatch jobs, DataWarp and Harmonia mode), "network" '
             '(MPI/I/O on fat-trees), "forwarding" (TWINS), "phases" (the accuracy of phase '
             'detection), "bakeoff" (every policy and peer, docs/bakeoff.md), "optimum" (their '
             'gaps to the CP-SAT optimum on small instances) or "pricing" (price against '
@@ -40,12 +42,19 @@ def reproduce(
     only: Annotated[
         str | None,
         typer.Option(
-            help="network: experiments; buffers: policies; slurm: modes (comma-separated); "
+            help="network: experiments; buffers, reads: policies; slurm: modes (comma-separated); "
             "pricing: the policy (default min-stall).",
             show_default=False,
         ),
     ] = None,
-    repeat: Annotated[int, typer.Option(min=1, help="buffers, slurm: runs each.")] = 1,
+    repeat: Annotated[
+        int | None,
+        typer.Option(
+            min=1,
+            help="buffers, slurm: runs each (default 1); reads: repetitions (default 5).",
+            show_default=False,
+        ),
+    ] = None,
     seeds: Annotated[
         str | None,
         typer.Option(
@@ -91,13 +100,16 @@ def reproduce(
         reproduce_forwarding(out or Path("results/reproduction-forwarding"), jobs)
         return
     if paper == "buffers":
-        reproduce_buffers(out or Path("results/reproduction-buffers"), only, repeat)
+        reproduce_buffers(out or Path("results/reproduction-buffers"), only, repeat or 1)
+        return
+    if paper == "reads":
+        reproduce_reads(out or Path("results/reproduction-reads"), only, repeat or 5)
         return
     if paper == "phases":
         reproduce_phases(out or Path("results/phase-accuracy"))
         return
     if paper == "slurm":
-        reproduce_slurm(out or Path("results/reproduction-slurm"), only, repeat)
+        reproduce_slurm(out or Path("results/reproduction-slurm"), only, repeat or 1)
         return
     if paper == "bakeoff":
         bakeoff_seeds = None if seeds is None else tuple(seeds_or_fail(seeds))
@@ -116,7 +128,8 @@ def reproduce(
         fail(
             [
                 f'PAPER: unknown "{paper}" '
-                "(harmonia, buffers, slurm, network, forwarding, phases, bakeoff, optimum, pricing)"
+                "(harmonia, buffers, reads, slurm, network, forwarding, phases, bakeoff, optimum, "
+                "pricing)"
             ],
             EXIT_INVALID,
         )

@@ -1,0 +1,34 @@
+"""`harmonia reproduce reads`: read phases for real on this machine, a checkpoint job's files
+read back by an analysis job with and without HARMONIA_PREFETCH (harmonia.experiments.reads)."""
+
+import shutil
+from pathlib import Path
+
+import typer
+
+from harmonia.buffers import ClusterError, device_directory
+from harmonia.cli import EXIT_FAILED, EXIT_INVALID, fail
+from harmonia.policies import parse_policies
+from harmonia.simulator import SimulatorNotFound
+
+DEFAULT_POLICIES = "max-bandwidth,datawarp"
+
+
+def reproduce_reads(out: Path, only: str | None, repeat: int) -> None:
+    from harmonia.experiments.reads import ReadCase, run_case, write_outputs
+
+    try:
+        policies = tuple(parse_policies(only or DEFAULT_POLICIES))
+    except ValueError as error:
+        fail([f"--only: {error}"], EXIT_INVALID)
+    case = ReadCase(policies=policies, repeat=repeat)
+    devices, _ = device_directory(4 * case.input_bytes)
+    try:
+        outcome = run_case(case, out, devices, lambda line: typer.echo(line, err=True))
+    except (ClusterError, SimulatorNotFound, OSError) as error:
+        fail([f"harmonia reproduce reads: {error}"], EXIT_FAILED)
+    finally:
+        shutil.rmtree(devices, ignore_errors=True)
+    files = write_outputs(outcome, out)
+    typer.echo(files[0].read_text())
+    typer.echo(f"results in {out}: " + ", ".join(f.name for f in files))
