@@ -295,6 +295,7 @@ def run_case(case: ReadCase, out: Path, devices: Path, progress: Callable[[str],
             run_cluster(case, policy, repetition, rotation, out / "real", devices, outcome,
                         progress, total)  # fmt: skip
             rotation += 1
+    shutil.rmtree(out / "real", ignore_errors=True)  # emptied run by run
     return outcome
 
 
@@ -359,7 +360,9 @@ def markdown(outcome: Outcome) -> str:
         + ". Buffer nodes: devices in RAM (/dev/shm), reads over loopback TCP.",
         "",
         "Median (min-max) over the repetitions; times in seconds; stage-in start and end are "
-        "relative to the read phase's request (negative: before it).",
+        "relative to the read phase's request (negative: before it); served from copies: the "
+        "share of the bytes read that the nodes served (harmonia-bbctl status), the rest came "
+        "from the PFS.",
         "",
         "| policy | PFS | prefetch | read phase (s) | grant wait (s) | stage-in start | "
         "stage-in end | job completion (s) | served from copies | read / no prefetch | "
@@ -374,7 +377,8 @@ def markdown(outcome: Outcome) -> str:
             f"| {_cell(row['read_seconds'])} | {_cell(row['grant_wait'])} "
             f"| {_cell(row['stage_in_start'], 2)} | {_cell(row['stage_in_end'], 2)} "
             f"| {_cell(row['completion'], 2)} "
-            f"| {100 * share['median']:.0f} % | {'-' if ratio is None else f'{ratio:.2f}'} "
+            f"| {100 * share['median']:.0f} % (min {100 * share['min']:.0f} %) "
+            f"| {'-' if ratio is None else f'{ratio:.2f}'} "
             f"| {'all match' if row['all_bytes_matched'] else 'MISMATCH'} ({row['runs']} runs) |"
         )
     return "\n".join(lines) + "\n"
@@ -399,7 +403,9 @@ def plot(outcome: Outcome, path: Path) -> None:
     axes[0].set_xticks(xs, names, fontsize=8)
     axes[0].set_ylabel("seconds (median, min-max)")
     axes[0].set_title("the analysis job's read phase")
-    axes[0].legend(fontsize=8)
+    # Room above the tallest bar for the legend.
+    axes[0].set_ylim(0, 1.35 * max(r["read_seconds"]["max"] for r in rows))
+    axes[0].legend(fontsize=8, loc="upper left")
     ratios = [next(r for r in rows if (r["policy"], r["cache"], r["prefetch"]) == (p, c, True))
               .get("read_seconds_vs_no_prefetch", float("nan")) for p, c in groups]  # fmt: skip
     axes[1].bar(xs, ratios, 0.5, color="tab:orange")
