@@ -145,7 +145,11 @@ class BufferCluster:
         }
 
     def __enter__(self) -> "BufferCluster":
-        self.start()
+        try:
+            self.start()
+        except BaseException:
+            self.stop()  # what did start (the scheduler, the first nodes) must not outlive it
+            raise
         return self
 
     def __exit__(self, *_: object) -> None:
