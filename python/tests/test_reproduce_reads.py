@@ -76,3 +76,27 @@ def test_an_unknown_policy_fails_before_anything_runs(tmp_path: Path) -> None:
     assert result.exit_code == 2
     assert "--only" in result.output and "fastest" in result.output
     assert not (tmp_path / "o").exists()
+
+
+def test_a_daemon_that_cannot_start_fails_cleanly(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HARMONIA_BBD", str(tmp_path / "no-such-harmonia-bbd"))
+    out = tmp_path / "o"
+    result = CliRunner().invoke(app, ["reproduce", "reads", "--repeat", "1", "--out", str(out)])
+    assert result.exit_code == 1
+    assert "harmonia reproduce reads:" in result.output
+    assert not out.exists(), "nothing half-written"
+    # The scheduler, started before the node failed, was stopped with it.
+    left = [c for c in _command_lines() if str(tmp_path).encode() in c]
+    assert not left, left
+
+
+def _command_lines() -> list[bytes]:
+    lines = []
+    for path in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            lines.append(path.read_bytes())
+        except OSError:  # the process ended meanwhile
+            pass
+    return lines

@@ -22,10 +22,13 @@ def reproduce_reads(out: Path, only: str | None, repeat: int) -> None:
     except ValueError as error:
         fail([f"--only: {error}"], EXIT_INVALID)
     case = ReadCase(policies=policies, repeat=repeat)
+    created = not out.exists()
     devices, _ = device_directory(4 * case.input_bytes)
     try:
         outcome = run_case(case, out, devices, lambda line: typer.echo(line, err=True))
     except (ClusterError, SimulatorNotFound, OSError) as error:
+        # Nothing half-written: the failed run's work directory goes, and OUT if this made it.
+        shutil.rmtree(out if created else out / "real", ignore_errors=True)
         fail([f"harmonia reproduce reads: {error}"], EXIT_FAILED)
     finally:
         shutil.rmtree(devices, ignore_errors=True)
