@@ -120,6 +120,32 @@ def started() -> Iterator[list[Any]]:
         thing.close()
 
 
+def serve(
+    setup: Setup,
+    started: list[Any],
+    files: list[str] | None = None,
+    code: int = OK,
+    **extra: Any,
+) -> tuple[FakeNode, FakeSchedd]:
+    """One node (copy_node) and a daemon granting it the read phase of `files` (in/a.dat
+    unless told), both closed at the test's end."""
+    node = copy_node(setup, code)
+    schedd = FakeSchedd(setup.socket, grant_all([node], files or ["in/a.dat"], **extra))
+    started += [node, schedd]
+    return node, schedd
+
+
+def assert_the_copy_then_the_file(
+    setup: Setup, out: dict[str, Any], node: FakeNode, length: int
+) -> None:
+    """Steps 1 and 3 read `length` bytes of in/a.dat at 0: the first the node's copy, the
+    second the file itself, the node asked only once."""
+    data = setup.files["in/a.dat"]
+    assert bytes.fromhex(out["results"][1]) == inverted(data)[:length]
+    assert bytes.fromhex(out["results"][3]) == data[:length]
+    assert len(node.reads) == 1
+
+
 def test_reads_go_to_the_node_of_each_stripe_with_the_files_identity(
     setup: Setup, started: list[Any]
 ) -> None:
@@ -174,9 +200,7 @@ def test_reads_go_to_the_node_of_each_stripe_with_the_files_identity(
 def test_read_and_readv_advance_the_offset_and_stop_at_the_end(
     setup: Setup, started: list[Any]
 ) -> None:
-    node = copy_node(setup)
-    schedd = FakeSchedd(setup.socket, grant_all([node], ["in/a.dat"]))
-    started += [node, schedd]
+    node, _ = serve(setup, started)
     path = setup.path("in/a.dat")
     size = len(setup.files["in/a.dat"])
     out = run(
@@ -213,9 +237,7 @@ def test_read_and_readv_advance_the_offset_and_stop_at_the_end(
 def test_not_held_falls_back_to_the_file_and_stays_there(
     setup: Setup, started: list[Any]
 ) -> None:
-    node = copy_node(setup, code=NOT_HELD)
-    schedd = FakeSchedd(setup.socket, grant_all([node], ["in/a.dat"]))
-    started += [node, schedd]
+    node, _ = serve(setup, started, code=NOT_HELD)
     path = setup.path("in/a.dat")
     out = run(
         setup,
@@ -238,9 +260,7 @@ def test_not_held_falls_back_to_the_file_and_stays_there(
 def test_a_file_changed_after_the_open_is_read_from_the_file(
     setup: Setup, started: list[Any]
 ) -> None:
-    node = copy_node(setup)
-    schedd = FakeSchedd(setup.socket, grant_all([node], ["in/a.dat"]))
-    started += [node, schedd]
+    node, _ = serve(setup, started)
     path = setup.path("in/a.dat")
     out = run(
         setup,
@@ -253,19 +273,14 @@ def test_a_file_changed_after_the_open_is_read_from_the_file(
         ],
         HARMONIA_PREFETCH=path,
     )
-    data = setup.files["in/a.dat"]
-    assert bytes.fromhex(out["results"][1]) == inverted(data)[:100]
-    assert bytes.fromhex(out["results"][3]) == data[:100]
-    assert len(node.reads) == 1
+    assert_the_copy_then_the_file(setup, out, node, 100)
 
 
 def test_writable_opens_and_files_not_staged_in_are_read_from_the_file(
     setup: Setup, started: list[Any]
 ) -> None:
-    node = copy_node(setup)
     # Both files announced; only a.dat staged in.
-    schedd = FakeSchedd(setup.socket, grant_all([node], ["in/a.dat"]))
-    started += [node, schedd]
+    node, schedd = serve(setup, started)
     a, b = setup.path("in/a.dat"), setup.path("in/b.dat")
     out = run(
         setup,
@@ -295,9 +310,7 @@ def test_writable_opens_and_files_not_staged_in_are_read_from_the_file(
 def test_a_file_this_process_writes_or_a_forked_child_reads_from_the_file(
     setup: Setup, started: list[Any]
 ) -> None:
-    node = copy_node(setup)
-    schedd = FakeSchedd(setup.socket, grant_all([node], ["in/a.dat"]))
-    started += [node, schedd]
+    node, _ = serve(setup, started)
     path = setup.path("in/a.dat")
     out = run(
         setup,
@@ -322,9 +335,7 @@ def test_a_file_this_process_writes_or_a_forked_child_reads_from_the_file(
 def test_the_read_phase_runs_from_the_first_open_to_a_gap_after_the_last_close(
     setup: Setup, started: list[Any]
 ) -> None:
-    node = copy_node(setup)
-    schedd = FakeSchedd(setup.socket, grant_all([node], ["in/a.dat", "in/b.dat"]))
-    started += [node, schedd]
+    _, schedd = serve(setup, started, ["in/a.dat", "in/b.dat"])
     a, b = setup.path("in/a.dat"), setup.path("in/b.dat")
     out = run(
         setup,
@@ -360,9 +371,7 @@ def test_the_read_phase_runs_from_the_first_open_to_a_gap_after_the_last_close(
 
 
 def test_the_open_waits_for_the_grant(setup: Setup, started: list[Any]) -> None:
-    node = copy_node(setup)
-    schedd = FakeSchedd(setup.socket, grant_all([node], ["in/a.dat"], await_first=1.5))
-    started += [node, schedd]
+    serve(setup, started, await_first=1.5)
     path = setup.path("in/a.dat")
     out = run(
         setup,
@@ -407,9 +416,7 @@ def test_the_open_does_not_wait_for_a_daemon_that_is_gone(
 
 
 def test_a_restarted_daemon_is_told_again(setup: Setup, started: list[Any]) -> None:
-    node = copy_node(setup)
-    schedd = FakeSchedd(setup.socket, grant_all([node], ["in/a.dat"]))
-    started += [node, schedd]
+    node, schedd = serve(setup, started)
     path = setup.path("in/a.dat")
 
     def drop_soon() -> None:
@@ -440,18 +447,13 @@ def test_a_restarted_daemon_is_told_again(setup: Setup, started: list[Any]) -> N
     assert schedd.of_kind("phase_begin")[-1].fields.get(4) == [1]
     assert registrations[1].fields.get(10, [0]) == [0]
     # Served before; the directive changed since the open (the daemon was gone): plain after.
-    data = setup.files["in/a.dat"]
-    assert bytes.fromhex(out["results"][1]) == inverted(data)[:10]
-    assert bytes.fromhex(out["results"][3]) == data[:10]
-    assert len(node.reads) == 1
+    assert_the_copy_then_the_file(setup, out, node, 10)
 
 
 def test_without_prefetch_nothing_is_announced(
     setup: Setup, started: list[Any]
 ) -> None:
-    node = copy_node(setup)
-    schedd = FakeSchedd(setup.socket, grant_all([node], ["in/a.dat"]))
-    started += [node, schedd]
+    node, schedd = serve(setup, started)
     path = setup.path("in/a.dat")
     out = run(setup, [{"open": path, "as": "f"}, {"pread": "f", "n": 10, "at": 0}])
     assert bytes.fromhex(out["results"][1]) == setup.files["in/a.dat"][:10]
@@ -464,9 +466,7 @@ def test_without_prefetch_nothing_is_announced(
 def test_bad_prefetch_entries_are_named_and_the_program_runs(
     setup: Setup, started: list[Any], tmp_path: Path
 ) -> None:
-    node = copy_node(setup)
-    schedd = FakeSchedd(setup.socket, grant_all([node], ["in/a.dat"]))
-    started += [node, schedd]
+    _, schedd = serve(setup, started)
     outside = tmp_path / "outside.dat"
     outside.write_bytes(b"x")
     path = setup.path("in/a.dat")
