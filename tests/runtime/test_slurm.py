@@ -5,66 +5,37 @@ slurmd and the buffer nodes; jobs ask for buffers with #BB_LUA directives and ru
 import hashlib
 import json
 import os
-import pwd
 import shutil
 import subprocess
 import tempfile
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from harmonia.slurm import SlurmCluster, SlurmClusterError, SlurmSettings, pid_alive
+from slurm_support import GROUP, USER, needs_slurm, running, wait
+from slurm_support import Cluster as SlurmJobs
 
-pytestmark = pytest.mark.skipif(
-    os.geteuid() != 0
-    or shutil.which("slurmctld") is None
-    or shutil.which("munged") is None,
-    reason="needs root (sbatch --uid for a job user, munged) and slurmctld, slurmd, munge "
-    "(scripts/install-deps.sh installs them)",
-)
-USER = "nobody"
+pytestmark = needs_slurm
 BLOCK = 1 << 20
 
 
-def _group() -> str:
-    return "nogroup"
-
-
-class Cluster:
-    def __init__(self, directory: Path) -> None:
-        self.cluster = SlurmCluster(
-            SlurmSettings(directory, nodes=2, buffers=2, capacity=256 << 20)
-        )
-        self.dir = directory
+class Cluster(SlurmJobs):
+    def __init__(self, directory: Path, **settings: Any) -> None:
+        defaults: dict[str, Any] = {"nodes": 2, "buffers": 2, "capacity": 256 << 20}
+        super().__init__(SlurmSettings(directory, **(defaults | settings)))
         self.pfs = self.cluster.pfs
-        self.env = {**os.environ, **self.cluster.env()}
-        self.out = directory / "out"
+
+    def script(self, body: str, name: str) -> str:
+        """A one-task job running `body`, its output in `out`/`name`.out."""
+        return f"#!/bin/bash\n#SBATCH -n 1\n#SBATCH -o {self.out}/{name}.out\n{body}"
 
     def sbatch(self, body: str, name: str) -> subprocess.CompletedProcess[str]:
-        script = self.dir / f"{name}.sh"
-        script.write_text(
-            f"#!/bin/bash\n#SBATCH -n 1\n#SBATCH -o {self.out}/{name}.out\n{body}"
-        )
-        return subprocess.run(
-            ["sbatch", "--parsable", f"--uid={USER}", f"--gid={_group()}", str(script)],
-            capture_output=True, text=True, env=self.env, timeout=60, check=False,
-        )  # fmt: skip
+        return self.sbatch_script(name, self.script(body, name))
 
     def submit(self, body: str, name: str) -> str:
-        done = self.sbatch(body, name)
-        assert done.returncode == 0, done.stderr
-        return done.stdout.strip().split(";")[0]
-
-    def scontrol(self, *args: str) -> str:
-        return subprocess.run(
-            ["scontrol", *args], capture_output=True, text=True, env=self.env, timeout=60,
-            check=True,
-        ).stdout  # fmt: skip
-
-    def job_state(self, job: str) -> str:
-        text = self.scontrol("show", "job", job, "-o")
-        return text.split("JobState=", 1)[1].split()[0]
+        return self.submit_script(name, self.script(body, name))
 
     def torn_down(self, job: str) -> bool:
         """Teardown ran: the hooks' state for the job is gone."""
@@ -74,7 +45,7 @@ class Cluster:
         )
 
     def nodes(self) -> list[dict[str, int]]:
-        bbctl = json.loads((self.dir / "etc" / "harmonia-bb.json").read_text())["bbctl"]
+        bbctl = self.hooks["bbctl"]
         out = []
         for port in sorted(self.cluster.buffers_dir.glob("bb*.port")):
             done = subprocess.run(
@@ -85,47 +56,13 @@ class Cluster:
                         if k in ("used", "received_bytes", "drained_bytes")})  # fmt: skip
         return out
 
-    def schedd_jobs(self) -> list[str]:
-        ctl = json.loads((self.dir / "etc" / "harmonia-bb.json").read_text())
-        done = subprocess.run(
-            [ctl["schedctl"], "--address", ctl["schedd"], "status", "--compact"],
-            capture_output=True, text=True, check=True, timeout=20,
-        )  # fmt: skip
-        return [j["job"] for j in json.loads(done.stdout).get("jobs", [])]
-
-
-def wait(ready: Callable[[], bool], what: str, timeout: float = 90) -> None:
-    deadline = time.monotonic() + timeout
-    while not ready():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
-        time.sleep(0.3)
-
 
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[Cluster]:
-    try:
-        pwd.getpwnam(USER)
-    except KeyError:
-        pytest.skip(f"no user {USER} to run jobs as")
-    # Not pytest's tmp_path: the job's user must reach the PFS and the munge socket.
-    directory = Path(tempfile.mkdtemp(prefix="harmonia-slurm-test-"))
-    directory.chmod(0o755)
-    c = Cluster(directory)
-    try:
-        c.cluster.up(progress=lambda _line: None)
-    except SlurmClusterError as error:
-        c.cluster.down(progress=lambda _line: None)
-        pytest.fail(f"harmonia cluster up: {error}")
-    c.out.mkdir()
-    shutil.chown(c.out, USER, _group())
-    (c.pfs / "results").mkdir()
-    shutil.chown(c.pfs / "results", USER, _group())
-    try:
+    with running(Cluster, "harmonia-slurm-test-") as c:
+        (c.pfs / "results").mkdir()
+        shutil.chown(c.pfs / "results", USER, GROUP)
         yield c
-    finally:
-        c.cluster.down(progress=lambda _line: None)
-        shutil.rmtree(directory, ignore_errors=True)
 
 
 # A job step writing `blocks` MiB through libharmonia (a plain descriptor: libharmonia leaves
@@ -250,7 +187,7 @@ def test_scancel_mid_run_drains_and_releases(cluster: Cluster) -> None:
     assert kept.read_bytes() == expected("cancelled", 4)
     assert all(n["used"] == 0 for n in cluster.nodes())
     wait(
-        lambda: f"slurm-{job}" not in cluster.schedd_jobs(),
+        lambda: f"slurm-{job}" not in [j["job"] for j in cluster.schedd_jobs()],
         "harmonia-schedd to drop the job",
     )
 
@@ -376,25 +313,12 @@ def test_up_again_is_a_no_op_and_a_taken_port_is_refused(cluster: Cluster) -> No
 def test_datawarp_mode_holds_a_job_until_the_reservation_is_free() -> None:
     """DataWarp mode: the capacity is reserved for the whole job, so of two jobs asking 160 MiB
     of a 256 MiB pool the second waits (BurstBufferResources) until the first is torn down."""
-    try:
-        pwd.getpwnam(USER)
-    except KeyError:
-        pytest.skip(f"no user {USER} to run jobs as")
-    directory = Path(tempfile.mkdtemp(prefix="harmonia-slurm-test-dw-"))
-    directory.chmod(0o755)
-    c = Cluster(directory)
-    c.cluster = SlurmCluster(
-        SlurmSettings(
-            directory, nodes=2, buffers=2, capacity=128 << 20, policy="datawarp"
-        )
+    dw = running(
+        lambda d: Cluster(d, capacity=128 << 20, policy="datawarp"),
+        "harmonia-slurm-test-dw-",
     )
-    try:
-        c.cluster.up(progress=lambda _line: None)
-        c.out.mkdir()
-        shutil.chown(c.out, USER, _group())
-        assert json.loads((directory / "etc" / "harmonia-bb.json").read_text())[
-            "mode"
-        ] == ("datawarp")
+    with dw as c:
+        assert c.hooks["mode"] == "datawarp"
         refused = c.sbatch("#BB_LUA jobdw io=16M\ntrue\n", "dw-io")
         assert refused.returncode != 0
         assert "capacity=SIZE is required in DataWarp mode" in refused.stderr
@@ -416,6 +340,3 @@ def test_datawarp_mode_holds_a_job_until_the_reservation_is_free() -> None:
             kept = c.pfs / ".harmonia-jobs" / job / f"dw{k}.dat"
             assert kept.read_bytes() == expected(f"dw{k}", 8)
         assert all(n["used"] == 0 for n in c.nodes())
-    finally:
-        c.cluster.down(progress=lambda _line: None)
-        shutil.rmtree(directory, ignore_errors=True)

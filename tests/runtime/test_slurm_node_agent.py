@@ -4,28 +4,17 @@ installs harmonia-node-agent.sh as Prolog, TaskProlog, TaskEpilog and Epilog; a 
 its ranks speak to harmonia-schedd through it, and it is gone after the job. When the agent
 cannot start, the ranks speak to harmonia-schedd directly."""
 
-import json
-import os
 import pwd
-import shutil
-import subprocess
-import tempfile
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from harmonia.slurm import SlurmCluster, SlurmClusterError, SlurmSettings, pid_alive
+from harmonia.slurm import SlurmSettings, pid_alive
+from slurm_support import USER, needs_slurm, running, wait
+from slurm_support import Cluster as SlurmJobs
 
-pytestmark = pytest.mark.skipif(
-    os.geteuid() != 0
-    or shutil.which("slurmctld") is None
-    or shutil.which("munged") is None,
-    reason="needs root (sbatch --uid for a job user, munged) and slurmctld, slurmd, munge "
-    "(scripts/install-deps.sh installs them)",
-)
-USER, GROUP = "nobody", "nogroup"
+pytestmark = needs_slurm
 NODES = ("hn0", "hn1")
 
 # A rank: writes 64 KiB to its own file in the job's buffer space every 50 ms (one write phase)
@@ -43,106 +32,34 @@ print("rank", rank, "on", os.environ["SLURMD_NODENAME"], "agent",
 """
 
 
-class Cluster:
+class Cluster(SlurmJobs):
     def __init__(self, directory: Path) -> None:
         # Two CPUs a node: a job's two ranks on a node share that node's agent.
-        self.cluster = SlurmCluster(
+        super().__init__(
             SlurmSettings(
                 directory, nodes=len(NODES), cpus=2, buffers=1, capacity=256 << 20
             )
         )
-        self.dir = directory
-        self.env = {**os.environ, **self.cluster.env()}
-        self.out = directory / "out"
-
-    @property
-    def hooks(self) -> dict[str, Any]:
-        """What `up` wrote for the burst-buffer hooks: the scheduler's socket and tools."""
-        hooks: dict[str, Any] = json.loads(
-            (self.dir / "etc" / "harmonia-bb.json").read_text()
-        )
-        return hooks
 
     def submit(self, name: str, jobdw: str, body: str) -> str:
-        script = self.dir / f"{name}.sh"
-        script.write_text(
+        return self.submit_script(
+            name,
             "#!/bin/bash\n#SBATCH -N 2\n#SBATCH --ntasks-per-node=2\n"
-            f"#SBATCH -o {self.out}/{name}.out\n#BB_LUA jobdw {jobdw}\n{body}"
+            f"#SBATCH -o {self.out}/{name}.out\n#BB_LUA jobdw {jobdw}\n{body}",
         )
-        done = subprocess.run(
-            ["sbatch", "--parsable", f"--uid={USER}", f"--gid={GROUP}", str(script)],
-            capture_output=True, text=True, env=self.env, timeout=60, check=False,
-        )  # fmt: skip
-        assert done.returncode == 0, done.stderr
-        return done.stdout.strip().split(";")[0]
-
-    def job_state(self, job: str) -> str:
-        text = subprocess.run(
-            ["scontrol", "show", "job", job, "-o"], capture_output=True, text=True,
-            env=self.env, timeout=60, check=True,
-        ).stdout  # fmt: skip
-        return text.split("JobState=", 1)[1].split()[0]
 
     def schedd_job(self, key: str) -> dict[str, Any]:
-        done = subprocess.run(
-            [self.hooks["schedctl"], "--address", self.hooks["schedd"], "status", "--compact"],
-            capture_output=True, text=True, check=True, timeout=20,
-        )  # fmt: skip
-        for entry in json.loads(done.stdout).get("jobs", []):
-            if entry["job"] == key:
-                return dict(entry)
-        return {}
+        return next((job for job in self.schedd_jobs() if job["job"] == key), {})
 
     def agent_dir(self, job: str, node: str) -> Path:
         return self.cluster.agents_dir / f"{job}.{node}"
 
-    def cancel_all(self) -> None:
-        """Cancels what a failed test left running and waits (at most 30 s) until Slurm has
-        ended it: slurmstepd, the ranks and the agents outlive slurmd, the Epilog would not."""
-        subprocess.run(["scancel", "-u", USER], env=self.env, timeout=30, check=False,
-                       capture_output=True)  # fmt: skip
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            queue = subprocess.run(["squeue", "-h"], env=self.env, timeout=30, check=False,
-                                   capture_output=True, text=True)  # fmt: skip
-            if queue.returncode == 0 and not queue.stdout.strip():
-                return
-            time.sleep(0.3)
-
-
-def wait(ready: Callable[[], bool], what: str, timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    while not ready():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
-        time.sleep(0.2)
-
 
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[Cluster]:
-    try:
-        pwd.getpwnam(USER)
-    except KeyError:
-        pytest.skip(f"no user {USER} to run jobs as")
-    # Not pytest's tmp_path: the job's user must reach the PFS and the munge socket.
-    directory = Path(tempfile.mkdtemp(prefix="harmonia-slurm-agent-test-"))
-    directory.chmod(0o755)
-    c = Cluster(directory)
-    try:
-        c.cluster.up(progress=lambda _line: None)
-    except SlurmClusterError as error:
-        c.cluster.down(progress=lambda _line: None)
-        shutil.rmtree(directory, ignore_errors=True)
-        pytest.fail(f"harmonia cluster up: {error}")
-    c.out.mkdir()
-    shutil.chown(c.out, USER, GROUP)
-    (c.out / "rank.py").write_text(RANK)
-    try:
+    with running(Cluster, "harmonia-slurm-agent-test-") as c:
+        (c.out / "rank.py").write_text(RANK)
         yield c
-    finally:
-        c.cancel_all()
-        c.cluster.down(progress=lambda _line: None)
-        shutil.rmtree(directory, ignore_errors=True)
 
 
 def _uid_of(pid: int) -> int:
