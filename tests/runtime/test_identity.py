@@ -18,12 +18,11 @@ from pathlib import Path
 
 import pytest
 from bbio_support import BUILD, LIBRARY
+from munge_support import munged
 
-ROOT = Path(__file__).resolve().parents[2]
 BBD = BUILD / "src" / "bbd" / "harmonia-bbd"
 BBCTL = BUILD / "src" / "bbd" / "harmonia-bbctl"
 SCHEDD = BUILD / "src" / "schedd" / "harmonia-schedd"
-MUNGED = ROOT / "scripts" / "munged.sh"
 WRITER = Path(__file__).with_name("slow_writer.py")
 
 
@@ -168,17 +167,8 @@ def reachable() -> Iterator[Path]:
 
 @pytest.fixture(scope="module")
 def munge_socket() -> Iterator[str]:
-    base = Path(tempfile.mkdtemp(prefix="harmonia-munge-"))
-    base.chmod(0o711)
-    where = base / "munged"
-    started = subprocess.run([str(MUNGED), "start", str(where)], capture_output=True, text=True,
-                             check=False)  # fmt: skip
-    assert started.returncode == 0, started.stderr
-    try:
-        yield started.stdout.strip()
-    finally:
-        subprocess.run([str(MUNGED), "stop", str(where)], check=False)
-        shutil.rmtree(base, ignore_errors=True)
+    with munged("harmonia-munge-") as (socket_path,):
+        yield socket_path
 
 
 def credential(munge_socket: str, payload: str, user: str | None = None) -> bytes:

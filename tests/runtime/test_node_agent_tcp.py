@@ -8,13 +8,13 @@ import os
 import shutil
 import signal
 import subprocess
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from bbio_support import BUILD
+from munge_support import munged
 from schedd_support import (
     SCHEDD,
     expected_bytes,
@@ -24,9 +24,7 @@ from schedd_support import (
     wait_until,
 )
 
-ROOT = Path(__file__).resolve().parents[2]
 AGENTD = BUILD / "src" / "agent" / "harmonia-agentd"
-MUNGED = ROOT / "scripts" / "munged.sh"
 
 
 def _why_not() -> str:
@@ -41,23 +39,11 @@ def _why_not() -> str:
 pytestmark = pytest.mark.skipif(bool(_why_not()), reason=_why_not() or "-")
 
 
-def _start_munged(where: Path) -> str:
-    started = subprocess.run([str(MUNGED), "start", str(where)], capture_output=True, text=True,
-                             check=False)  # fmt: skip
-    assert started.returncode == 0, started.stderr
-    return started.stdout.strip()
-
-
 @pytest.fixture(scope="module")
 def munge() -> Iterator[tuple[str, str]]:
     """The daemon's munged, and a foreign one (a key of its own): its credentials are refused."""
-    base = Path(tempfile.mkdtemp(prefix="harmonia-agent-munge-"))
-    try:
-        yield _start_munged(base / "site"), _start_munged(base / "foreign")
-    finally:
-        for name in ("site", "foreign"):
-            subprocess.run([str(MUNGED), "stop", str(base / name)], check=False)
-        shutil.rmtree(base, ignore_errors=True)
+    with munged("harmonia-agent-munge-", 2) as (site, foreign):
+        yield site, foreign
 
 
 @pytest.fixture

@@ -8,7 +8,6 @@ import os
 import shutil
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from collections.abc import Iterator
@@ -26,10 +25,10 @@ from harmonia.buffers import (
     verify,
 )
 from harmonia.experiments.buffers import DrainingCase
+from munge_support import munged
 
 ROOT = Path(__file__).resolve().parents[2]
 TESTBED = ROOT / "scripts" / "testbed.py"
-MUNGED = ROOT / "scripts" / "munged.sh"
 NAME = f"hmt{os.getpid() % 10000}"
 
 
@@ -74,15 +73,8 @@ def testbed() -> Iterator[dict[str, Any]]:
 
 @pytest.fixture(scope="module")
 def munge_socket() -> Iterator[str]:
-    base = Path(tempfile.mkdtemp(prefix="harmonia-munge-"))
-    started = subprocess.run([str(MUNGED), "start", str(base / "m")], capture_output=True,
-                             text=True, check=False)  # fmt: skip
-    assert started.returncode == 0, started.stderr
-    try:
-        yield started.stdout.strip()
-    finally:
-        subprocess.run([str(MUNGED), "stop", str(base / "m")], check=False)
-        shutil.rmtree(base, ignore_errors=True)
+    with munged("harmonia-munge-") as (socket_path,):
+        yield socket_path
 
 
 def settings(
