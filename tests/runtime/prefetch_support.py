@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from wire_support import read_varint, varint
+
 Fields = dict[int, list[Any]]
 
 # control.proto Envelope bodies
@@ -21,19 +23,6 @@ SETTLE_FILE, SETTLE_STARTED, SETTLE_DONE, ANNOUNCE_READ = 18, 19, 21, 25
 # bb.proto
 BB_WRITE, BB_READ, BB_DRAIN, BB_STATUS, BB_AUTHENTICATE = 2, 3, 4, 5, 6
 OK, NOT_HELD, ERROR = 0, 2, 4
-
-
-def varint(value: int) -> bytes:
-    value &= (1 << 64) - 1
-    out = bytearray()
-    while True:
-        byte = value & 0x7F
-        value >>= 7
-        if value:
-            out.append(byte | 0x80)
-        else:
-            out.append(byte)
-            return bytes(out)
 
 
 def encode(*items: tuple[int, Any]) -> bytes:
@@ -55,29 +44,17 @@ def encode(*items: tuple[int, Any]) -> bytes:
 def decode(data: bytes) -> Fields:
     fields: Fields = {}
     at = 0
-
-    def read_varint() -> int:
-        nonlocal at
-        shift = value = 0
-        while True:
-            byte = data[at]
-            at += 1
-            value |= (byte & 0x7F) << shift
-            shift += 7
-            if not byte & 0x80:
-                return value
-
     while at < len(data):
-        key = read_varint()
+        key, at = read_varint(data, at)
         kind = key & 7
         value: Any
         if kind == 0:
-            value = read_varint()
+            value, at = read_varint(data, at)
         elif kind == 1:
             value = data[at : at + 8]
             at += 8
         elif kind == 2:
-            length = read_varint()
+            length, at = read_varint(data, at)
             value = data[at : at + length]
             at += length
         elif kind == 5:

@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 from bbio_support import BUILD, LIBRARY
 from munge_support import munged
+from wire_support import read_varint, varint
 
 BBD = BUILD / "src" / "bbd" / "harmonia-bbd"
 BBCTL = BUILD / "src" / "bbd" / "harmonia-bbctl"
@@ -43,50 +44,29 @@ pytestmark = pytest.mark.skipif(bool(_why_not()), reason=_why_not() or "-")
 # --- a few protobuf fields by hand: the tests speak the wire format the daemons read ---------
 
 
-def _varint(n: int) -> bytes:
-    out = bytearray()
-    while True:
-        byte = n & 0x7F
-        n >>= 7
-        out.append(byte | (0x80 if n else 0))
-        if not n:
-            return bytes(out)
-
-
 def _field(number: int, payload: bytes) -> bytes:
-    return _varint(number << 3 | 2) + _varint(len(payload)) + payload
+    return varint(number << 3 | 2) + varint(len(payload)) + payload
 
 
 def _seq(n: int) -> bytes:
-    return _varint(1 << 3) + _varint(n)
+    return varint(1 << 3) + varint(n)
 
 
 def _decode(body: bytes) -> dict[int, int | bytes]:
     fields: dict[int, int | bytes] = {}
     at = 0
     while at < len(body):
-        key, at = _read_varint(body, at)
+        key, at = read_varint(body, at)
         kind = key & 7
         if kind == 0:
-            fields[key >> 3], at = _read_varint(body, at)
+            fields[key >> 3], at = read_varint(body, at)
         elif kind == 2:
-            length, at = _read_varint(body, at)
+            length, at = read_varint(body, at)
             fields[key >> 3] = body[at : at + length]
             at += length
         else:
             raise AssertionError(f"unexpected wire type {kind}")
     return fields
-
-
-def _read_varint(data: bytes, at: int) -> tuple[int, int]:
-    shift = value = 0
-    while True:
-        byte = data[at]
-        at += 1
-        value |= (byte & 0x7F) << shift
-        shift += 7
-        if not byte & 0x80:
-            return value, at
 
 
 def _call(sock: socket.socket, body: bytes) -> dict[int, int | bytes]:
@@ -127,7 +107,7 @@ def bb_write(file: str, data: bytes) -> bytes:
 
 def bb_read(file: str, length: int) -> bytes:
     return _seq(3) + _field(
-        3, _field(1, file.encode()) + _varint(3 << 3) + _varint(length)
+        3, _field(1, file.encode()) + varint(3 << 3) + varint(length)
     )
 
 
