@@ -7,7 +7,7 @@ import socket
 import struct
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -94,6 +94,36 @@ def send_frame(sock: socket.socket, body: bytes) -> None:
     sock.sendall(struct.pack(">I", len(body)) + body)
 
 
+def serve_each(
+    server: socket.socket,
+    lock: threading.Lock,
+    clients: list[socket.socket],
+    serve: Callable[[socket.socket, int], None],
+    closing: Callable[[], bool] = lambda: False,
+) -> None:
+    """Accepts connections until `server` is closed or `closing()`: records each in `clients`
+    (under `lock`) and serves it on a thread of its own, with its number (from 1)."""
+    while not closing():
+        try:
+            client, _ = server.accept()
+        except OSError:
+            return
+        with lock:
+            clients.append(client)
+            number = len(clients)
+        threading.Thread(target=serve, args=(client, number), daemon=True).start()
+
+
+def messages(client: socket.socket) -> Iterator[Fields]:
+    """Each frame `client` sends, decoded, until it closes the connection (closed here then)."""
+    while True:
+        frame = receive_frame(client)
+        if frame is None:
+            client.close()
+            return
+        yield decode(frame)
+
+
 @dataclass
 class Grant:
     """What the fake daemon grants a read phase."""
@@ -139,20 +169,12 @@ class FakeSchedd:
         self.server.bind(str(path))
         self.server.listen(16)
         self.closing = False
-        threading.Thread(target=self.accept, daemon=True).start()
-
-    def accept(self) -> None:
-        while not self.closing:
-            try:
-                client, _ = self.server.accept()
-            except OSError:
-                return
-            with self.lock:
-                self.connections.append(client)
-                number = len(self.connections)
-            threading.Thread(
-                target=self.serve, args=(client, number), daemon=True
-            ).start()
+        threading.Thread(
+            target=serve_each,
+            args=(self.server, self.lock, self.connections, self.serve),
+            kwargs={"closing": lambda: self.closing},
+            daemon=True,
+        ).start()
 
     def kinds(self) -> list[str]:
         with self.lock:
@@ -203,12 +225,7 @@ class FakeSchedd:
                 current[0] = directive(grant)
             reply(0, DIRECTIVE, current[0])
 
-        while True:
-            frame = receive_frame(client)
-            if frame is None:
-                client.close()
-                return
-            envelope = decode(frame)
+        for envelope in messages(client):
             seq = first(envelope, 1)
             body = next(n for n in envelope if n != 1)
             message = decode(first(envelope, body, b""))
@@ -261,25 +278,14 @@ class FakeNode:
         self.address = f"127.0.0.1:{self.server.getsockname()[1]}"
         self.lock = threading.Lock()
         self.clients: list[socket.socket] = []
-        threading.Thread(target=self.accept, daemon=True).start()
+        threading.Thread(
+            target=serve_each,
+            args=(self.server, self.lock, self.clients, self.serve),
+            daemon=True,
+        ).start()
 
-    def accept(self) -> None:
-        while True:
-            try:
-                client, _ = self.server.accept()
-            except OSError:
-                return
-            with self.lock:
-                self.clients.append(client)
-            threading.Thread(target=self.serve, args=(client,), daemon=True).start()
-
-    def serve(self, client: socket.socket) -> None:
-        while True:
-            frame = receive_frame(client)
-            if frame is None:
-                client.close()
-                return
-            request = decode(frame)
+    def serve(self, client: socket.socket, _number: int) -> None:
+        for request in messages(client):
             seq = first(request, 1)
             code, data = OK, b""
             if BB_READ in request:
