@@ -99,44 +99,55 @@ def _ranks(schedd: str, agent: Path, munge_socket: str, where: Path) -> list[Any
     ]  # fmt: skip
 
 
-def test_the_agent_authenticates_over_tcp_and_speaks_for_its_ranks(
-    tmp_path: Path, schedd: tuple[Path, str], munge: tuple[str, str]
-) -> None:
+def _write_through_agent(
+    where: Path, schedd: tuple[Path, str], site: str, agent_munge: str, connections: int
+) -> tuple[dict[str, Any], list[dict[str, Any]], str]:
+    """_ranks through an agent whose credentials come from the munged at `agent_munge` (the
+    ranks' from the daemon's, `site`), until job T shows `connections` connections in its
+    phase: the job as the daemon showed it then, the ranks' results (every byte written,
+    checked here) and the agent's counts."""
     unix, tcp = schedd
-    agent = _agent(tmp_path / "agent.sock", tcp, munge[0])
+    agent = _agent(where / "agent.sock", tcp, agent_munge)
     try:
-        ranks = _ranks(tcp, tmp_path / "agent.sock", munge[0], tmp_path)
-        # Under --auth munge an unauthenticated agent is refused (its ranks would then show as
-        # three connections): one connection, in the phase, is the agent's, authenticated.
-        assert wait_until(lambda: _job(unix, "T").get("in_phase") == 1), _job(unix, "T")
+        ranks = _ranks(tcp, where / "agent.sock", site, where)
+
+        def all_in_phase() -> bool:
+            return _job(unix, "T").get("in_phase") == connections
+
+        assert wait_until(all_in_phase), _job(unix, "T")
         seen = _job(unix, "T")
-        assert (seen["processes"], seen["ranks"]) == (1, 3), seen
         results = [finish(rank) for rank in ranks]
     finally:
         counts = _stop(agent)
-    for k, result in enumerate(results):
+    for k in range(len(results)):
+        assert (where / f"r{k}").read_bytes() == expected_bytes(20)
+    return seen, results, counts
+
+
+def test_the_agent_authenticates_over_tcp_and_speaks_for_its_ranks(
+    tmp_path: Path, schedd: tuple[Path, str], munge: tuple[str, str]
+) -> None:
+    # Under --auth munge an unauthenticated agent is refused (its ranks would then show as
+    # three connections): one connection, in the phase, is the agent's, authenticated.
+    seen, results, counts = _write_through_agent(
+        tmp_path, schedd, munge[0], munge[0], 1
+    )
+    assert (seen["processes"], seen["ranks"]) == (1, 3), seen
+    for result in results:
         assert (
             "refused" not in result["stderr"] and "directly" not in result["stderr"]
         ), result
-        assert (tmp_path / f"r{k}").read_bytes() == expected_bytes(20)
     assert '"to_scheduler": ' in counts and '"to_scheduler": 0' not in counts, counts
 
 
 def test_a_refused_credential_sends_the_ranks_to_the_daemon_directly(
     tmp_path: Path, schedd: tuple[Path, str], munge: tuple[str, str]
 ) -> None:
-    unix, tcp = schedd
-    # The agent's munged is not the daemon's: its credentials do not decode there.
-    agent = _agent(tmp_path / "agent.sock", tcp, munge[1])
-    try:
-        ranks = _ranks(tcp, tmp_path / "agent.sock", munge[0], tmp_path)
-        # Each rank, refused through the agent, registered itself: three connections.
-        assert wait_until(lambda: _job(unix, "T").get("in_phase") == 3), _job(unix, "T")
-        assert _job(unix, "T")["processes"] == 3
-        results = [finish(rank) for rank in ranks]
-    finally:
-        _stop(agent)
-    for k, result in enumerate(results):
+    # The agent's munged is not the daemon's: its credentials do not decode there. Each rank,
+    # refused through the agent, registered itself: three connections.
+    seen, results, _ = _write_through_agent(tmp_path, schedd, munge[0], munge[1], 3)
+    assert seen["processes"] == 3, seen
+    for result in results:
         # 20 chunks 0.1 s apart take 2 s (measured 2.02 s): a phase begin left waiting for
         # an answer (a rank gives up after 1 s) would show.
         assert result["written"] - result["opened"] < 2.7, result
@@ -145,4 +156,3 @@ def test_a_refused_credential_sends_the_ranks_to_the_daemon_directly(
             f"HARMONIA_AGENT={tmp_path / 'agent.sock'}: registration refused" in said
         ), said
         assert "speaking to the scheduler daemon directly" in said, said
-        assert (tmp_path / f"r{k}").read_bytes() == expected_bytes(20)
