@@ -66,6 +66,26 @@ def running_daemon(address: Path, *args: str) -> Iterator[subprocess.Popen[str]]
         stop_daemon(daemon)
 
 
+@contextmanager
+def munge_daemon(address: Path, munge_socket: str) -> Iterator[str]:
+    """harmonia-schedd --auth munge (the munged at `munge_socket`) on `address` and on a
+    loopback TCP port of its own, which it names on its first line; that port's HOST:PORT."""
+    daemon = subprocess.Popen(
+        [str(SCHEDD), "--socket", str(address), "--tcp", "127.0.0.1:0", "--auth", "munge",
+         "--munge-socket", munge_socket, "--tick", "0.01"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    assert daemon.stdout is not None
+    line = daemon.stdout.readline()
+    assert line.startswith("tcp_port="), daemon.stderr.read() if daemon.stderr else ""
+    try:
+        yield f"127.0.0.1:{line.strip().removeprefix('tcp_port=')}"
+    finally:
+        daemon.terminate()
+        _, err = daemon.communicate(timeout=10)
+        print(err)  # shown with a failing test's output
+
+
 def status(address: Path) -> dict[str, Any]:
     done = subprocess.run(
         [str(SCHEDCTL), "--address", str(address), "status", "--compact"],

@@ -19,11 +19,11 @@ from pathlib import Path
 import pytest
 from bbio_support import BUILD, LIBRARY
 from munge_support import munged
+from schedd_support import SCHEDD, munge_daemon
 from wire_support import read_varint, varint
 
 BBD = BUILD / "src" / "bbd" / "harmonia-bbd"
 BBCTL = BUILD / "src" / "bbd" / "harmonia-bbctl"
-SCHEDD = BUILD / "src" / "schedd" / "harmonia-schedd"
 WRITER = Path(__file__).with_name("slow_writer.py")
 
 
@@ -353,20 +353,8 @@ def test_path_escapes_are_refused_for_users(
 @pytest.fixture
 def schedd(reachable: Path, munge_socket: str) -> Iterator[tuple[Path, str]]:
     unix = reachable / "schedd.sock"
-    daemon = subprocess.Popen(
-        [str(SCHEDD), "--socket", str(unix), "--tcp", "127.0.0.1:0", "--auth", "munge",
-         "--munge-socket", munge_socket, "--tick", "0.01"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
-    assert daemon.stdout is not None
-    line = daemon.stdout.readline()
-    assert line.startswith("tcp_port="), daemon.stderr.read() if daemon.stderr else ""
-    try:
-        yield unix, f"127.0.0.1:{line.strip().removeprefix('tcp_port=')}"
-    finally:
-        daemon.terminate()
-        _, err = daemon.communicate(timeout=10)
-        print(err)
+    with munge_daemon(unix, munge_socket) as address:
+        yield unix, address
 
 
 def job(

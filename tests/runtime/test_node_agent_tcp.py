@@ -19,6 +19,7 @@ from schedd_support import (
     SCHEDD,
     expected_bytes,
     finish,
+    munge_daemon,
     start_writer,
     status,
     wait_until,
@@ -50,19 +51,8 @@ def munge() -> Iterator[tuple[str, str]]:
 def schedd(tmp_path: Path, munge: tuple[str, str]) -> Iterator[tuple[Path, str]]:
     """harmonia-schedd --auth munge: its Unix socket (for status) and its TCP address."""
     unix = tmp_path / "schedd.sock"
-    daemon = subprocess.Popen(
-        [str(SCHEDD), "--socket", str(unix), "--tcp", "127.0.0.1:0", "--auth", "munge",
-         "--munge-socket", munge[0], "--tick", "0.01"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
-    assert daemon.stdout is not None
-    line = daemon.stdout.readline()
-    assert line.startswith("tcp_port="), daemon.stderr.read() if daemon.stderr else ""
-    try:
-        yield unix, f"tcp:127.0.0.1:{line.strip().removeprefix('tcp_port=')}"
-    finally:
-        daemon.send_signal(signal.SIGTERM)
-        daemon.communicate(timeout=10)
+    with munge_daemon(unix, munge[0]) as address:
+        yield unix, f"tcp:{address}"
 
 
 def _agent(socket_path: Path, schedd: str, munge_socket: str) -> subprocess.Popen[str]:
