@@ -54,6 +54,7 @@ def finish(reader: subprocess.Popen[str]) -> dict[str, Any]:
     out, err = reader.communicate(timeout=120)
     assert reader.returncode == 0, err
     result: dict[str, Any] = json.loads(out)
+    result["stderr"] = err
     return result
 
 
@@ -138,7 +139,7 @@ def test_a_file_changed_after_its_copy_was_made_is_read_from_the_pfs(
 ) -> None:
     with BufferCluster(settings(tmp_path)) as cluster:
         data = write_inputs(cluster.pfs, seed=3)
-        reader = start_reader(cluster, pause=4.0, prefetch=True)
+        reader = start_reader(cluster, pause=4.0, prefetch=True, HARMONIA_DEBUG="1")
         wait_staged(cluster, sum(INPUTS.values()))
         # Another job rewrites the middle of one file while the analysis still computes.
         changed = cluster.pfs / "in/mesh.dat"
@@ -153,6 +154,9 @@ def test_a_file_changed_after_its_copy_was_made_is_read_from_the_pfs(
         assert result[str(cluster.pfs / "in/fields.dat")]["sha256"] == sha(
             data["in/fields.dat"]
         )
+        # HARMONIA_DEBUG says why the changed file's descriptor went to the PFS.
+        assert "in/mesh.dat (descriptor" in result["stderr"], result["stderr"]
+        assert "the PFS from now on: a buffer node did not serve" in result["stderr"]
         # The unchanged file was served; of the changed one, nothing.
         assert INPUTS["in/fields.dat"] <= served(cluster) < sum(INPUTS.values())
 

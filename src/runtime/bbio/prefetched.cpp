@@ -17,6 +17,7 @@
 #include "runtime/bbio/buffer_client.hpp"
 #include "runtime/bbio/config.hpp"
 #include "runtime/bbio/registry.hpp"
+#include "runtime/bbio/staged_file.hpp"
 #include "storage/real.hpp"
 
 namespace harmonia::bbio::prefetched {
@@ -231,8 +232,12 @@ ssize_t serve(Reader* reader, int fd, const struct iovec* iov, int count, off64_
               bool at_position) noexcept {
   const int saved = errno;
   Reader& r = *reader;
-  const auto plain_from_now = [&] {
+  // With HARMONIA_DEBUG=1 each descriptor that goes back to the PFS says why, once.
+  const auto plain_from_now = [&](const char* why) {
     r.plain = true;
+    if (environment().config.debug)
+      report(environment().prefetch[r.index].name + " (descriptor " + std::to_string(fd) +
+             "): read from the PFS from now on: " + why);
     errno = saved;
     return kNotServed;
   };
@@ -253,12 +258,12 @@ ssize_t serve(Reader* reader, int fd, const struct iovec* iov, int count, off64_
     // process's own now: the copies may not be what the file holds.
     if (!t || r.grant->version != agent::read_grant_version() || t->written[r.index].load() ||
         buffers::wrote(name) || staged_inode(r.device, r.identity.inode))
-      return plain_from_now();
+      return plain_from_now("the read grant changed, or this process wrote the file");
     struct stat64 st {};
     if (real().fstat64(fd, &st) != 0 || st.st_dev != r.device || !S_ISREG(st.st_mode))
-      return plain_from_now();
+      return plain_from_now("fstat failed or shows another file");
     const buffers::FileIdentity now = identity_of(st);
-    if (!(now == r.identity)) return plain_from_now();  // changed since the open
+    if (!(now == r.identity)) return plain_from_now("the file changed since it was opened");
     const off64_t at = at_position ? real().lseek64(fd, 0, SEEK_CUR) : offset;
     // At or past the end the file system answers (0 bytes), as it does for an empty read.
     if (at < 0 || static_cast<std::uint64_t>(at) >= now.size) {
@@ -272,9 +277,9 @@ ssize_t serve(Reader* reader, int fd, const struct iovec* iov, int count, off64_
     std::string data;
     if (!buffers::read(name, at, length, grant->nodes, grant->stripe, data, &now) ||
         data.size() != length)
-      return plain_from_now();
+      return plain_from_now("a buffer node did not serve the range");
     if (at_position && real().lseek64(fd, at + static_cast<off64_t>(length), SEEK_SET) < 0)
-      return plain_from_now();
+      return plain_from_now("lseek failed");
     size_t done = 0;
     for (int i = 0; i < count && done < length; ++i) {
       const size_t take = std::min(iov[i].iov_len, length - done);
@@ -284,7 +289,9 @@ ssize_t serve(Reader* reader, int fd, const struct iovec* iov, int count, off64_
     errno = saved;
     return static_cast<ssize_t>(length);
   } catch (...) {
-    return plain_from_now();
+    r.plain = true;  // nothing that allocates here: this is noexcept
+    errno = saved;
+    return kNotServed;
   }
 }
 
