@@ -78,11 +78,16 @@ def _job(unix: Path, key: str) -> dict[str, Any]:
     return next((dict(j) for j in status(unix)["jobs"] if j["job"] == key), {})
 
 
+# Each rank writes this many chunks 0.1 s apart: long enough for all three to be in their phase
+# at once even when they start seconds apart on a loaded machine.
+CHUNKS = 40
+
+
 def _ranks(schedd: str, agent: Path, munge_socket: str, where: Path) -> list[Any]:
-    """Three ranks of job T writing 20 chunks of 1 MB, 0.1 s apart, through the agent; their
+    """Three ranks of job T writing CHUNKS chunks of 1 MB, 0.1 s apart, through the agent; their
     own credentials come from the daemon's munged."""
     return [
-        start_writer(Path(schedd), "T", where / f"r{k}", chunks=20, pause=0.1,
+        start_writer(Path(schedd), "T", where / f"r{k}", chunks=CHUNKS, pause=0.1,
                      HARMONIA_AGENT=str(agent), HARMONIA_MUNGE_SOCKET=munge_socket,
                      PMI_RANK=str(k), PMI_SIZE="3")
         for k in range(3)
@@ -110,7 +115,7 @@ def _write_through_agent(
     finally:
         counts = _stop(agent)
     for k in range(len(results)):
-        assert (where / f"r{k}").read_bytes() == expected_bytes(20)
+        assert (where / f"r{k}").read_bytes() == expected_bytes(CHUNKS)
     return seen, results, counts
 
 
@@ -138,9 +143,9 @@ def test_a_refused_credential_sends_the_ranks_to_the_daemon_directly(
     seen, results, _ = _write_through_agent(tmp_path, schedd, munge[0], munge[1], 3)
     assert seen["processes"] == 3, seen
     for result in results:
-        # 20 chunks 0.1 s apart take 2 s (measured 2.02 s): a phase begin left waiting for
-        # an answer (a rank gives up after 1 s) would show.
-        assert result["written"] - result["opened"] < 2.7, result
+        # CHUNKS chunks 0.1 s apart take CHUNKS / 10 s (20 took 2.02 s): a phase begin left
+        # waiting for an answer (a rank gives up after 1 s) would show.
+        assert result["written"] - result["opened"] < CHUNKS * 0.1 + 0.7, result
         said = result["stderr"]
         assert (
             f"HARMONIA_AGENT={tmp_path / 'agent.sock'}: registration refused" in said
