@@ -18,6 +18,7 @@
 #include <stdexcept>
 
 #include "common/beneath.hpp"
+#include "common/file_name.hpp"
 #include "common/identity.hpp"
 #include "core/requests/registry.hpp"
 #include "storage/fences.hpp"
@@ -204,19 +205,6 @@ std::string forbidden(const std::string& file, uid_t owner, const Caller& caller
 
 }  // namespace
 
-bool Store::valid_name(const std::string& file) {
-  if (file.empty() || file.size() > 4096 || file[0] == '/' || file.find('\0') != std::string::npos)
-    return false;
-  std::size_t at = 0;
-  while (at <= file.size()) {
-    const std::size_t next = std::min(file.find('/', at), file.size());
-    const std::string part = file.substr(at, next - at);
-    if (part.empty() || part == "." || part == ".." || part.size() > NAME_MAX) return false;
-    at = next + 1;
-  }
-  return true;
-}
-
 Store::Store(std::string device, std::string pfs_root, std::uint64_t capacity,
              std::string drain_scheduler)
     : device_(std::move(device)),
@@ -282,7 +270,8 @@ Store::Store(std::string device, std::string pfs_root, std::uint64_t capacity,
       at += sizeof(h) + h.length;
       return true;
     });
-    if (!scan.error.empty() || !valid_name(scan.target)) continue;  // not ours: left alone
+    if (!scan.error.empty() || !common::plain_relative_name(scan.target))
+      continue;  // not ours: left alone
     if (first) log->start = at = storage::log_header_size(scan.target);
     log->end = at;
     if (ftruncate(log->fd, static_cast<off_t>(at)) != 0) continue;  // drop a torn tail
@@ -351,7 +340,7 @@ Store::Log* Store::log_for(const std::string& file, const std::string& job, cons
 
 Status Store::write(const std::string& file, std::uint64_t offset, std::string_view data,
                     const std::string& job, std::string& why, const Caller& caller) {
-  if (!valid_name(file) || fences::reserved(file)) {
+  if (!common::plain_relative_name(file) || fences::reserved(file)) {
     why = "bad file name (relative, no . or .. parts, not under .harmonia/)";
     return Status::Invalid;
   }
@@ -405,7 +394,7 @@ Status Store::write(const std::string& file, std::uint64_t offset, std::string_v
 
 Status Store::read(const std::string& file, std::uint64_t offset, std::uint64_t length,
                    std::string& out, std::string& why, const Caller& caller) {
-  if (!valid_name(file) || length > (64ULL << 20)) {
+  if (!common::plain_relative_name(file) || length > (64ULL << 20)) {
     why = "bad file name or a read of more than 64 MiB";
     return Status::Invalid;
   }
@@ -438,7 +427,7 @@ Status Store::read(const std::string& file, std::uint64_t offset, std::uint64_t 
 Status Store::read_staged(const std::string& file, std::uint64_t offset, std::uint64_t length,
                           const FileIdentity& identity, std::string& out, std::string& why,
                           const Caller& caller) {
-  if (!valid_name(file) || length > (64ULL << 20)) {
+  if (!common::plain_relative_name(file) || length > (64ULL << 20)) {
     why = "bad file name or a read of more than 64 MiB";
     return Status::Invalid;
   }
@@ -514,7 +503,7 @@ Status Store::stage_in(const StageSpec& spec, const std::string& file,
                        std::string& why) {
   bytes = 0;
   const std::string source = pfs_root_ + "/" + file;
-  if (!valid_name(file) || fences::reserved(file)) {
+  if (!common::plain_relative_name(file) || fences::reserved(file)) {
     why = source + ": bad file name (relative, no . or .. parts, not under .harmonia/)";
     return Status::Invalid;
   }
@@ -839,7 +828,7 @@ void Store::drop_stale_fences() {
 }
 
 Status Store::drain(const std::string& file, std::string& why, const Caller& caller) {
-  if (!file.empty() && !valid_name(file)) {
+  if (!file.empty() && !common::plain_relative_name(file)) {
     why = "bad file name";
     return Status::Invalid;
   }

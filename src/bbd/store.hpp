@@ -136,10 +136,6 @@ class Store {
   /// Deletes the fences of files the node holds no log of (they can cover nothing here).
   void drop_stale_fences();
 
-  /// Whether `file` is a relative path without "." or ".." components (never leaves the root),
-  /// each component at most NAME_MAX bytes.
-  static bool valid_name(const std::string& file);
-
  private:
   struct Log;
   struct Copy;

@@ -6,6 +6,8 @@
 #include <iterator>
 #include <stdexcept>
 
+#include "common/file_name.hpp"
+
 namespace harmonia::schedd {
 
 namespace coord = core::coordination;
@@ -347,23 +349,6 @@ void Service::register_process(ConnectionId id, Connection& connection,
   fill_directive(job, *registered->mutable_directive());
 }
 
-namespace {
-
-/// Why `name` is no path beneath a root ("" when it is one): relative, no "." or ".." part.
-std::string beneath_root_problem(const std::string& name) {
-  if (name.empty() || name.size() > kMaxPathLength) return "must be 1 to 4096 bytes";
-  if (name.front() == '/') return "must be relative to the PFS root";
-  for (std::size_t at = 0; at <= name.size();) {
-    const std::size_t next = std::min(name.find('/', at), name.size());
-    const std::string part = name.substr(at, next - at);
-    if (part.empty() || part == "." || part == "..") return "has an empty, '.' or '..' part";
-    at = next + 1;
-  }
-  return "";
-}
-
-}  // namespace
-
 bool Service::announce_read(Job& job, const control::AnnounceRead& request, double now,
                             Envelope& reply) {
   if (request.files_size() > kMaxReadFiles) {
@@ -375,10 +360,11 @@ bool Service::announce_read(Job& job, const control::AnnounceRead& request, doub
   std::vector<BufferBroker::ReadFile> files;
   for (int i = 0; i < request.files_size(); ++i) {
     const auto& file = request.files(i);
-    if (const std::string why = beneath_root_problem(file.file()); !why.empty()) {
+    if (!common::plain_relative_name(file.file())) {
       set_error(reply, Error::CODE_INVALID,
                 "AnnounceRead.files[" + std::to_string(i) + "] '" + file.file().substr(0, 256) +
-                    "': " + why);
+                    "': not a path relative to the PFS root (1 to 4096 bytes, no NUL, no empty, "
+                    "'.' or '..' part, parts of at most 255 bytes)");
       return false;
     }
     files.push_back({file.file(), file.size()});
