@@ -279,6 +279,11 @@ void BufferBroker::note_staged(int node, const control::BufferReport& report) {
   }
 }
 
+void BufferBroker::stage_failed(ReadPlan& plan, BrokerJob job, int index, int node) {
+  plan.failed.insert(plan.files.begin(), plan.files.end());
+  if (!plan.staged.count(node)) stage_done(plan, job, index, node);
+}
+
 void BufferBroker::stage_done(ReadPlan& plan, BrokerJob job, int index, int node) {
   plan.staged.insert(node);
   if (plan.prefetched || plan.staged.size() < plan.buffers.size()) return;
@@ -292,10 +297,8 @@ void BufferBroker::node_gone(int node) {
   state.connected = false;
   // Its stage-ins will not finish: their files are read from the PFS.
   for (auto& [key, plan] : reads_)
-    if (!plan.staged.count(node) && std::count(plan.buffers.begin(), plan.buffers.end(), node)) {
-      plan.failed.insert(plan.files.begin(), plan.files.end());
-      stage_done(plan, key.first, key.second, node);
-    }
+    if (!plan.staged.count(node) && std::count(plan.buffers.begin(), plan.buffers.end(), node))
+      stage_failed(plan, key.first, key.second, node);
   for (size_t j = 0; j < jobs_.size(); ++j)
     if (std::count(jobs_[j].granted.begin(), jobs_[j].granted.end(), node))
       mark_job(static_cast<BrokerJob>(j));
@@ -362,9 +365,7 @@ void BufferBroker::start_prefetch(const core::PhaseRequest& phase,
     // after the policy's call has returned.
     if (!nodes_[static_cast<size_t>(b)].connected)
       deferred_.push_back([this, app = phase.app, index = phase.index, b] {
-        ReadPlan& waiting = reads_.at({app, index});
-        waiting.failed.insert(waiting.files.begin(), waiting.files.end());
-        if (!waiting.staged.count(b)) stage_done(waiting, app, index, b);
+        stage_failed(reads_.at({app, index}), app, index, b);
       });
   }
 }
@@ -438,7 +439,7 @@ void BufferBroker::fill_directive(BrokerJob job, control::Directive& out) const 
   // A read is served by node (offset / stripe) % nodes: with one of them gone the stripes no
   // longer line up, and every file is read from the PFS.
   if (!state.phase_read || !state.phase_running || !whole) return;
-  const ReadPlan& plan = reads_.at({job, state.phase_index});
+  const ReadPlan& plan = read->second;  // a running read phase's plan is kept (update_orders)
   for (const auto& file : plan.files)
     if (!plan.failed.count(file)) out.add_read_files(file);
 }

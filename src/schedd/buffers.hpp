@@ -181,6 +181,8 @@ class BufferBroker : private core::Actions {
   void note_staged(int node, const control::BufferReport& report);
   /// The prefetch is done on `node` (reported, or the node is gone: its files fail).
   void stage_done(ReadPlan& plan, BrokerJob job, int index, int node);
+  /// `node` cannot copy its part (gone, or no node in its slot): every file is read from the PFS.
+  void stage_failed(ReadPlan& plan, BrokerJob job, int index, int node);
   void advance(double now);
   /// The core's phase completion, and a new order epoch for the phase's nodes.
   void complete_phase(BrokerJob job, int index, const std::vector<int>& buffers);
