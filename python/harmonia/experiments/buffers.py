@@ -25,6 +25,7 @@ from harmonia.buffers import (  # noqa: E402
     run_jobs,
     verify,
 )
+from harmonia.experiments import write_report  # noqa: E402
 from harmonia.names import policy_names  # noqa: E402
 from harmonia.profiler import (  # noqa: E402
     Profile,
@@ -316,27 +317,15 @@ def plot(outcome: Outcome, path: Path) -> None:
 
 
 def write_outputs(outcome: Outcome, out: Path) -> list[Path]:
-    out.mkdir(parents=True, exist_ok=True)
-    report = out / "report.md"
-    report.write_text(markdown(outcome))
-    data = out / "results.json"
-    data.write_text(
-        json.dumps(
-            {
-                "case": outcome.case.__dict__,
-                "calibration": {
-                    "buffer_write_bw": outcome.calibration.buffer_device.peak("write"),
-                    "pfs_write_bw": outcome.calibration.pfs_device.peak("write"),
-                    "link_bw": outcome.calibration.link_bw,
-                },
-                "summary": summary(outcome),
-                "real": [r.__dict__ for r in outcome.real],
-                "simulated": outcome.simulated,
-            },
-            indent=1,
-        )
-        + "\n"
-    )
-    figure = out / "buffers.png"
-    plot(outcome, figure)
-    return [report, data, figure]
+    data = {
+        "case": outcome.case.__dict__,
+        "calibration": {
+            "buffer_write_bw": outcome.calibration.buffer_device.peak("write"),
+            "pfs_write_bw": outcome.calibration.pfs_device.peak("write"),
+            "link_bw": outcome.calibration.link_bw,
+        },
+        "summary": summary(outcome),
+        "real": [r.__dict__ for r in outcome.real],
+        "simulated": outcome.simulated,
+    }
+    return write_report(out, markdown(outcome), data, "buffers.png", lambda p: plot(outcome, p))

@@ -33,6 +33,7 @@ from harmonia.buffers import (  # noqa: E402
     run_jobs,
     verify,
 )
+from harmonia.experiments import write_report  # noqa: E402
 from harmonia.simulator import find_tool  # noqa: E402
 
 MiB = 1 << 20
@@ -422,22 +423,10 @@ def plot(outcome: Outcome, path: Path) -> None:
 
 
 def write_outputs(outcome: Outcome, out: Path) -> list[Path]:
-    out.mkdir(parents=True, exist_ok=True)
-    report = out / "report.md"
-    report.write_text(markdown(outcome))
-    data = out / "results.json"
-    data.write_text(
-        json.dumps(
-            {
-                "case": asdict(outcome.case),
-                "pfs_read_bw": outcome.pfs_read_bw,
-                "summary": summary(outcome),
-                "runs": [asdict(r) for r in outcome.runs],
-            },
-            indent=1,
-        )
-        + "\n"
-    )
-    figure = out / "reads.png"
-    plot(outcome, figure)
-    return [report, data, figure]
+    data = {
+        "case": asdict(outcome.case),
+        "pfs_read_bw": outcome.pfs_read_bw,
+        "summary": summary(outcome),
+        "runs": [asdict(r) for r in outcome.runs],
+    }
+    return write_report(out, markdown(outcome), data, "reads.png", lambda p: plot(outcome, p))

@@ -22,6 +22,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 from harmonia.buffers import ClusterError, verify  # noqa: E402
+from harmonia.experiments import write_report  # noqa: E402
 from harmonia.experiments.buffers import (  # noqa: E402
     Calibration,
     DrainingCase,
@@ -267,14 +268,9 @@ def plot(rows: dict[str, Any], path: Path) -> None:
 
 
 def write_outputs(outcome: SlurmOutcome, out: Path) -> list[Path]:
-    out.mkdir(parents=True, exist_ok=True)
-    report = out / "report.md"
-    report.write_text(markdown(outcome))
-    data = out / "results.json"
-    data.write_text(json.dumps({
+    data = {
         "case": outcome.case.__dict__, "summary": summary(outcome),
         "runs": [r.__dict__ for r in outcome.runs], "simulated": outcome.simulated,
-    }, indent=1) + "\n")  # fmt: skip
-    figure = out / "slurm.png"
-    plot(summary(outcome), figure)
-    return [report, data, figure]
+    }  # fmt: skip
+    return write_report(out, markdown(outcome), data, "slurm.png",
+                        lambda p: plot(summary(outcome), p))  # fmt: skip
