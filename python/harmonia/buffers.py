@@ -309,22 +309,39 @@ class BufferCluster:
 
     def drain_all(self, timeout: float = 600) -> list[str]:
         """Asks every running node to drain all it holds, and waits; returns the failures."""
-        ctl = find_tool("harmonia-bbctl", "HARMONIA_BBCTL", "src/bbd/harmonia-bbctl")
         failures = []
         for k, node in enumerate(self.nodes):
             if node is None:
                 continue
-            port = (self.settings.directory / f"bb{k}.port").read_text().strip()
-            hosts = self.settings.hosts
-            where = hosts.run_in(hosts.compute[0][0]) if hosts is not None else []
-            done = subprocess.run(
-                [*where, str(ctl), "--node", f"{self.node_host(k)}:{port}", "drain"],
-                capture_output=True, text=True, check=False, timeout=timeout, env=os.environ
-                | ({"HARMONIA_MUNGE_SOCKET": hosts.munge_socket} if hosts else {}),
-            )  # fmt: skip
+            done = self._bbctl(k, "drain", timeout=timeout)
             if done.returncode != 0:
                 failures.append(f"bb{k}: {done.stderr.strip() or done.stdout.strip()}")
         return failures
+
+    def node_status(self, k: int) -> dict[str, Any]:
+        """Node k's own state (`harmonia-bbctl status`: used, staged_bytes, staged_read_bytes,
+        received_bytes...); ClusterError when it does not answer."""
+        done = self._bbctl(k, "status", timeout=10)
+        if done.returncode != 0:
+            raise ClusterError(f"harmonia-bbctl status of node {k}: {done.stderr.strip()}")
+        status: dict[str, Any] = json.loads(done.stdout)
+        return status
+
+    def node_total(self, counter: str) -> int:
+        """A counter of node_status summed over the nodes."""
+        return sum(int(self.node_status(k)[counter]) for k in range(self.settings.buffers))
+
+    def _bbctl(self, k: int, *args: str, timeout: float) -> subprocess.CompletedProcess[str]:
+        """harmonia-bbctl against node k, from a compute host of the test bed if there is one."""
+        ctl = find_tool("harmonia-bbctl", "HARMONIA_BBCTL", "src/bbd/harmonia-bbctl")
+        port = (self.settings.directory / f"bb{k}.port").read_text().strip()
+        hosts = self.settings.hosts
+        where = hosts.run_in(hosts.compute[0][0]) if hosts is not None else []
+        return subprocess.run(
+            [*where, str(ctl), "--node", f"{self.node_host(k)}:{port}", *args],
+            capture_output=True, text=True, check=False, timeout=timeout, env=os.environ
+            | ({"HARMONIA_MUNGE_SOCKET": hosts.munge_socket} if hosts else {}),
+        )  # fmt: skip
 
     def stop(self) -> dict[str, Any]:
         """Stops everything; returns the policy's record (per-job waits and completions)."""

@@ -16,7 +16,6 @@ from typing import Any
 
 from buffers_support import BBD, needs
 from harmonia.buffers import BufferCluster, ClusterSettings
-from harmonia.simulator import find_tool
 
 pytestmark = needs(BBD)
 
@@ -58,31 +57,10 @@ def finish(reader: subprocess.Popen[str]) -> dict[str, Any]:
     return result
 
 
-def node_status(cluster: BufferCluster, k: int) -> dict[str, Any]:
-    ctl = find_tool("harmonia-bbctl", "HARMONIA_BBCTL", "src/bbd/harmonia-bbctl")
-    port = (cluster.settings.directory / f"bb{k}.port").read_text().strip()
-    done = subprocess.run(
-        [str(ctl), "--node", f"127.0.0.1:{port}", "status"],
-        capture_output=True, text=True, check=True, timeout=10,
-    )  # fmt: skip
-    status: dict[str, Any] = json.loads(done.stdout)
-    return status
-
-
-def served(cluster: BufferCluster) -> int:
-    """Bytes the nodes served from staged-in copies, since they started."""
-    return sum(
-        int(node_status(cluster, k).get("staged_read_bytes", 0)) for k in range(2)
-    )
-
-
 def wait_staged(cluster: BufferCluster, total: int, timeout: float = 30) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if (
-            sum(int(node_status(cluster, k).get("staged_bytes", 0)) for k in range(2))
-            >= total
-        ):
+        if cluster.node_total("staged_bytes") >= total:
             return
         time.sleep(0.05)
     raise AssertionError(f"the nodes did not stage in {total} bytes within {timeout} s")
@@ -109,7 +87,7 @@ def test_an_announced_read_is_staged_in_ahead_and_served_by_the_nodes(
             assert got["sha256"] == sha(content), name
             assert got["pread_ok"], name
         # Every read() byte came from the copies, and the preads too.
-        assert served(cluster) >= sum(INPUTS.values())
+        assert cluster.node_total("staged_read_bytes") >= sum(INPUTS.values())
         record = cluster.stop()
     reads = [p for p in record["phases"] if p["op"] == "read"]
     assert len(reads) == 1, "both files in one read phase"
@@ -128,7 +106,7 @@ def test_without_an_announcement_the_job_reads_the_pfs(tmp_path: Path) -> None:
         result = finish(start_reader(cluster, pause=0.2, prefetch=False))
         for name, content in data.items():
             assert result[str(cluster.pfs / name)]["sha256"] == sha(content)
-        assert served(cluster) == 0
+        assert cluster.node_total("staged_read_bytes") == 0
         record = cluster.stop()
     assert record["prefetches"] == []
     assert not [p for p in record["phases"] if p["op"] == "read"]
@@ -158,7 +136,11 @@ def test_a_file_changed_after_its_copy_was_made_is_read_from_the_pfs(
         assert "in/mesh.dat (descriptor" in result["stderr"], result["stderr"]
         assert "the PFS from now on: a buffer node did not serve" in result["stderr"]
         # The unchanged file was served; of the changed one, nothing.
-        assert INPUTS["in/fields.dat"] <= served(cluster) < sum(INPUTS.values())
+        assert (
+            INPUTS["in/fields.dat"]
+            <= cluster.node_total("staged_read_bytes")
+            < sum(INPUTS.values())
+        )
 
 
 def test_writes_during_the_read_phase_do_not_go_to_its_nodes(tmp_path: Path) -> None:
@@ -171,11 +153,8 @@ def test_writes_during_the_read_phase_do_not_go_to_its_nodes(tmp_path: Path) -> 
             start_reader(cluster, pause=1.5, prefetch=True, READER_OUTPUT=str(output))
         )
         assert output.read_bytes() == b"r" * (1 << 20)
-        assert served(cluster) >= sum(INPUTS.values())
-        assert (
-            sum(int(node_status(cluster, k).get("received_bytes", 0)) for k in range(2))
-            == 0
-        )
+        assert cluster.node_total("staged_read_bytes") >= sum(INPUTS.values())
+        assert cluster.node_total("received_bytes") == 0
 
 
 def test_a_node_that_hangs_does_not_hang_the_reader(tmp_path: Path) -> None:

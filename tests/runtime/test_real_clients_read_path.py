@@ -29,7 +29,7 @@ from typing import Any
 import pytest
 from buffers_support import BBD, needs
 from harmonia.buffers import BufferCluster, ClusterSettings
-from test_read_path import node_status, wait_staged
+from test_read_path import wait_staged
 
 pytestmark = needs(BBD)
 
@@ -50,11 +50,6 @@ def cluster(tmp_path: Path) -> Any:
     )
     with BufferCluster(settings) as started:
         yield started
-
-
-def served(cluster: BufferCluster) -> int:
-    """Bytes the nodes served from staged-in copies, since they started."""
-    return sum(int(node_status(cluster, k)["staged_read_bytes"]) for k in range(2))
 
 
 def write_inputs(pfs: Path, sizes: dict[str, int], seed: int) -> dict[Path, bytes]:
@@ -94,18 +89,18 @@ def test_cat_reads_the_staged_copies_byte_for_byte(cluster: BufferCluster) -> No
     needs_program("cat")
     data = write_inputs(cluster.pfs, SIZES, seed=11)
     files = list(data)
-    before = served(cluster)
+    before = cluster.node_total("staged_read_bytes")
     done = run_client(cluster, ["cat", *map(str, files)], files, "cat")
     assert done.stdout == b"".join(data[p] for p in files)
     # cat reads with read(): every byte came from the nodes' copies.
-    assert served(cluster) - before == sum(SIZES.values())
+    assert cluster.node_total("staged_read_bytes") - before == sum(SIZES.values())
 
 
 def test_tar_archives_the_staged_copies(cluster: BufferCluster) -> None:
     needs_program("tar")
     data = write_inputs(cluster.pfs, SIZES, seed=12)
     files = list(data)
-    before = served(cluster)
+    before = cluster.node_total("staged_read_bytes")
     done = run_client(
         cluster, ["tar", "-c", "-f", "-", "-C", str(cluster.pfs), *SIZES], files, "tar"
     )
@@ -116,7 +111,7 @@ def test_tar_archives_the_staged_copies(cluster: BufferCluster) -> None:
             member = archive.extractfile(name)
             assert member is not None
             assert member.read() == data[cluster.pfs / name], name
-    assert served(cluster) - before == sum(SIZES.values())
+    assert cluster.node_total("staged_read_bytes") - before == sum(SIZES.values())
 
 
 def test_sqlite3_queries_a_database_the_nodes_serve(cluster: BufferCluster) -> None:
@@ -136,7 +131,7 @@ def test_sqlite3_queries_a_database_the_nodes_serve(cluster: BufferCluster) -> N
     query = "SELECT count(*), hex(sha3(group_concat(hex(v), '') )) FROM t"
     time.sleep(1.1)
     size = database.stat().st_size
-    before = served(cluster)
+    before = cluster.node_total("staged_read_bytes")
     done = run_client(
         cluster, ["sqlite3", "-readonly", str(database), "PRAGMA integrity_check;", query],
         [database], "sqlite3",
@@ -148,7 +143,7 @@ def test_sqlite3_queries_a_database_the_nodes_serve(cluster: BufferCluster) -> N
     assert done.stdout == plain.stdout
     assert done.stdout.startswith(b"ok\n3000|")
     # Every page was read at least once, from the copies.
-    assert served(cluster) - before >= size
+    assert cluster.node_total("staged_read_bytes") - before >= size
 
 
 def fio_command(data: Path, engine: str, extra: list[str]) -> list[str]:
@@ -193,7 +188,7 @@ def test_fio_verifies_the_blocks_the_nodes_serve(
     (each restates the grant; a restatement that differs would end the serving)."""
     needs_program("fio")
     data = fio_input(cluster)
-    before = served(cluster)
+    before = cluster.node_total("staged_read_bytes")
     extra = {"forked job": [], "thread": ["--thread"], "paced": ["--rate=4m"]}[how]
     extra.append("--rw=read")
     fields = fio_fields(
@@ -201,7 +196,7 @@ def test_fio_verifies_the_blocks_the_nodes_serve(
     )
     assert fields[4] == "0", f"fio reported error {fields[4]}"
     assert int(fields[5]) == FIO_SIZE >> 10, "fio read the whole file (KiB)"
-    assert served(cluster) - before == FIO_SIZE
+    assert cluster.node_total("staged_read_bytes") - before == FIO_SIZE
 
 
 def test_fio_verification_fails_on_wrong_bytes(cluster: BufferCluster) -> None:
@@ -232,7 +227,7 @@ def test_stdio_and_duplicated_descriptors_read_the_pfs(cluster: BufferCluster) -
     needs_program("dd")
     data = write_inputs(cluster.pfs, SIZES, seed=13)
     files = list(data)
-    before = served(cluster)
+    before = cluster.node_total("staged_read_bytes")
     done = run_client(cluster, ["sha256sum", *map(str, files)], files, "sha256sum")
     expected = "".join(f"{hashlib.sha256(data[p]).hexdigest()}  {p}\n" for p in files)
     assert done.stdout.decode() == expected
@@ -242,7 +237,7 @@ def test_stdio_and_duplicated_descriptors_read_the_pfs(cluster: BufferCluster) -
     )
     assert done.stdout == data[first]
     # fread and a dup2'd descriptor are not the library's to serve: the PFS answered.
-    assert served(cluster) == before
+    assert cluster.node_total("staged_read_bytes") == before
 
 
 def open_gate(gate: Path, timeout: float = 30) -> None:
@@ -302,7 +297,7 @@ def test_cat_reads_the_new_bytes_of_a_file_changed_after_its_copy(
         "HARMONIA_JOB": "cat",
         "HARMONIA_PREFETCH": ",".join(map(str, files)),
     }
-    before = served(cluster)
+    before = cluster.node_total("staged_read_bytes")
     cat = subprocess.Popen(
         ["cat", str(gate), *map(str, files)], env=env,
         stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -324,4 +319,4 @@ def test_cat_reads_the_new_bytes_of_a_file_changed_after_its_copy(
         "the new bytes, then the copies"
     )
     # The unchanged files were served; of the changed one, nothing.
-    assert served(cluster) - before == len(rest)
+    assert cluster.node_total("staged_read_bytes") - before == len(rest)

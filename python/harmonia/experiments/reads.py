@@ -34,7 +34,6 @@ from harmonia.buffers import (  # noqa: E402
     verify,
 )
 from harmonia.experiments import write_report  # noqa: E402
-from harmonia.simulator import find_tool  # noqa: E402
 
 MiB = 1 << 20
 CACHES = ("evicted", "cached")
@@ -140,22 +139,6 @@ def pfs_read_bandwidth(paths: list[Path], cache: str) -> float:
     return total / (time.monotonic() - started)
 
 
-def served_bytes(cluster: BufferCluster) -> int:
-    """Bytes the nodes served from staged-in copies since they started (harmonia-bbctl)."""
-    ctl = find_tool("harmonia-bbctl", "HARMONIA_BBCTL", "src/bbd/harmonia-bbctl")
-    total = 0
-    for k in range(cluster.settings.buffers):
-        port = (cluster.settings.directory / f"bb{k}.port").read_text().strip()
-        done = subprocess.run(
-            [str(ctl), "--node", f"127.0.0.1:{port}", "status"],
-            capture_output=True, text=True, check=False, timeout=10,
-        )  # fmt: skip
-        if done.returncode != 0:
-            raise ClusterError(f"harmonia-bbctl status of node {k}: {done.stderr.strip()}")
-        total += int(json.loads(done.stdout)["staged_read_bytes"])
-    return total
-
-
 def analyse(
     cluster: BufferCluster, key: str, inputs: list[Path], compute: float, prefetch: bool
 ) -> tuple[dict[str, Any], float]:
@@ -222,9 +205,9 @@ def run_cluster(
             for prefetch, cache in variants(case, rotation):
                 (evict if cache == "evicted" else warm)(inputs)
                 key = job_key(policy, repetition, prefetch, cache)
-                before = served_bytes(cluster)
+                before = cluster.node_total("staged_read_bytes")
                 result, completion = analyse(cluster, key, inputs, case.compute, prefetch)
-                served = served_bytes(cluster) - before
+                served = cluster.node_total("staged_read_bytes") - before
                 got = result["files"]
                 matched = all(got[name]["sha256"] == digest for name, digest in expected.items())
                 pending.append({
