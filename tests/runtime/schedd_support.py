@@ -8,7 +8,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -18,6 +18,7 @@ from bbio_support import BUILD, LIBRARY
 SCHEDD = BUILD / "src" / "schedd" / "harmonia-schedd"
 SCHEDCTL = BUILD / "src" / "schedd" / "harmonia-schedctl"
 WRITER = Path(__file__).with_name("slow_writer.py")
+STEPPED_WRITER = Path(__file__).with_name("stepped_writer.py")
 
 
 def start_daemon(address: Path, *args: str) -> subprocess.Popen[str]:
@@ -148,3 +149,67 @@ def wait_until(predicate: Any, timeout: float = 10, step: float = 0.02) -> bool:
             return True
         time.sleep(step)
     return False
+
+
+class SteppedWriter:
+    """stepped_writer.py under libharmonia as job `job`: writes a chunk when told, and waits
+    with the file open in between."""
+
+    def __init__(self, address: Path, job: str, path: Path) -> None:
+        self.process = subprocess.Popen(
+            [sys.executable, str(STEPPED_WRITER), str(path)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=job_env(address, job),
+        )
+        self.expect("opened")
+
+    def expect(self, line: str) -> None:
+        assert self.process.stdout is not None
+        got = self.process.stdout.readline().strip()
+        assert got == line, f"writer said {got!r}, not {line!r}"
+
+    def command(self, line: str, reply: str) -> None:
+        assert self.process.stdin is not None
+        self.process.stdin.write(line + "\n")
+        self.process.stdin.flush()
+        self.expect(reply)
+
+    def write(self, k: int) -> None:
+        self.command(f"write {k}", f"wrote {k}")
+
+    def close(self) -> None:
+        self.command("close", "closed")
+        _, err = self.process.communicate(timeout=30)
+        assert self.process.returncode == 0, err
+
+    def kill(self) -> None:
+        """Ends it if the test stopped before its close."""
+        if self.process.returncode is None:
+            self.process.kill()
+            self.process.communicate(timeout=10)
+
+
+class PhaseKeeper:
+    """Keeps a SteppedWriter in its I/O phase while a test waits: `wait(predicate)` writes the
+    writer's next chunk every 0.1 s until the predicate holds (at most 30 s)."""
+
+    def __init__(self, writer: SteppedWriter) -> None:
+        self.writer = writer
+        self.chunks_written = 0
+
+    def wait(self, predicate: Callable[[], bool], timeout: float = 30) -> bool:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if predicate():
+                return True
+            self.writer.write(self.chunks_written)
+            self.chunks_written += 1
+            time.sleep(0.1)
+        return False
+
+    def keep(self, seconds: float) -> None:
+        """Writes on for `seconds`."""
+        self.wait(lambda: False, timeout=seconds)

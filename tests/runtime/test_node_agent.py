@@ -18,6 +18,8 @@ from typing import Any
 import pytest
 from bbio_support import BUILD
 from schedd_support import (
+    PhaseKeeper,
+    SteppedWriter,
     expected_bytes,
     finish,
     job_env,
@@ -124,25 +126,34 @@ def test_the_schedulers_directives_reach_every_rank(tmp_path: Path) -> None:
         running_daemon(schedd, "--strategy", "2a"),
         running_agent(agent_socket, schedd),
     ):
-        # B (direct) is in its phase first: under 2a, A's ranks must stage and wait to flush.
-        first = start_writer(schedd, "B", tmp_path / "b", chunks=40, pause=0.1)
-        assert wait_until(lambda: job(schedd, "B").get("in_phase") == 1)
-        ranks = start_ranks(
-            schedd, agent_socket, tmp_path, 3, chunks=3, pause=0, prefix="a"
-        )
-        assert wait_until(lambda: job(schedd, "A").get("wants_flush") == 1)
-        a = job(schedd, "A")
-        assert a["processes"] == 1
-        assert a["directive"]["mode"] == "MODE_STAGE"
-        b_times = finish(first)
-        a_times = [finish(rank) for rank in ranks]
+        # B (direct) is in its phase first, and stays in it until the test lets it end:
+        # under 2a, A's ranks must stage and wait to flush.
+        first = SteppedWriter(schedd, "B", tmp_path / "b")
+        busy = PhaseKeeper(first)
+        try:
+            assert busy.wait(lambda: job(schedd, "B").get("in_phase") == 1)
+            ranks = start_ranks(
+                schedd, agent_socket, tmp_path, 3, chunks=3, pause=0, prefix="a"
+            )
+            assert busy.wait(lambda: job(schedd, "A").get("wants_flush") == 1)
+            a = job(schedd, "A")
+            assert a["processes"] == 1
+            assert a["directive"]["mode"] == "MODE_STAGE"
+            # A's ranks are done writing, and still wait while B writes on.
+            busy.keep(1)
+            assert all(rank.poll() is None for rank in ranks), "A's ranks wait for B"
+            b_stopped = time.time()
+            first.close()
+            a_times = [finish(rank) for rank in ranks]
+        finally:
+            first.kill()
     for k, times in enumerate(a_times):
         # Each rank staged at once, and closed only once B's phase ended: the directive pushed
         # to the agent's one connection reached all three.
-        assert times["written"] < b_times["written"], k
-        assert times["closed"] >= b_times["written"], k
+        assert times["written"] < b_stopped, k
+        assert times["closed"] >= b_stopped, k
         assert (tmp_path / f"a{k}").read_bytes() == expected_bytes(3)
-    assert (tmp_path / "b").read_bytes() == expected_bytes(40)
+    assert (tmp_path / "b").read_bytes() == expected_bytes(busy.chunks_written)
 
 
 def test_ranks_speak_directly_once_the_agent_is_killed(tmp_path: Path) -> None:
@@ -308,29 +319,45 @@ def test_a_rank_opening_a_file_another_rank_of_its_group_stages_sees_its_bytes(
         running_daemon(schedd, "--strategy", "2a"),
         running_agent(agent_socket, schedd),
     ):
-        first = start_writer(schedd, "A", tmp_path / "a", chunks=60, pause=0.1)
-        # Generous waits: Python's start-up under libharmonia is slow on a loaded machine.
-        assert wait_until(lambda: job(schedd, "A").get("in_phase") == 1, 20)
-        # B's data waits staged in line behind A (2a), held by one of B's ranks.
-        writer = start_writer(
-            schedd, "B", tmp_path / "b", chunks=5, pause=0, hold=8.0,
-            HARMONIA_AGENT=str(agent_socket),
-        )  # fmt: skip
-        assert wait_until(lambda: job(schedd, "B").get("wants_flush") == 1, 20)
-        assert (tmp_path / "b").stat().st_size == 0, "still staged"
-        # Another rank of B, through the same agent and group, opens the file.
-        done = subprocess.run(
-            [sys.executable, "-c", reader, str(tmp_path / "b")],
-            env=job_env(schedd, "B", HARMONIA_AGENT=str(agent_socket)),
-            capture_output=True, text=True, timeout=30, check=False,
-        )  # fmt: skip
-        assert done.returncode == 0, done.stderr
-        expected = expected_bytes(5)
-        assert done.stdout.split() == [
-            str(len(expected)),
-            hashlib.sha256(expected).hexdigest(),
-        ]
-        assert job(schedd, "B")["processes"] == 1, "both ranks spoke through the agent"
-        finish(first)
-        finish(writer)
+        # A stays in its phase, writing a chunk every 0.1 s, for as long as the test needs it:
+        # a fixed-length phase could end before B (slow to start under load) has staged.
+        first = SteppedWriter(schedd, "A", tmp_path / "a")
+        busy = PhaseKeeper(first)
+        try:
+            assert busy.wait(lambda: job(schedd, "A").get("in_phase") == 1)
+            # B's data waits staged in line behind A (2a), held by one of B's ranks.
+            writer = start_writer(
+                schedd, "B", tmp_path / "b", chunks=5, pause=0, hold=8.0,
+                HARMONIA_AGENT=str(agent_socket),
+            )  # fmt: skip
+            if not busy.wait(lambda: job(schedd, "B").get("wants_flush") == 1):
+                writer.kill()
+                pytest.fail(
+                    f"B never asked to flush; the daemon's status: {status(schedd)}; "
+                    f"B's stderr: {writer.communicate()[1]!r}"
+                )
+            assert (tmp_path / "b").stat().st_size == 0, "still staged"
+            # Another rank of B, through the same agent and group, opens the file while B's
+            # data is still staged.
+            reading = subprocess.Popen(
+                [sys.executable, "-c", reader, str(tmp_path / "b")],
+                env=job_env(schedd, "B", HARMONIA_AGENT=str(agent_socket)),
+                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            )  # fmt: skip
+            assert busy.wait(lambda: reading.poll() is not None)
+            out, err = reading.communicate(timeout=10)
+            assert reading.returncode == 0, err
+            expected = expected_bytes(5)
+            assert out.split() == [
+                str(len(expected)),
+                hashlib.sha256(expected).hexdigest(),
+            ]
+            assert job(schedd, "B")["processes"] == 1, (
+                "both ranks spoke through the agent"
+            )
+            first.close()
+            finish(writer)
+        finally:
+            first.kill()
+    assert (tmp_path / "a").read_bytes() == expected_bytes(busy.chunks_written)
     assert (tmp_path / "b").read_bytes() == expected_bytes(5)

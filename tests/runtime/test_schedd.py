@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 from schedd_support import (
+    PhaseKeeper,
+    SteppedWriter,
     expected_bytes,
     finish,
     job_env,
@@ -33,21 +35,30 @@ def jobs_by_key(address: Path) -> dict[str, dict[str, object]]:
 def test_strategy_2a_makes_the_second_comer_stage_and_wait(tmp_path: Path) -> None:
     address = tmp_path / "schedd.sock"
     with running_daemon(address, "--strategy", "2a"):
-        first = start_writer(address, "A", tmp_path / "a", chunks=12, pause=0.1)
-        assert wait_until(
-            lambda: jobs_by_key(address).get("A", {}).get("in_phase") == 1
-        )
-        second = start_writer(address, "B", tmp_path / "b", chunks=4, pause=0)
-        assert wait_until(
-            lambda: jobs_by_key(address).get("B", {}).get("wants_flush") == 1
-        )
-        b = jobs_by_key(address)["B"]
-        assert b["directive"]["mode"] == "MODE_STAGE"  # type: ignore[index]
-        a_times, b_times = finish(first), finish(second)
+        # A writes a chunk every 0.1 s for as long as the test keeps it in its phase.
+        first = SteppedWriter(address, "A", tmp_path / "a")
+        busy = PhaseKeeper(first)
+        try:
+            assert busy.wait(
+                lambda: jobs_by_key(address).get("A", {}).get("in_phase") == 1
+            )
+            second = start_writer(address, "B", tmp_path / "b", chunks=4, pause=0)
+            assert busy.wait(
+                lambda: jobs_by_key(address).get("B", {}).get("wants_flush") == 1
+            )
+            b = jobs_by_key(address)["B"]
+            assert b["directive"]["mode"] == "MODE_STAGE"  # type: ignore[index]
+            busy.keep(1)
+            assert second.poll() is None, "B waits while A writes"
+            a_stopped = time.time()
+            first.close()
+            b_times = finish(second)
+        finally:
+            first.kill()
     # B wrote into its staging area at once, then its close waited for A's phase to end.
-    assert b_times["written"] < a_times["written"]
-    assert b_times["closed"] >= a_times["written"]
-    assert (tmp_path / "a").read_bytes() == expected_bytes(12)
+    assert b_times["written"] < a_stopped
+    assert b_times["closed"] >= a_stopped
+    assert (tmp_path / "a").read_bytes() == expected_bytes(busy.chunks_written)
     assert (tmp_path / "b").read_bytes() == expected_bytes(4)
 
 
@@ -101,13 +112,12 @@ def test_without_coordination_nobody_waits(tmp_path: Path) -> None:
 def test_a_dead_daemon_releases_waiting_jobs_within_a_second(tmp_path: Path) -> None:
     address = tmp_path / "schedd.sock"
     daemon = start_daemon(address, "--strategy", "2a")
+    first = SteppedWriter(address, "A", tmp_path / "a")
+    busy = PhaseKeeper(first)
     try:
-        first = start_writer(address, "A", tmp_path / "a", chunks=40, pause=0.1)
-        assert wait_until(
-            lambda: jobs_by_key(address).get("A", {}).get("in_phase") == 1
-        )
+        assert busy.wait(lambda: jobs_by_key(address).get("A", {}).get("in_phase") == 1)
         second = start_writer(address, "B", tmp_path / "b", chunks=4, pause=0)
-        assert wait_until(
+        assert busy.wait(
             lambda: jobs_by_key(address).get("B", {}).get("wants_flush") == 1
         )
         killed = time.time()
@@ -115,10 +125,11 @@ def test_a_dead_daemon_releases_waiting_jobs_within_a_second(tmp_path: Path) -> 
         b = finish(second)
         assert b["closed"] - killed < 1.0, "B writes through within a second"
         assert "lost the scheduler daemon" in b["stderr"]
-        finish(first)
+        first.close()
     finally:
+        first.kill()
         stop_daemon(daemon, hard=True)
-    assert (tmp_path / "a").read_bytes() == expected_bytes(40)
+    assert (tmp_path / "a").read_bytes() == expected_bytes(busy.chunks_written)
     assert (tmp_path / "b").read_bytes() == expected_bytes(4)
 
 
@@ -326,20 +337,25 @@ def test_staged_data_is_flushed_behind_computation_once_allowed(tmp_path: Path) 
     before B closes the file."""
     address = tmp_path / "schedd.sock"
     with running_daemon(address, "--strategy", "2a"):
-        first = start_writer(address, "A", tmp_path / "a", chunks=30, pause=0.1)
-        assert wait_until(
-            lambda: jobs_by_key(address).get("A", {}).get("in_phase") == 1
-        )
-        second = start_writer(address, "B", tmp_path / "b", chunks=5, pause=0, hold=8.0)
-        # B's detected phase ends after a second without writes: it asks to flush and waits.
-        assert wait_until(
-            lambda: jobs_by_key(address).get("B", {}).get("wants_flush") == 1
-        )
-        assert jobs_by_key(address)["B"]["in_phase"] == 0
-        assert first.poll() is None and (tmp_path / "b").stat().st_size == 0, (
-            "still staged"
-        )
-        finish(first)
+        first = SteppedWriter(address, "A", tmp_path / "a")
+        busy = PhaseKeeper(first)
+        try:
+            assert busy.wait(
+                lambda: jobs_by_key(address).get("A", {}).get("in_phase") == 1
+            )
+            second = start_writer(
+                address, "B", tmp_path / "b", chunks=5, pause=0, hold=8.0
+            )
+            # B's detected phase ends after a second without writes: it asks to flush and
+            # waits.
+            assert busy.wait(
+                lambda: jobs_by_key(address).get("B", {}).get("wants_flush") == 1
+            )
+            assert jobs_by_key(address)["B"]["in_phase"] == 0
+            assert (tmp_path / "b").stat().st_size == 0, "still staged"
+            first.close()
+        finally:
+            first.kill()
         assert wait_until(lambda: (tmp_path / "b").stat().st_size == 5_000_000, 3)
         assert second.poll() is None, "B is still computing"
         assert wait_until(
@@ -430,29 +446,40 @@ def test_another_process_opening_a_staged_file_sees_its_bytes(tmp_path: Path) ->
         "print(len(data), hashlib.sha256(data).hexdigest())"
     )
     with running_daemon(address, "--strategy", "2a"):
-        first = start_writer(address, "A", tmp_path / "a", chunks=60, pause=0.1)
-        assert wait_until(
-            lambda: jobs_by_key(address).get("A", {}).get("in_phase") == 1
-        )
-        second = start_writer(address, "B", tmp_path / "b", chunks=5, pause=0, hold=8.0)
-        assert wait_until(
-            lambda: jobs_by_key(address).get("B", {}).get("wants_flush") == 1
-        )
-        assert (tmp_path / "b").stat().st_size == 0, "still staged, in line behind A"
-        started = time.monotonic()
-        done = subprocess.run(
-            [sys.executable, "-c", reader, str(tmp_path / "b")],
-            env=job_env(address, "C"), capture_output=True, text=True, timeout=30, check=False,
-        )  # fmt: skip
-        waited = time.monotonic() - started
-        assert done.returncode == 0, done.stderr
-        expected = expected_bytes(5)
-        assert done.stdout.split() == [
-            str(len(expected)),
-            hashlib.sha256(expected).hexdigest(),
-        ]
-        assert waited < 2.0, "C did not wait for A's phase to end"
-        assert first.poll() is None, "A still writes"
-        finish(first)
-        finish(second)
+        # A stays in its phase until the test closes it, so C cannot be served by A's end.
+        first = SteppedWriter(address, "A", tmp_path / "a")
+        busy = PhaseKeeper(first)
+        try:
+            assert busy.wait(
+                lambda: jobs_by_key(address).get("A", {}).get("in_phase") == 1
+            )
+            second = start_writer(
+                address, "B", tmp_path / "b", chunks=5, pause=0, hold=8.0
+            )
+            assert busy.wait(
+                lambda: jobs_by_key(address).get("B", {}).get("wants_flush") == 1
+            )
+            assert (tmp_path / "b").stat().st_size == 0, (
+                "still staged, in line behind A"
+            )
+            reading = subprocess.Popen(
+                [sys.executable, "-c", reader, str(tmp_path / "b")],
+                env=job_env(address, "C"),
+                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            )  # fmt: skip
+            assert busy.wait(lambda: reading.poll() is not None), (
+                "C did not wait for A's phase to end"
+            )
+            out, err = reading.communicate(timeout=10)
+            assert reading.returncode == 0, err
+            expected = expected_bytes(5)
+            assert out.split() == [
+                str(len(expected)),
+                hashlib.sha256(expected).hexdigest(),
+            ]
+            assert jobs_by_key(address)["A"]["in_phase"] == 1, "A still writes"
+            first.close()
+            finish(second)
+        finally:
+            first.kill()
     assert (tmp_path / "b").read_bytes() == expected_bytes(5)

@@ -2,14 +2,11 @@
 re-decided when harmonia-schedd's directive changes, so that an open file's next write follows
 the new directive at once, not at the next flush the agent happens to start."""
 
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
-from schedd_support import job_env, running_daemon, status, wait_until
+from schedd_support import SteppedWriter, running_daemon, status, wait_until
 
-STEPPED_WRITER = Path(__file__).with_name("stepped_writer.py")
 CHUNK = 1_000_000
 
 
@@ -33,47 +30,6 @@ def directive_mode(address: Path, job: str) -> str | None:
 
 def in_phase(address: Path, job: str) -> bool:
     return bool(job_status(address, job).get("in_phase") == 1)
-
-
-class SteppedWriter:
-    """stepped_writer.py under libharmonia as job `job`: writes a chunk when told, and waits
-    with the file open in between."""
-
-    def __init__(self, address: Path, job: str, path: Path) -> None:
-        self.process = subprocess.Popen(
-            [sys.executable, str(STEPPED_WRITER), str(path)],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            env=job_env(address, job),
-        )
-        self.expect("opened")
-
-    def expect(self, line: str) -> None:
-        assert self.process.stdout is not None
-        got = self.process.stdout.readline().strip()
-        assert got == line, f"writer said {got!r}, not {line!r}"
-
-    def command(self, line: str, reply: str) -> None:
-        assert self.process.stdin is not None
-        self.process.stdin.write(line + "\n")
-        self.process.stdin.flush()
-        self.expect(reply)
-
-    def write(self, k: int) -> None:
-        self.command(f"write {k}", f"wrote {k}")
-
-    def close(self) -> None:
-        self.command("close", "closed")
-        _, err = self.process.communicate(timeout=30)
-        assert self.process.returncode == 0, err
-
-    def kill(self) -> None:
-        """Ends it if the test stopped before its close."""
-        if self.process.returncode is None:
-            self.process.kill()
-            self.process.communicate(timeout=10)
 
 
 def test_writes_after_a_change_to_write_through_reach_the_file_before_close(
