@@ -304,8 +304,24 @@ void BufferBroker::node_gone(int node) {
       mark_job(static_cast<BrokerJob>(j));
 }
 
+void BufferBroker::give_up_late_stage_ins() {
+  // A node that is alive but never finishes (a hung PFS mount, a stuck copy) must not hold the
+  // job's read phase for ever: past the deadline its files are read from the PFS.
+  std::vector<std::pair<std::pair<BrokerJob, int>, int>> late;
+  for (const auto& [key, plan] : reads_) {
+    if (plan.prefetched || plan.buffers.empty() || now_ < plan.deadline) continue;
+    for (int node : plan.buffers)
+      if (!plan.staged.count(node)) late.emplace_back(key, node);
+  }
+  for (const auto& [key, node] : late) {
+    ++nodes_.at(static_cast<size_t>(node)).stage_ins_late;
+    stage_failed(reads_.at(key), key.first, key.second, node);
+  }
+}
+
 void BufferBroker::tick(double now) {
   advance(now);
+  give_up_late_stage_ins();
   scheduler_->on_tick(now_);
   while (!deferred_.empty()) {
     std::vector<std::function<void()>> run;
@@ -359,6 +375,9 @@ void BufferBroker::start_prefetch(const core::PhaseRequest& phase,
                                   const std::vector<core::BufferId>& buffers) {
   ReadPlan& plan = reads_.at({phase.app, phase.index});
   plan.buffers = buffers;
+  if (!buffers.empty())
+    plan.deadline = now_ + config_.stage_in_grace +
+                    plan.bytes / static_cast<double>(buffers.size()) / config_.stage_in_min_rate;
   for (int b : buffers) {
     mark_node(b);  // its order now lists the stage-in
     // A slot with no node now cannot copy anything: its part is read from the PFS. Reported
@@ -465,6 +484,7 @@ void BufferBroker::fill_status(control::Status& out) const {
     s->set_draining(node.draining);
     s->set_queue_depth(node.last.queue_depth());
     s->set_drained_bytes(node.last.drained_bytes());
+    s->set_stage_ins_late(node.stage_ins_late);
   }
 }
 

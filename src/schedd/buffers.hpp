@@ -46,6 +46,11 @@ struct BufferConfig {
   double max_phase_bytes = 0;
   std::uint64_t stripe_bytes = 1 << 20;
   double report_seconds = 0.1;
+  /// A node's part of a stage-in must be done within stage_in_grace seconds plus its share of
+  /// the bytes at stage_in_min_rate bytes/s from its placement; a later one is given up, and its
+  /// files are read from the PFS (docs/buffer-nodes.md, "Stage-in").
+  double stage_in_grace = 30;
+  double stage_in_min_rate = 16e6;
   /// The price of a node-hour and the I/O service classes jobs may name (core/pricing.hpp).
   core::PricingConfig pricing{};
 
@@ -133,6 +138,7 @@ class BufferBroker : private core::Actions {
     std::set<int> staged;          ///< nodes that reported the stage-in done
     std::set<std::string> failed;  ///< files some node could not copy
     double bytes = 0;
+    double deadline = 0;      ///< when a node's unfinished part is given up (placed: set)
     bool submitted = false;   ///< handed to the core (on_prefetch_request)
     bool prefetched = false;  ///< reported to the core (on_prefetched)
   };
@@ -163,6 +169,7 @@ class BufferBroker : private core::Actions {
     bool reported = false;
     std::set<std::string> orphans;  ///< jobs it holds data of that the policy does not know
     std::map<std::string, std::uint64_t> drained_by_job;  ///< as last reported
+    std::uint64_t stage_ins_late = 0;  ///< its parts of stage-ins given up at their deadline
   };
 
   // core::Actions
@@ -183,6 +190,8 @@ class BufferBroker : private core::Actions {
   void stage_done(ReadPlan& plan, BrokerJob job, int index, int node);
   /// `node` cannot copy its part (gone, or no node in its slot): every file is read from the PFS.
   void stage_failed(ReadPlan& plan, BrokerJob job, int index, int node);
+  /// Gives up the parts of stage-ins still unfinished at their deadline.
+  void give_up_late_stage_ins();
   void advance(double now);
   /// The core's phase completion, and a new order epoch for the phase's nodes.
   void complete_phase(BrokerJob job, int index, const std::vector<int>& buffers);

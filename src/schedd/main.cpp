@@ -153,6 +153,17 @@ int main(int argc, char** argv) {
   group->add_option("--phase-bytes", phase, "Per process, for phases that declare no size")
       ->capture_default_str();
   group->add_option("--stripe", stripe, "Stripe unit over a phase's nodes")->capture_default_str();
+  std::string stage_in_rate = "16M";
+  group
+      ->add_option("--stage-in-grace", buffers.stage_in_grace,
+                   "Seconds a node's part of a stage-in may take beyond its bytes at "
+                   "--stage-in-min-rate; later, its files are read from the PFS")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 86400.0));
+  group
+      ->add_option("--stage-in-min-rate", stage_in_rate,
+                   "Bytes per second a node's stage-in must reach at least (a size, e.g. 16M)")
+      ->capture_default_str();
   group->add_option("--record", record,
                     "Write the policy's per-job metrics (JSON) here when stopped");
   std::string accounting;
@@ -216,6 +227,15 @@ int main(int argc, char** argv) {
                    "as 64M or 1G\n");
       return 2;
     }
+    const auto rate = harmonia::common::parse_size(stage_in_rate);
+    if (!rate || *rate == 0) {
+      std::fprintf(stderr,
+                   "harmonia-schedd: --stage-in-min-rate %s: expected a size per second above 0, "
+                   "e.g. 16M\n",
+                   stage_in_rate.c_str());
+      return 2;
+    }
+    buffers.stage_in_min_rate = static_cast<double>(*rate);
     buffers.count = buffer_count;
     buffers.capacity = static_cast<double>(*bytes);
     buffers.stripe_bytes = *unit;

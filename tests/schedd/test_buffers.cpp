@@ -616,6 +616,42 @@ TEST(Buffers, ANodeLostDuringAStageInSendsTheReadToThePfs) {
   EXPECT_EQ(h.pushed(10)->read_files_size(), 0);
 }
 
+TEST(Buffers, AStageInALiveNodeNeverFinishesIsGivenUpAtItsDeadline) {
+  // A node that keeps reporting but never finishes its copy (a hung PFS mount) must not hold
+  // the read phase for ever. Its deadline is the grace plus its share of the bytes at the least
+  // rate: 10 s + 4 MiB at 1 MiB/s = 14 s for a 4 MiB file, 10 s + 40 s = 50 s for 40 MiB.
+  for (const double size : {4 * kMiB, 40 * kMiB}) {
+    const double deadline = 10 + size / kMiB;
+    auto config = buffered("max-bandwidth", 1, 256 * kMiB);
+    config.buffers->stage_in_grace = 10;
+    config.buffers->stage_in_min_rate = kMiB;
+    Harness h(config);
+    h.uid = 0;
+    h.node(1, "n0:7100");
+    h.job(10, "job");
+    h.call(10, announce({{"in.dat", static_cast<std::uint64_t>(size)}}));
+    ASSERT_EQ(h.call(1, staged_report(0, nullptr)).drain_order().stage_in_size(), 1);
+    h.now = 1;
+    EXPECT_TRUE(h.call(10, read_begin()).directive().await_grant());
+    const auto granted = [&] {
+      const auto pushed = h.pushed(10);
+      return pushed.has_value() && !pushed->await_grant();
+    };
+    h.now = 13.9;
+    h.call(1, staged_report(0, nullptr));
+    EXPECT_FALSE(granted()) << size << ": before its deadline the read waits for the copy";
+    h.now = deadline - 0.1;
+    h.call(1, staged_report(0, nullptr));
+    EXPECT_FALSE(granted()) << size << ": the deadline grows with the bytes";
+    EXPECT_EQ(h.status().buffers(0).stage_ins_late(), 0u);
+    h.now = deadline + 0.1;
+    h.call(1, staged_report(0, nullptr));
+    ASSERT_TRUE(granted()) << size << ": past its deadline the read goes on without the node";
+    EXPECT_EQ(h.pushed(10)->read_files_size(), 0) << "its file is read from the PFS";
+    EXPECT_EQ(h.status().buffers(0).stage_ins_late(), 1u);
+  }
+}
+
 TEST(Buffers, BadAnnouncementsAreRefusedNamingTheFile) {
   Harness h(buffered("max-bandwidth", 1, 64 * kMiB));
   h.job(10, "job");
