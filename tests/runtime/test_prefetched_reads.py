@@ -486,3 +486,52 @@ def test_bad_prefetch_entries_are_named_and_the_program_runs(
     (announced,) = schedd.of_kind("announce_read")
     names = [first(decode(f), 1).decode() for f in announced.fields[1]]
     assert names == ["in/a.dat", "in/b.dat"]
+
+
+def announced_names(schedd: FakeSchedd) -> list[str]:
+    (announced,) = schedd.of_kind("announce_read")
+    return [first(decode(f), 1).decode() for f in announced.fields[1]]
+
+
+def test_a_directory_announces_every_regular_file_beneath_it_in_name_order(
+    setup: Setup, started: list[Any]
+) -> None:
+    """As DataWarp's `stage_in type=directory`: the files beneath it, nested ones too; a
+    symbolic link or a FIFO is left out and said, a file also named on its own is announced
+    once."""
+    _, schedd = serve(setup, started)
+    (setup.root / "in" / "sub").mkdir()
+    (setup.root / "in" / "sub" / "c.dat").write_bytes(b"c" * 10)
+    (setup.root / "in" / "link.dat").symlink_to(setup.root / "in" / "a.dat")
+    os.mkfifo(setup.root / "in" / "pipe")
+    path = setup.path("in/a.dat")
+    out = run(
+        setup,
+        [{"open": path, "as": "f"}, {"pread": "f", "n": 10, "at": 0}],
+        HARMONIA_PREFETCH=f"{path},{setup.root}/in/",
+    )
+    assert announced_names(schedd) == ["in/a.dat", "in/b.dat", "in/sub/c.dat"]
+    assert (
+        f"HARMONIA_PREFETCH: '{setup.root}/in/': 2 entries beneath it are not regular files"
+        in out["stderr"]
+    )
+    assert bytes.fromhex(out["results"][1]) == inverted(setup.files["in/a.dat"])[:10]
+
+
+def test_a_directory_of_more_files_than_an_announcement_holds_is_cut_and_said(
+    setup: Setup, started: list[Any]
+) -> None:
+    _, schedd = serve(setup, started)
+    many = setup.root / "many"
+    many.mkdir()
+    for k in range(1030):
+        (many / f"f{k:04d}").write_bytes(b"x")
+    out = run(setup, [], HARMONIA_PREFETCH=str(many))
+    names = announced_names(schedd)
+    assert names == [f"many/f{k:04d}" for k in range(1024)], (
+        "the first 1024 in name order"
+    )
+    assert (
+        "HARMONIA_PREFETCH: more than 1024 files; the rest are not prefetched"
+        in (out["stderr"])
+    )

@@ -1,5 +1,6 @@
 #include "runtime/bbio/config.hpp"
 
+#include <dirent.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -120,63 +121,156 @@ bool printable_utf8(const std::string& text) {
   return true;
 }
 
-/// Reads HARMONIA_PREFETCH (`text`, comma-separated paths) into env.prefetch; what it leaves
-/// out goes to env.notes. Relative paths are taken against the working directory now.
+/// HARMONIA_PREFETCH's files, collected into env.prefetch (each once, at most kMaxPrefetch), with
+/// a note in env.notes for each entry, or part of a directory, that it leaves out.
+class PrefetchList {
+ public:
+  explicit PrefetchList(Environment& env) : env_(env), root_(env.buffer_root) {}
+
+  /// One entry as given (`entry`), resolved against the working directory `cwd`. False once the
+  /// list is full.
+  bool add_entry(const std::string& entry, const std::string& cwd) {
+    const std::string absolute = entry[0] == '/' || cwd.empty() ? entry : cwd + "/" + entry;
+    const std::string quoted = std::string(kShown) + ": '" + printable(entry) + "'";
+    char resolved[PATH_MAX];
+    struct stat64 st {};
+    const bool found = realpath(absolute.c_str(), resolved) != nullptr;
+    const int error = errno;
+    const std::string path = found ? resolved : "";
+    const std::string name = name_of(path);
+    if (!found) {
+      note(quoted +
+           (error == ENOENT ? std::string(": no such file")
+                            : ": cannot resolve it (" + std::string(std::strerror(error)) + ")") +
+           "; not prefetched");
+    } else if (name.empty() || storage::fences::reserved(name)) {
+      note(quoted + " is not beneath HARMONIA_BUFFER_ROOT=" + printable(root_) + "; ignored");
+    } else if (storage::real().fstatat64(AT_FDCWD, resolved, &st, 0) != 0) {
+      note(quoted + ": cannot stat it (" + std::strerror(errno) + "); not prefetched");
+    } else if (S_ISDIR(st.st_mode)) {
+      return add_directory(path, quoted);
+    } else if (!S_ISREG(st.st_mode)) {
+      note(quoted + " is neither a regular file nor a directory; not prefetched");
+    } else if (!printable_utf8(name)) {
+      note(quoted + ": its name is not printable UTF-8; not prefetched");
+    } else {
+      return add_file(path, name);
+    }
+    return true;
+  }
+
+ private:
+  // No static std::string: the environment is read from a constructor at load.
+  static constexpr const char* kShown = "HARMONIA_PREFETCH";
+  /// Directory entries one directory entry may look at, in all: a bound on the work at start.
+  static constexpr std::size_t kMaxVisited = 1 << 16;
+  static constexpr int kMaxDepth = 64;
+
+  /// The name the nodes know `path` by (as buffers::relative_name makes it); "" if it is not
+  /// beneath the root.
+  std::string name_of(const std::string& path) const {
+    return path.size() > root_.size() + 1 && path.compare(0, root_.size(), root_) == 0 &&
+                   path[root_.size()] == '/'
+               ? path.substr(root_.size() + 1)
+               : "";
+  }
+
+  void note(std::string text) { env_.notes.push_back(std::move(text)); }
+
+  bool add_file(const std::string& path, const std::string& name) {
+    if (std::any_of(env_.prefetch.begin(), env_.prefetch.end(),
+                    [&](const PrefetchFile& f) { return f.name == name; }))
+      return true;
+    if (env_.prefetch.size() == Environment::kMaxPrefetch) {
+      note(std::string(kShown) + ": more than " + std::to_string(Environment::kMaxPrefetch) +
+           " files; the rest are not prefetched");
+      return false;
+    }
+    env_.prefetch.push_back({path, name});
+    return true;
+  }
+
+  /// Every regular file beneath `top` (a resolved path beneath the root), in name order;
+  /// symbolic links are not followed.
+  bool add_directory(const std::string& top, const std::string& quoted) {
+    Walk walk;
+    const bool room = add_tree(top, 0, walk);
+    if (walk.skipped)
+      note(quoted + ": " + std::to_string(walk.skipped) +
+           " entries beneath it are not regular files with printable UTF-8 names (symbolic "
+           "links, devices, sockets, ...) and are not prefetched");
+    if (walk.unreadable)
+      note(quoted + ": " + std::to_string(walk.unreadable) +
+           " directories beneath it cannot be read (or are nested too deep); their files are "
+           "not prefetched");
+    if (walk.visited > kMaxVisited)
+      note(quoted + ": stopped after " + std::to_string(kMaxVisited) +
+           " entries; the rest are not prefetched");
+    return room;
+  }
+
+  struct Walk {
+    std::size_t visited = 0, skipped = 0, unreadable = 0;
+  };
+
+  bool add_tree(const std::string& dir, int depth, Walk& walk) {
+    DIR* stream = depth < kMaxDepth ? opendir(dir.c_str()) : nullptr;
+    if (!stream) {
+      ++walk.unreadable;
+      return true;
+    }
+    std::vector<std::string> names;
+    while (const dirent* entry = readdir(stream)) {
+      const std::string child = entry->d_name;
+      if (child == "." || child == "..") continue;
+      if (++walk.visited > kMaxVisited) break;
+      names.push_back(child);
+    }
+    closedir(stream);
+    std::sort(names.begin(), names.end());
+    for (const auto& child : names) {
+      const std::string path = dir + "/" + child;
+      const std::string name = name_of(path);
+      struct stat64 st {};
+      if (storage::real().fstatat64(AT_FDCWD, path.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0 ||
+          storage::fences::reserved(name)) {
+        continue;  // gone meanwhile, or the nodes' own fence directory
+      }
+      if (S_ISDIR(st.st_mode)) {
+        if (!add_tree(path, depth + 1, walk)) return false;
+      } else if (!S_ISREG(st.st_mode) || !printable_utf8(name)) {
+        ++walk.skipped;
+      } else if (!add_file(path, name)) {
+        return false;
+      }
+    }
+    return true;
+  }
+
+  Environment& env_;
+  const std::string& root_;
+};
+
+/// Reads HARMONIA_PREFETCH (`text`, comma-separated files and directories) into env.prefetch;
+/// what it leaves out goes to env.notes. Relative paths are taken against the working directory
+/// now.
 void parse_prefetch(const char* text, Environment& env) {
-  const std::string shown = "HARMONIA_PREFETCH";
   if (env.buffer_root.empty()) {
-    env.notes.push_back(shown +
-                        ": HARMONIA_BUFFER_ROOT is unset or missing, so no file can be "
-                        "prefetched; reads go to the file system");
+    env.notes.emplace_back(
+        "HARMONIA_PREFETCH: HARMONIA_BUFFER_ROOT is unset or missing, so no file can be "
+        "prefetched; reads go to the file system");
     return;
   }
   std::string cwd;
   if (char here[PATH_MAX]; getcwd(here, sizeof(here))) cwd = here;
-  const std::string& root = env.buffer_root;
+  PrefetchList list(env);
   size_t start = 0;
   for (;;) {
     const char* comma = std::strchr(text + start, ',');
     const size_t end = comma ? static_cast<size_t>(comma - text) : std::strlen(text);
     const std::string entry(text + start, end - start);
     start = end + 1;
-    if (!entry.empty()) {
-      const std::string absolute = entry[0] == '/' || cwd.empty() ? entry : cwd + "/" + entry;
-      const std::string quoted = shown + ": '" + printable(entry) + "'";
-      char resolved[PATH_MAX];
-      struct stat64 st {};
-      const bool found = realpath(absolute.c_str(), resolved) != nullptr;
-      const int error = errno;
-      const std::string path = found ? resolved : "";
-      // The name the nodes know it by, as buffers::relative_name makes it.
-      const std::string name = path.size() > root.size() + 1 &&
-                                       path.compare(0, root.size(), root) == 0 &&
-                                       path[root.size()] == '/'
-                                   ? path.substr(root.size() + 1)
-                                   : "";
-      if (!found) {
-        env.notes.push_back(
-            quoted +
-            (error == ENOENT ? std::string(": no such file")
-                             : ": cannot resolve it (" + std::string(std::strerror(error)) + ")") +
-            "; not prefetched");
-      } else if (name.empty() || storage::fences::reserved(name)) {
-        env.notes.push_back(quoted + " is not beneath HARMONIA_BUFFER_ROOT=" + printable(root) +
-                            "; ignored");
-      } else if (storage::real().fstatat64(AT_FDCWD, resolved, &st, 0) != 0 ||
-                 !S_ISREG(st.st_mode)) {
-        env.notes.push_back(quoted + " is not a regular file; not prefetched");
-      } else if (!printable_utf8(name)) {
-        env.notes.push_back(quoted + ": its name is not printable UTF-8; not prefetched");
-      } else if (std::none_of(env.prefetch.begin(), env.prefetch.end(),
-                              [&](const PrefetchFile& f) { return f.name == name; })) {
-        if (env.prefetch.size() == Environment::kMaxPrefetch) {
-          env.notes.push_back(shown + ": more than " + std::to_string(Environment::kMaxPrefetch) +
-                              " files; the rest are not prefetched");
-          return;
-        }
-        env.prefetch.push_back({path, name});
-      }
-    }
+    if (!entry.empty() && !list.add_entry(entry, cwd)) return;
     if (!comma) return;
   }
 }
