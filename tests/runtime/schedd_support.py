@@ -1,6 +1,7 @@
 """Helpers for tests of harmonia-schedd and the agent: a daemon on a temporary socket, and jobs
 that write under libharmonia."""
 
+import hashlib
 import json
 import os
 import signal
@@ -213,3 +214,34 @@ class PhaseKeeper:
     def keep(self, seconds: float) -> None:
         """Writes on for `seconds`."""
         self.wait(lambda: False, timeout=seconds)
+
+
+HASHING_READER = (
+    "import hashlib, sys; data = open(sys.argv[1], 'rb').read(); "
+    "print(len(data), hashlib.sha256(data).hexdigest())"
+)
+
+
+def read_while_busy(
+    busy: PhaseKeeper, path: Path, env: dict[str, str], chunks: int, why: str
+) -> None:
+    """Reads `path` whole in another process (with `env`) while `busy` keeps its writer in its
+    phase, and checks that it read what a writer of `chunks` chunks wrote; `why` names what a
+    read that never ends would mean."""
+    reading = subprocess.Popen(
+        [sys.executable, "-c", HASHING_READER, str(path)],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert busy.wait(lambda: reading.poll() is not None), why
+        out, err = reading.communicate(timeout=10)
+    finally:
+        if reading.poll() is None:
+            reading.kill()
+            reading.communicate(timeout=10)
+    assert reading.returncode == 0, err
+    expected = expected_bytes(chunks)
+    assert out.split() == [str(len(expected)), hashlib.sha256(expected).hexdigest()]

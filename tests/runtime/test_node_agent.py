@@ -2,7 +2,6 @@
 real harmonia-schedd: the ranks' phases reach the scheduler as one, its directives reach every
 rank, a killed agent leaves the ranks speaking directly, and a rank of another user is refused."""
 
-import hashlib
 import os
 import shutil
 import signal
@@ -23,6 +22,7 @@ from schedd_support import (
     expected_bytes,
     finish,
     job_env,
+    read_while_busy,
     running_daemon,
     start_daemon,
     start_writer,
@@ -311,10 +311,6 @@ def test_a_rank_opening_a_file_another_rank_of_its_group_stages_sees_its_bytes(
     """Open-to-open coherence within one group: the daemon asks the opener's own agent too, and
     the agent asks the group's other ranks (docs/node-agent.md)."""
     schedd, agent_socket = tmp_path / "s.sock", tmp_path / "agent.sock"
-    reader = (
-        "import hashlib, sys; data = open(sys.argv[1], 'rb').read(); "
-        "print(len(data), hashlib.sha256(data).hexdigest())"
-    )
     with (
         running_daemon(schedd, "--strategy", "2a"),
         running_agent(agent_socket, schedd),
@@ -339,19 +335,10 @@ def test_a_rank_opening_a_file_another_rank_of_its_group_stages_sees_its_bytes(
             assert (tmp_path / "b").stat().st_size == 0, "still staged"
             # Another rank of B, through the same agent and group, opens the file while B's
             # data is still staged.
-            reading = subprocess.Popen(
-                [sys.executable, "-c", reader, str(tmp_path / "b")],
-                env=job_env(schedd, "B", HARMONIA_AGENT=str(agent_socket)),
-                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            read_while_busy(
+                busy, tmp_path / "b", job_env(schedd, "B", HARMONIA_AGENT=str(agent_socket)),
+                chunks=5, why="the read waited for A's phase to end",
             )  # fmt: skip
-            assert busy.wait(lambda: reading.poll() is not None)
-            out, err = reading.communicate(timeout=10)
-            assert reading.returncode == 0, err
-            expected = expected_bytes(5)
-            assert out.split() == [
-                str(len(expected)),
-                hashlib.sha256(expected).hexdigest(),
-            ]
             assert job(schedd, "B")["processes"] == 1, (
                 "both ranks spoke through the agent"
             )

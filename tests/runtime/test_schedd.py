@@ -1,7 +1,6 @@
 """harmonia-schedd with real jobs under libharmonia: directives followed, daemon failures
 survived, malformed input refused (docs/control.md)."""
 
-import hashlib
 import os
 import shutil
 import signal
@@ -10,6 +9,8 @@ import struct
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -19,6 +20,7 @@ from schedd_support import (
     expected_bytes,
     finish,
     job_env,
+    read_while_busy,
     running_daemon,
     start_daemon,
     start_writer,
@@ -331,31 +333,37 @@ def test_two_fio_jobs_coordinated_and_verified(tmp_path: Path) -> None:
         assert int(fields[5]) > 0, "verification read the data back"
 
 
+@contextmanager
+def b_waiting_behind_a(
+    address: Path, tmp_path: Path
+) -> Iterator[tuple[PhaseKeeper, subprocess.Popen[str]]]:
+    """2a: A writes to tmp_path/a, kept in its phase; B writes 5 chunks to tmp_path/b, computes
+    8 s with the file open, and waits in line to flush with its data staged. Yields A's keeper
+    and B; A is killed at the end unless the block closed it."""
+    first = SteppedWriter(address, "A", tmp_path / "a")
+    busy = PhaseKeeper(first)
+    try:
+        assert busy.wait(lambda: jobs_by_key(address).get("A", {}).get("in_phase") == 1)
+        second = start_writer(address, "B", tmp_path / "b", chunks=5, pause=0, hold=8.0)
+        assert busy.wait(
+            lambda: jobs_by_key(address).get("B", {}).get("wants_flush") == 1
+        )
+        assert (tmp_path / "b").stat().st_size == 0, "still staged, in line behind A"
+        yield busy, second
+    finally:
+        first.kill()
+
+
 def test_staged_data_is_flushed_behind_computation_once_allowed(tmp_path: Path) -> None:
     """2a: B stages while A writes, ends its phase holding the data (so it asks to flush and
     waits in line), and computes with the file open; when A is done, B's data goes out at once,
     before B closes the file."""
     address = tmp_path / "schedd.sock"
     with running_daemon(address, "--strategy", "2a"):
-        first = SteppedWriter(address, "A", tmp_path / "a")
-        busy = PhaseKeeper(first)
-        try:
-            assert busy.wait(
-                lambda: jobs_by_key(address).get("A", {}).get("in_phase") == 1
-            )
-            second = start_writer(
-                address, "B", tmp_path / "b", chunks=5, pause=0, hold=8.0
-            )
-            # B's detected phase ends after a second without writes: it asks to flush and
-            # waits.
-            assert busy.wait(
-                lambda: jobs_by_key(address).get("B", {}).get("wants_flush") == 1
-            )
+        with b_waiting_behind_a(address, tmp_path) as (busy, second):
+            # B's detected phase ended after a second without writes.
             assert jobs_by_key(address)["B"]["in_phase"] == 0
-            assert (tmp_path / "b").stat().st_size == 0, "still staged"
-            first.close()
-        finally:
-            first.kill()
+            busy.writer.close()
         assert wait_until(lambda: (tmp_path / "b").stat().st_size == 5_000_000, 3)
         assert second.poll() is None, "B is still computing"
         assert wait_until(
@@ -441,45 +449,16 @@ def test_another_process_opening_a_staged_file_sees_its_bytes(tmp_path: Path) ->
     opens B's file for reading and gets every byte written before its open, without waiting for
     A; B's data stays B's (it keeps staging)."""
     address = tmp_path / "schedd.sock"
-    reader = (
-        "import hashlib, sys; data = open(sys.argv[1], 'rb').read(); "
-        "print(len(data), hashlib.sha256(data).hexdigest())"
-    )
-    with running_daemon(address, "--strategy", "2a"):
-        # A stays in its phase until the test closes it, so C cannot be served by A's end.
-        first = SteppedWriter(address, "A", tmp_path / "a")
-        busy = PhaseKeeper(first)
-        try:
-            assert busy.wait(
-                lambda: jobs_by_key(address).get("A", {}).get("in_phase") == 1
-            )
-            second = start_writer(
-                address, "B", tmp_path / "b", chunks=5, pause=0, hold=8.0
-            )
-            assert busy.wait(
-                lambda: jobs_by_key(address).get("B", {}).get("wants_flush") == 1
-            )
-            assert (tmp_path / "b").stat().st_size == 0, (
-                "still staged, in line behind A"
-            )
-            reading = subprocess.Popen(
-                [sys.executable, "-c", reader, str(tmp_path / "b")],
-                env=job_env(address, "C"),
-                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-            )  # fmt: skip
-            assert busy.wait(lambda: reading.poll() is not None), (
-                "C did not wait for A's phase to end"
-            )
-            out, err = reading.communicate(timeout=10)
-            assert reading.returncode == 0, err
-            expected = expected_bytes(5)
-            assert out.split() == [
-                str(len(expected)),
-                hashlib.sha256(expected).hexdigest(),
-            ]
-            assert jobs_by_key(address)["A"]["in_phase"] == 1, "A still writes"
-            first.close()
-            finish(second)
-        finally:
-            first.kill()
+    with (
+        running_daemon(address, "--strategy", "2a"),
+        b_waiting_behind_a(address, tmp_path) as (busy, second),
+    ):
+        # A stays in its phase until it is closed: C cannot be served by A's end.
+        read_while_busy(
+            busy, tmp_path / "b", job_env(address, "C"), chunks=5,
+            why="C waited for A's phase to end",
+        )  # fmt: skip
+        assert jobs_by_key(address)["A"]["in_phase"] == 1, "A still writes"
+        busy.writer.close()
+        finish(second)
     assert (tmp_path / "b").read_bytes() == expected_bytes(5)
