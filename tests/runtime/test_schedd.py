@@ -71,27 +71,34 @@ def test_an_open_file_follows_a_changed_directive(tmp_path: Path) -> None:
     address = tmp_path / "schedd.sock"
     target = tmp_path / "b"
     with running_daemon(address, "--strategy", "2a"):
-        first = start_writer(address, "A", tmp_path / "a", chunks=30, pause=0.1)
-        assert wait_until(
-            lambda: jobs_by_key(address).get("A", {}).get("in_phase") == 1
-        )
-        # No detected phase end during the hold: only A's phase end changes B's directive.
-        second = start_writer(
-            address, "B", target, chunks=60, pause=0.1, hold=4, HARMONIA_PHASE_GAP="30"
-        )
-        assert wait_until(
-            lambda: (
-                jobs_by_key(address).get("B", {}).get("directive", {}).get("mode")
-                == "MODE_STAGE"
+        # A stays in its phase until B is seen staging behind it.
+        first = SteppedWriter(address, "A", tmp_path / "a")
+        busy = PhaseKeeper(first)
+        try:
+            assert busy.wait(
+                lambda: jobs_by_key(address).get("A", {}).get("in_phase") == 1
             )
-        ), "B stages behind A"
-        a_times = finish(first)
+            # No detected phase end during the hold: only A's phase end changes B's
+            # directive.
+            second = start_writer(
+                address, "B", target, chunks=60, pause=0.1, hold=4, HARMONIA_PHASE_GAP="30"
+            )  # fmt: skip
+            assert busy.wait(
+                lambda: (
+                    jobs_by_key(address).get("B", {}).get("directive", {}).get("mode")
+                    == "MODE_STAGE"
+                )
+            ), "B stages behind A"
+            a_stopped = time.time()
+            first.close()
+        finally:
+            first.kill()
         assert wait_until(
             lambda: target.exists() and target.stat().st_size == 60_000_000, timeout=30
         )
         whole = time.time()
         b_times = finish(second)
-    assert a_times["written"] < b_times["written"], "B wrote on after A's phase"
+    assert a_stopped < b_times["written"], "B wrote on after A's phase"
     # Whole within a second and a half of B's last write, seconds before its close.
     assert whole - b_times["written"] < 1.5
     assert b_times["closed"] - whole > 2
@@ -101,13 +108,20 @@ def test_an_open_file_follows_a_changed_directive(tmp_path: Path) -> None:
 def test_without_coordination_nobody_waits(tmp_path: Path) -> None:
     address = tmp_path / "schedd.sock"
     with running_daemon(address, "--strategy", "none"):
-        first = start_writer(address, "A", tmp_path / "a", chunks=12, pause=0.1)
-        assert wait_until(
-            lambda: jobs_by_key(address).get("A", {}).get("in_phase") == 1
-        )
-        b = finish(start_writer(address, "B", tmp_path / "b", chunks=4, pause=0))
-        a = finish(first)
-    assert b["closed"] < a["written"], "B finished while A was still writing"
+        first = SteppedWriter(address, "A", tmp_path / "a")
+        busy = PhaseKeeper(first)
+        try:
+            assert busy.wait(
+                lambda: jobs_by_key(address).get("A", {}).get("in_phase") == 1
+            )
+            second = start_writer(address, "B", tmp_path / "b", chunks=4, pause=0)
+            assert busy.wait(lambda: second.poll() is not None), (
+                "B finished while A was still writing"
+            )
+            finish(second)
+            first.close()
+        finally:
+            first.kill()
     assert (tmp_path / "b").read_bytes() == expected_bytes(4)
 
 
@@ -169,12 +183,19 @@ def test_a_silent_process_loses_its_lease(tmp_path: Path) -> None:
 def test_throttled_jobs_pace_their_writes(tmp_path: Path) -> None:
     address = tmp_path / "schedd.sock"
     with running_daemon(address, "--strategy", "throttle", "--throttle-gap", "0.05"):
-        first = start_writer(address, "A", tmp_path / "a", chunks=20, pause=0.1)
-        assert wait_until(
-            lambda: jobs_by_key(address).get("A", {}).get("in_phase") == 1
-        )
-        b = finish(start_writer(address, "B", tmp_path / "b", chunks=12, pause=0))
-        finish(first)
+        # A stays in its phase until B is done, so B writes beside it all along.
+        first = SteppedWriter(address, "A", tmp_path / "a")
+        busy = PhaseKeeper(first)
+        try:
+            assert busy.wait(
+                lambda: jobs_by_key(address).get("A", {}).get("in_phase") == 1
+            )
+            second = start_writer(address, "B", tmp_path / "b", chunks=12, pause=0)
+            assert busy.wait(lambda: second.poll() is not None)
+            b = finish(second)
+            first.close()
+        finally:
+            first.kill()
     # 12 writes with starts 50 ms apart take at least 11 gaps.
     assert b["written"] - b["opened"] >= 11 * 0.05 * 0.9
     assert (tmp_path / "b").read_bytes() == expected_bytes(12)
