@@ -4,6 +4,7 @@ that write under libharmonia."""
 import hashlib
 import json
 import os
+import select
 import signal
 import socket
 import subprocess
@@ -153,17 +154,19 @@ def wait_until(predicate: Any, timeout: float = 10, step: float = 0.02) -> bool:
 
 
 class SteppedWriter:
-    """stepped_writer.py under libharmonia as job `job`: writes a chunk when told, and waits
-    with the file open in between."""
+    """stepped_writer.py under libharmonia as job `job` (with `extra` environment): writes a
+    chunk when told, and waits with the file open in between. Its open registers it with the
+    daemon, so a test can wait for that before it writes: a write made while the registration
+    is still under way (more than a second on a loaded machine) goes straight through."""
 
-    def __init__(self, address: Path, job: str, path: Path) -> None:
+    def __init__(self, address: Path, job: str, path: Path, **extra: str) -> None:
         self.process = subprocess.Popen(
             [sys.executable, str(STEPPED_WRITER), str(path)],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
-            env=job_env(address, job),
+            env=job_env(address, job, **extra),
         )
         self.expect("opened")
 
@@ -172,19 +175,44 @@ class SteppedWriter:
         got = self.process.stdout.readline().strip()
         assert got == line, f"writer said {got!r}, not {line!r}"
 
-    def command(self, line: str, reply: str) -> None:
+    def tell(self, line: str) -> None:
         assert self.process.stdin is not None
         self.process.stdin.write(line + "\n")
         self.process.stdin.flush()
+
+    def command(self, line: str, reply: str) -> None:
+        self.tell(line)
         self.expect(reply)
 
     def write(self, k: int) -> None:
         self.command(f"write {k}", f"wrote {k}")
 
-    def close(self) -> None:
-        self.command("close", "closed")
+    def write_chunks(self, count: int) -> None:
+        """Chunks 0 to count - 1: what a slow_writer.py of `count` chunks writes."""
+        for k in range(count):
+            self.write(k)
+
+    def start_close(self) -> None:
+        self.tell("close")
+
+    def closed_within(self, seconds: float) -> bool:
+        """Whether the close started with start_close has returned within `seconds`."""
+        assert self.process.stdout is not None
+        ready, _, _ = select.select([self.process.stdout], [], [], seconds)
+        if not ready:
+            return False
+        self.expect("closed")
+        return True
+
+    def finish(self) -> str:
+        """Waits for its end after its close; returns its stderr."""
         _, err = self.process.communicate(timeout=30)
         assert self.process.returncode == 0, err
+        return err
+
+    def close(self) -> str:
+        self.command("close", "closed")
+        return self.finish()
 
     def kill(self) -> None:
         """Ends it if the test stopped before its close."""

@@ -313,24 +313,29 @@ def test_a_rank_opening_a_file_another_rank_of_its_group_stages_sees_its_bytes(
     schedd, agent_socket = tmp_path / "s.sock", tmp_path / "agent.sock"
     with (
         running_daemon(schedd, "--strategy", "2a"),
-        running_agent(agent_socket, schedd),
+        running_agent(agent_socket, schedd) as agent,
     ):
         # A stays in its phase, writing a chunk every 0.1 s, for as long as the test needs it:
         # a fixed-length phase could end before B (slow to start under load) has staged.
         first = SteppedWriter(schedd, "A", tmp_path / "a")
         busy = PhaseKeeper(first)
+        writer: SteppedWriter | None = None
         try:
             assert busy.wait(lambda: job(schedd, "A").get("in_phase") == 1)
-            # B's data waits staged in line behind A (2a), held by one of B's ranks.
-            writer = start_writer(
-                schedd, "B", tmp_path / "b", chunks=5, pause=0, hold=8.0,
-                HARMONIA_AGENT=str(agent_socket),
-            )  # fmt: skip
+            # B's data waits staged in line behind A (2a), held by one of B's ranks, which
+            # registers (at its open) before it writes.
+            writer = SteppedWriter(
+                schedd, "B", tmp_path / "b", HARMONIA_AGENT=str(agent_socket)
+            )
+            assert busy.wait(lambda: job(schedd, "B").get("processes") == 1)
+            writer.write_chunks(5)
             if not busy.wait(lambda: job(schedd, "B").get("wants_flush") == 1):
-                writer.kill()
+                writer.process.kill()
+                agent.terminate()
                 pytest.fail(
                     f"B never asked to flush; the daemon's status: {status(schedd)}; "
-                    f"B's stderr: {writer.communicate()[1]!r}"
+                    f"B: {writer.process.communicate(timeout=10)!r}; "
+                    f"the agent: {agent.communicate(timeout=10)!r}"
                 )
             assert (tmp_path / "b").stat().st_size == 0, "still staged"
             # Another rank of B, through the same agent and group, opens the file while B's
@@ -343,8 +348,10 @@ def test_a_rank_opening_a_file_another_rank_of_its_group_stages_sees_its_bytes(
                 "both ranks spoke through the agent"
             )
             first.close()
-            finish(writer)
+            writer.close()
         finally:
             first.kill()
+            if writer:
+                writer.kill()
     assert (tmp_path / "a").read_bytes() == expected_bytes(busy.chunks_written)
     assert (tmp_path / "b").read_bytes() == expected_bytes(5)

@@ -34,32 +34,51 @@ def jobs_by_key(address: Path) -> dict[str, dict[str, object]]:
     return {job["job"]: job for job in status(address)["jobs"]}
 
 
+def staged_behind(
+    busy: PhaseKeeper, address: Path, path: Path, chunks: int
+) -> SteppedWriter:
+    """Job B, once A (kept in its phase by `busy`) is in its phase under 2a: opened and
+    registered before it writes `chunks` chunks to `path`, then waiting in line to flush them."""
+    second = SteppedWriter(address, "B", path)
+    try:
+        assert busy.wait(lambda: "B" in jobs_by_key(address)), "B registered"
+        second.write_chunks(chunks)
+        assert busy.wait(
+            lambda: jobs_by_key(address).get("B", {}).get("wants_flush") == 1
+        )
+    except BaseException:
+        second.kill()
+        raise
+    return second
+
+
 def test_strategy_2a_makes_the_second_comer_stage_and_wait(tmp_path: Path) -> None:
     address = tmp_path / "schedd.sock"
     with running_daemon(address, "--strategy", "2a"):
         # A writes a chunk every 0.1 s for as long as the test keeps it in its phase.
         first = SteppedWriter(address, "A", tmp_path / "a")
         busy = PhaseKeeper(first)
+        second: SteppedWriter | None = None
         try:
             assert busy.wait(
                 lambda: jobs_by_key(address).get("A", {}).get("in_phase") == 1
             )
-            second = start_writer(address, "B", tmp_path / "b", chunks=4, pause=0)
-            assert busy.wait(
-                lambda: jobs_by_key(address).get("B", {}).get("wants_flush") == 1
-            )
+            # B wrote into its staging area at once; its close waits for A's phase to end.
+            second = staged_behind(busy, address, tmp_path / "b", chunks=4)
             b = jobs_by_key(address)["B"]
             assert b["directive"]["mode"] == "MODE_STAGE"  # type: ignore[index]
-            busy.keep(1)
-            assert second.poll() is None, "B waits while A writes"
-            a_stopped = time.time()
+            assert (tmp_path / "b").stat().st_size == 0, "staged"
+            second.start_close()
+            assert not busy.wait(lambda: second.closed_within(0), timeout=1), (
+                "B's close waits while A writes"
+            )
             first.close()
-            b_times = finish(second)
+            assert second.closed_within(10), "B's close returns once A's phase ended"
+            second.finish()
         finally:
             first.kill()
-    # B wrote into its staging area at once, then its close waited for A's phase to end.
-    assert b_times["written"] < a_stopped
-    assert b_times["closed"] >= a_stopped
+            if second:
+                second.kill()
     assert (tmp_path / "a").read_bytes() == expected_bytes(busy.chunks_written)
     assert (tmp_path / "b").read_bytes() == expected_bytes(4)
 
@@ -130,20 +149,19 @@ def test_a_dead_daemon_releases_waiting_jobs_within_a_second(tmp_path: Path) -> 
     daemon = start_daemon(address, "--strategy", "2a")
     first = SteppedWriter(address, "A", tmp_path / "a")
     busy = PhaseKeeper(first)
+    second: SteppedWriter | None = None
     try:
         assert busy.wait(lambda: jobs_by_key(address).get("A", {}).get("in_phase") == 1)
-        second = start_writer(address, "B", tmp_path / "b", chunks=4, pause=0)
-        assert busy.wait(
-            lambda: jobs_by_key(address).get("B", {}).get("wants_flush") == 1
-        )
-        killed = time.time()
+        second = staged_behind(busy, address, tmp_path / "b", chunks=4)
+        second.start_close()
         stop_daemon(daemon, hard=True)
-        b = finish(second)
-        assert b["closed"] - killed < 1.0, "B writes through within a second"
-        assert "lost the scheduler daemon" in b["stderr"]
+        assert second.closed_within(1.0), "B writes through within a second"
+        assert "lost the scheduler daemon" in second.finish()
         first.close()
     finally:
         first.kill()
+        if second:
+            second.kill()
         stop_daemon(daemon, hard=True)
     assert (tmp_path / "a").read_bytes() == expected_bytes(busy.chunks_written)
     assert (tmp_path / "b").read_bytes() == expected_bytes(4)
@@ -357,20 +375,22 @@ def test_two_fio_jobs_coordinated_and_verified(tmp_path: Path) -> None:
 @contextmanager
 def b_waiting_behind_a(
     address: Path, tmp_path: Path
-) -> Iterator[tuple[PhaseKeeper, subprocess.Popen[str]]]:
-    """2a: A writes to tmp_path/a, kept in its phase; B writes 5 chunks to tmp_path/b, computes
-    8 s with the file open, and waits in line to flush with its data staged. Yields A's keeper
-    and B; A is killed at the end unless the block closed it."""
+) -> Iterator[tuple[PhaseKeeper, SteppedWriter]]:
+    """2a: A writes to tmp_path/a, kept in its phase; B writes 5 chunks to tmp_path/b, holds
+    the file open (computes), and waits in line to flush with its data staged. Yields A's
+    keeper and B; each is killed at the end unless the block closed it."""
     first = SteppedWriter(address, "A", tmp_path / "a")
     busy = PhaseKeeper(first)
     try:
         assert busy.wait(lambda: jobs_by_key(address).get("A", {}).get("in_phase") == 1)
-        second = start_writer(address, "B", tmp_path / "b", chunks=5, pause=0, hold=8.0)
-        assert busy.wait(
-            lambda: jobs_by_key(address).get("B", {}).get("wants_flush") == 1
-        )
-        assert (tmp_path / "b").stat().st_size == 0, "still staged, in line behind A"
-        yield busy, second
+        second = staged_behind(busy, address, tmp_path / "b", chunks=5)
+        try:
+            assert (tmp_path / "b").stat().st_size == 0, (
+                "still staged, in line behind A"
+            )
+            yield busy, second
+        finally:
+            second.kill()
     finally:
         first.kill()
 
@@ -380,17 +400,19 @@ def test_staged_data_is_flushed_behind_computation_once_allowed(tmp_path: Path) 
     waits in line), and computes with the file open; when A is done, B's data goes out at once,
     before B closes the file."""
     address = tmp_path / "schedd.sock"
-    with running_daemon(address, "--strategy", "2a"):
-        with b_waiting_behind_a(address, tmp_path) as (busy, second):
-            # B's detected phase ended after a second without writes.
-            assert jobs_by_key(address)["B"]["in_phase"] == 0
-            busy.writer.close()
+    with (
+        running_daemon(address, "--strategy", "2a"),
+        b_waiting_behind_a(address, tmp_path) as (busy, second),
+    ):
+        # B's detected phase ended after a second without writes.
+        assert jobs_by_key(address)["B"]["in_phase"] == 0
+        busy.writer.close()
+        # B still holds its file open (computes): its data goes out meanwhile.
         assert wait_until(lambda: (tmp_path / "b").stat().st_size == 5_000_000, 3)
-        assert second.poll() is None, "B is still computing"
         assert wait_until(
             lambda: jobs_by_key(address).get("B", {}).get("wants_flush") == 0
         )
-        finish(second)
+        second.close()
     assert (tmp_path / "b").read_bytes() == expected_bytes(5)
 
 
@@ -481,5 +503,5 @@ def test_another_process_opening_a_staged_file_sees_its_bytes(tmp_path: Path) ->
         )  # fmt: skip
         assert jobs_by_key(address)["A"]["in_phase"] == 1, "A still writes"
         busy.writer.close()
-        finish(second)
+        second.close()
     assert (tmp_path / "b").read_bytes() == expected_bytes(5)
