@@ -329,11 +329,24 @@ def test_a_rank_opening_a_file_another_rank_of_its_group_stages_sees_its_bytes(
             )
             assert busy.wait(lambda: job(schedd, "B").get("processes") == 1)
             writer.write_chunks(5)
-            if not busy.wait(lambda: job(schedd, "B").get("wants_flush") == 1):
+            seen: list[
+                tuple[Any, ...]
+            ] = []  # B as the daemon saw it, for a failure's report
+
+            def b_asks_to_flush() -> bool:
+                b = job(schedd, "B")
+                state = (b.get("processes"), b.get("in_phase"), b.get("wants_flush"))
+                if not seen or seen[-1][1:] != state:
+                    seen.append((round(time.monotonic(), 2), *state))
+                return b.get("wants_flush") == 1
+
+            if not busy.wait(b_asks_to_flush):
                 writer.process.kill()
                 agent.terminate()
                 pytest.fail(
-                    f"B never asked to flush; the daemon's status: {status(schedd)}; "
+                    f"B never asked to flush; B seen as (time, processes, in_phase, "
+                    f"wants_flush): {seen}; b holds {(tmp_path / 'b').stat().st_size} bytes; "
+                    f"the daemon's status: {status(schedd)}; "
                     f"B: {writer.process.communicate(timeout=10)!r}; "
                     f"the agent: {agent.communicate(timeout=10)!r}"
                 )
