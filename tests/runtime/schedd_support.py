@@ -244,6 +244,24 @@ class PhaseKeeper:
         self.wait(lambda: False, timeout=seconds)
 
 
+@contextmanager
+def kept_in_phase(address: Path, job: str, path: Path) -> Iterator[PhaseKeeper]:
+    """Job `job` writing to `path` (a SteppedWriter), once the daemon at `address` sees it in
+    its I/O phase; a PhaseKeeper keeps it there while the block waits. Killed at the end unless
+    the block closed it (`keeper.writer.close()`, which ends its phase)."""
+    writer = SteppedWriter(address, job, path)
+    try:
+        keeper = PhaseKeeper(writer)
+        assert keeper.wait(
+            lambda: any(
+                j["job"] == job and j["in_phase"] == 1 for j in status(address)["jobs"]
+            )
+        ), f"{job} in its phase"
+        yield keeper
+    finally:
+        writer.kill()
+
+
 HASHING_READER = (
     "import hashlib, sys; data = open(sys.argv[1], 'rb').read(); "
     "print(len(data), hashlib.sha256(data).hexdigest())"

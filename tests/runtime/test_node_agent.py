@@ -17,11 +17,11 @@ from typing import Any
 import pytest
 from bbio_support import BUILD
 from schedd_support import (
-    PhaseKeeper,
     SteppedWriter,
     expected_bytes,
     finish,
     job_env,
+    kept_in_phase,
     read_while_busy,
     running_daemon,
     start_daemon,
@@ -125,28 +125,23 @@ def test_the_schedulers_directives_reach_every_rank(tmp_path: Path) -> None:
     with (
         running_daemon(schedd, "--strategy", "2a"),
         running_agent(agent_socket, schedd),
-    ):
         # B (direct) is in its phase first, and stays in it until the test lets it end:
         # under 2a, A's ranks must stage and wait to flush.
-        first = SteppedWriter(schedd, "B", tmp_path / "b")
-        busy = PhaseKeeper(first)
-        try:
-            assert busy.wait(lambda: job(schedd, "B").get("in_phase") == 1)
-            ranks = start_ranks(
-                schedd, agent_socket, tmp_path, 3, chunks=3, pause=0, prefix="a"
-            )
-            assert busy.wait(lambda: job(schedd, "A").get("wants_flush") == 1)
-            a = job(schedd, "A")
-            assert a["processes"] == 1
-            assert a["directive"]["mode"] == "MODE_STAGE"
-            # A's ranks are done writing, and still wait while B writes on.
-            busy.keep(1)
-            assert all(rank.poll() is None for rank in ranks), "A's ranks wait for B"
-            b_stopped = time.time()
-            first.close()
-            a_times = [finish(rank) for rank in ranks]
-        finally:
-            first.kill()
+        kept_in_phase(schedd, "B", tmp_path / "b") as busy,
+    ):
+        ranks = start_ranks(
+            schedd, agent_socket, tmp_path, 3, chunks=3, pause=0, prefix="a"
+        )
+        assert busy.wait(lambda: job(schedd, "A").get("wants_flush") == 1)
+        a = job(schedd, "A")
+        assert a["processes"] == 1
+        assert a["directive"]["mode"] == "MODE_STAGE"
+        # A's ranks are done writing, and still wait while B writes on.
+        busy.keep(1)
+        assert all(rank.poll() is None for rank in ranks), "A's ranks wait for B"
+        b_stopped = time.time()
+        busy.writer.close()
+        a_times = [finish(rank) for rank in ranks]
     for k, times in enumerate(a_times):
         # Each rank staged at once, and closed only once B's phase ended: the directive pushed
         # to the agent's one connection reached all three.
@@ -314,14 +309,12 @@ def test_a_rank_opening_a_file_another_rank_of_its_group_stages_sees_its_bytes(
     with (
         running_daemon(schedd, "--strategy", "2a"),
         running_agent(agent_socket, schedd) as agent,
-    ):
         # A stays in its phase, writing a chunk every 0.1 s, for as long as the test needs it:
         # a fixed-length phase could end before B (slow to start under load) has staged.
-        first = SteppedWriter(schedd, "A", tmp_path / "a")
-        busy = PhaseKeeper(first)
+        kept_in_phase(schedd, "A", tmp_path / "a") as busy,
+    ):
         writer: SteppedWriter | None = None
         try:
-            assert busy.wait(lambda: job(schedd, "A").get("in_phase") == 1)
             # B's data waits staged in line behind A (2a), held by one of B's ranks, which
             # registers (at its open) before it writes.
             writer = SteppedWriter(
@@ -360,10 +353,9 @@ def test_a_rank_opening_a_file_another_rank_of_its_group_stages_sees_its_bytes(
             assert job(schedd, "B")["processes"] == 1, (
                 "both ranks spoke through the agent"
             )
-            first.close()
+            busy.writer.close()
             writer.close()
         finally:
-            first.kill()
             if writer:
                 writer.kill()
     assert (tmp_path / "a").read_bytes() == expected_bytes(busy.chunks_written)

@@ -20,6 +20,7 @@ from schedd_support import (
     expected_bytes,
     finish,
     job_env,
+    kept_in_phase,
     read_while_busy,
     running_daemon,
     start_daemon,
@@ -54,17 +55,13 @@ def staged_behind(
 
 def test_strategy_2a_makes_the_second_comer_stage_and_wait(tmp_path: Path) -> None:
     address = tmp_path / "schedd.sock"
-    with running_daemon(address, "--strategy", "2a"):
-        # A writes a chunk every 0.1 s for as long as the test keeps it in its phase.
-        first = SteppedWriter(address, "A", tmp_path / "a")
-        busy = PhaseKeeper(first)
-        second: SteppedWriter | None = None
+    with (
+        running_daemon(address, "--strategy", "2a"),
+        kept_in_phase(address, "A", tmp_path / "a") as busy,
+    ):
+        # B wrote into its staging area at once; its close waits for A's phase to end.
+        second = staged_behind(busy, address, tmp_path / "b", chunks=4)
         try:
-            assert busy.wait(
-                lambda: jobs_by_key(address).get("A", {}).get("in_phase") == 1
-            )
-            # B wrote into its staging area at once; its close waits for A's phase to end.
-            second = staged_behind(busy, address, tmp_path / "b", chunks=4)
             b = jobs_by_key(address)["B"]
             assert b["directive"]["mode"] == "MODE_STAGE"  # type: ignore[index]
             assert (tmp_path / "b").stat().st_size == 0, "staged"
@@ -72,13 +69,11 @@ def test_strategy_2a_makes_the_second_comer_stage_and_wait(tmp_path: Path) -> No
             assert not busy.wait(lambda: second.closed_within(0), timeout=1), (
                 "B's close waits while A writes"
             )
-            first.close()
+            busy.writer.close()
             assert second.closed_within(10), "B's close returns once A's phase ended"
             second.finish()
         finally:
-            first.kill()
-            if second:
-                second.kill()
+            second.kill()
     assert (tmp_path / "a").read_bytes() == expected_bytes(busy.chunks_written)
     assert (tmp_path / "b").read_bytes() == expected_bytes(4)
 
@@ -91,12 +86,7 @@ def test_an_open_file_follows_a_changed_directive(tmp_path: Path) -> None:
     target = tmp_path / "b"
     with running_daemon(address, "--strategy", "2a"):
         # A stays in its phase until B is seen staging behind it.
-        first = SteppedWriter(address, "A", tmp_path / "a")
-        busy = PhaseKeeper(first)
-        try:
-            assert busy.wait(
-                lambda: jobs_by_key(address).get("A", {}).get("in_phase") == 1
-            )
+        with kept_in_phase(address, "A", tmp_path / "a") as busy:
             # No detected phase end during the hold: only A's phase end changes B's
             # directive.
             second = start_writer(
@@ -109,9 +99,7 @@ def test_an_open_file_follows_a_changed_directive(tmp_path: Path) -> None:
                 )
             ), "B stages behind A"
             a_stopped = time.time()
-            first.close()
-        finally:
-            first.kill()
+            busy.writer.close()
         assert wait_until(
             lambda: target.exists() and target.stat().st_size == 60_000_000, timeout=30
         )
@@ -126,42 +114,34 @@ def test_an_open_file_follows_a_changed_directive(tmp_path: Path) -> None:
 
 def test_without_coordination_nobody_waits(tmp_path: Path) -> None:
     address = tmp_path / "schedd.sock"
-    with running_daemon(address, "--strategy", "none"):
-        first = SteppedWriter(address, "A", tmp_path / "a")
-        busy = PhaseKeeper(first)
-        try:
-            assert busy.wait(
-                lambda: jobs_by_key(address).get("A", {}).get("in_phase") == 1
-            )
-            second = start_writer(address, "B", tmp_path / "b", chunks=4, pause=0)
-            assert busy.wait(lambda: second.poll() is not None), (
-                "B finished while A was still writing"
-            )
-            finish(second)
-            first.close()
-        finally:
-            first.kill()
+    with (
+        running_daemon(address, "--strategy", "none"),
+        kept_in_phase(address, "A", tmp_path / "a") as busy,
+    ):
+        second = start_writer(address, "B", tmp_path / "b", chunks=4, pause=0)
+        assert busy.wait(lambda: second.poll() is not None), (
+            "B finished while A was still writing"
+        )
+        finish(second)
+        busy.writer.close()
     assert (tmp_path / "b").read_bytes() == expected_bytes(4)
 
 
 def test_a_dead_daemon_releases_waiting_jobs_within_a_second(tmp_path: Path) -> None:
     address = tmp_path / "schedd.sock"
     daemon = start_daemon(address, "--strategy", "2a")
-    first = SteppedWriter(address, "A", tmp_path / "a")
-    busy = PhaseKeeper(first)
-    second: SteppedWriter | None = None
     try:
-        assert busy.wait(lambda: jobs_by_key(address).get("A", {}).get("in_phase") == 1)
-        second = staged_behind(busy, address, tmp_path / "b", chunks=4)
-        second.start_close()
-        stop_daemon(daemon, hard=True)
-        assert second.closed_within(1.0), "B writes through within a second"
-        assert "lost the scheduler daemon" in second.finish()
-        first.close()
+        with kept_in_phase(address, "A", tmp_path / "a") as busy:
+            second = staged_behind(busy, address, tmp_path / "b", chunks=4)
+            try:
+                second.start_close()
+                stop_daemon(daemon, hard=True)
+                assert second.closed_within(1.0), "B writes through within a second"
+                assert "lost the scheduler daemon" in second.finish()
+            finally:
+                second.kill()
+            busy.writer.close()
     finally:
-        first.kill()
-        if second:
-            second.kill()
         stop_daemon(daemon, hard=True)
     assert (tmp_path / "a").read_bytes() == expected_bytes(busy.chunks_written)
     assert (tmp_path / "b").read_bytes() == expected_bytes(4)
@@ -200,22 +180,24 @@ def test_a_silent_process_loses_its_lease(tmp_path: Path) -> None:
 
 def test_throttled_jobs_pace_their_writes(tmp_path: Path) -> None:
     address = tmp_path / "schedd.sock"
-    with running_daemon(address, "--strategy", "throttle", "--throttle-gap", "0.05"):
-        # A stays in its phase until B is done, so B writes beside it all along.
-        first = SteppedWriter(address, "A", tmp_path / "a")
-        busy = PhaseKeeper(first)
+    with (
+        running_daemon(address, "--strategy", "throttle", "--throttle-gap", "0.05"),
+        kept_in_phase(address, "A", tmp_path / "a") as busy,
+    ):
+        # A stays in its phase while B, registered (at its open) before it writes, writes
+        # beside it.
+        second = SteppedWriter(address, "B", tmp_path / "b")
         try:
-            assert busy.wait(
-                lambda: jobs_by_key(address).get("A", {}).get("in_phase") == 1
-            )
-            second = start_writer(address, "B", tmp_path / "b", chunks=12, pause=0)
-            assert busy.wait(lambda: second.poll() is not None)
-            b = finish(second)
-            first.close()
+            assert busy.wait(lambda: "B" in jobs_by_key(address)), "B registered"
+            started = time.monotonic()
+            second.write_chunks(12)
+            writing = time.monotonic() - started
+            second.close()
         finally:
-            first.kill()
+            second.kill()
+        busy.writer.close()
     # 12 writes with starts 50 ms apart take at least 11 gaps.
-    assert b["written"] - b["opened"] >= 11 * 0.05 * 0.9
+    assert writing >= 11 * 0.05 * 0.9
     assert (tmp_path / "b").read_bytes() == expected_bytes(12)
 
 
@@ -379,10 +361,7 @@ def b_waiting_behind_a(
     """2a: A writes to tmp_path/a, kept in its phase; B writes 5 chunks to tmp_path/b, holds
     the file open (computes), and waits in line to flush with its data staged. Yields A's
     keeper and B; each is killed at the end unless the block closed it."""
-    first = SteppedWriter(address, "A", tmp_path / "a")
-    busy = PhaseKeeper(first)
-    try:
-        assert busy.wait(lambda: jobs_by_key(address).get("A", {}).get("in_phase") == 1)
+    with kept_in_phase(address, "A", tmp_path / "a") as busy:
         second = staged_behind(busy, address, tmp_path / "b", chunks=5)
         try:
             assert (tmp_path / "b").stat().st_size == 0, (
@@ -391,8 +370,6 @@ def b_waiting_behind_a(
             yield busy, second
         finally:
             second.kill()
-    finally:
-        first.kill()
 
 
 def test_staged_data_is_flushed_behind_computation_once_allowed(tmp_path: Path) -> None:
