@@ -403,8 +403,9 @@ std::unique_ptr<Channel> connect_tcp(const std::string& address) {
   return accepted ? std::move(channel) : nullptr;
 }
 
-std::string relative_name(const std::string& path) {
-  const std::string& root = buffer_root();
+std::string relative_name(const std::string& path) { return name_beneath(buffer_root(), path); }
+
+std::string name_beneath(const std::string& root, const std::string& path) {
   if (root.empty() || path.size() <= root.size() + 1 || path.compare(0, root.size(), root) != 0 ||
       path[root.size()] != '/')
     return "";

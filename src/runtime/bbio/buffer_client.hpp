@@ -48,6 +48,9 @@ std::unique_ptr<Channel> connect_tcp(const std::string& address);
 /// The name of `path` (absolute) relative to HARMONIA_BUFFER_ROOT, the PFS directory the buffer
 /// nodes drain to; "" when the path is outside it (never buffered) or the variable is unset.
 std::string relative_name(const std::string& path);
+/// relative_name against `root` (resolved, absolute): "" when `root` is empty, when `path` is not
+/// beneath it, or when it names the nodes' and clients' own files (fences).
+std::string name_beneath(const std::string& root, const std::string& path);
 
 /// Sends `iov` (`count` pieces) for `offset` of `file` to `nodes`, `stripe` bytes per node in
 /// turn; true when every byte is acknowledged. false: some bytes are not on a node (full or

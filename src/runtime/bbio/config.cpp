@@ -15,8 +15,8 @@
 #include <optional>
 
 #include "core/requests/registry.hpp"
+#include "runtime/bbio/buffer_client.hpp"
 #include "runtime/bbio/staged_file.hpp"
-#include "storage/fences.hpp"
 #include "storage/real.hpp"
 
 namespace harmonia::bbio {
@@ -137,13 +137,13 @@ class PrefetchList {
     const bool found = realpath(absolute.c_str(), resolved) != nullptr;
     const int error = errno;
     const std::string path = found ? resolved : "";
-    const std::string name = name_of(path);
+    const std::string name = buffers::name_beneath(root_, path);
     if (!found) {
       note(quoted +
            (error == ENOENT ? std::string(": no such file")
                             : ": cannot resolve it (" + std::string(std::strerror(error)) + ")") +
            "; not prefetched");
-    } else if (name.empty() || storage::fences::reserved(name)) {
+    } else if (name.empty()) {
       note(quoted + " is not beneath HARMONIA_BUFFER_ROOT=" + printable(root_) + "; ignored");
     } else if (storage::real().fstatat64(AT_FDCWD, resolved, &st, 0) != 0) {
       note(quoted + ": cannot stat it (" + std::strerror(errno) + "); not prefetched");
@@ -165,15 +165,6 @@ class PrefetchList {
   /// Directory entries one directory entry may look at, in all: a bound on the work at start.
   static constexpr std::size_t kMaxVisited = 1 << 16;
   static constexpr int kMaxDepth = 64;
-
-  /// The name the nodes know `path` by (as buffers::relative_name makes it); "" if it is not
-  /// beneath the root.
-  std::string name_of(const std::string& path) const {
-    return path.size() > root_.size() + 1 && path.compare(0, root_.size(), root_) == 0 &&
-                   path[root_.size()] == '/'
-               ? path.substr(root_.size() + 1)
-               : "";
-  }
 
   void note(std::string text) { env_.notes.push_back(std::move(text)); }
 
@@ -230,11 +221,11 @@ class PrefetchList {
     std::sort(names.begin(), names.end());
     for (const auto& child : names) {
       const std::string path = dir + "/" + child;
-      const std::string name = name_of(path);
+      const std::string name = buffers::name_beneath(root_, path);
       struct stat64 st {};
-      if (storage::real().fstatat64(AT_FDCWD, path.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0 ||
-          storage::fences::reserved(name)) {
-        continue;  // gone meanwhile, or the nodes' own fence directory
+      if (name.empty() ||
+          storage::real().fstatat64(AT_FDCWD, path.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
+        continue;  // the nodes' own fence directory, or gone meanwhile
       }
       if (S_ISDIR(st.st_mode)) {
         if (!add_tree(path, depth + 1, walk)) return false;
