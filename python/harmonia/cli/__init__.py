@@ -1,6 +1,7 @@
 """The `harmonia` command line: one module per subcommand, assembled in main.py."""
 
 from collections.abc import Iterable
+from pathlib import Path
 from typing import NoReturn
 
 import typer
@@ -17,6 +18,13 @@ def fail(lines: Iterable[str], code: int) -> NoReturn:
     for line in lines:
         typer.echo(line, err=True)
     raise typer.Exit(code)
+
+
+def show_report(files: list[Path], out: Path) -> None:
+    """Prints an experiment's report (the first of `files`, as write_report returns them) and
+    the names of the outputs it wrote in `out`."""
+    typer.echo(files[0].read_text())
+    typer.echo(f"results in {out}: " + ", ".join(f.name for f in files))
 
 
 def progress_bar(console: Console, spinner: bool = False) -> Progress:

@@ -7,7 +7,7 @@ from pathlib import Path
 import typer
 
 from harmonia.buffers import ClusterError, device_directory
-from harmonia.cli import EXIT_FAILED, EXIT_INVALID, fail
+from harmonia.cli import EXIT_FAILED, EXIT_INVALID, fail, show_report
 from harmonia.policies import parse_policies
 from harmonia.simulator import SimulatorNotFound
 
@@ -32,6 +32,4 @@ def reproduce_reads(out: Path, only: str | None, repeat: int) -> None:
         fail([f"harmonia reproduce reads: {error}"], EXIT_FAILED)
     finally:
         shutil.rmtree(devices, ignore_errors=True)
-    files = write_outputs(outcome, out)
-    typer.echo(files[0].read_text())
-    typer.echo(f"results in {out}: " + ", ".join(f.name for f in files))
+    show_report(write_outputs(outcome, out), out)

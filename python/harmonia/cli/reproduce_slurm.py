@@ -8,7 +8,7 @@ from pathlib import Path
 import typer
 
 from harmonia.buffers import ClusterError
-from harmonia.cli import EXIT_FAILED, EXIT_INVALID, fail
+from harmonia.cli import EXIT_FAILED, EXIT_INVALID, fail, show_report
 from harmonia.profiler import ProfileError
 from harmonia.simulator import SimulatorNotFound
 from harmonia.slurm import SlurmClusterError
@@ -37,6 +37,4 @@ def reproduce_slurm(out: Path, only: str | None, repeat: int) -> None:
     except (ClusterError, SlurmClusterError, ProfileError, ScenarioError, SimulatorNotFound,
             OSError) as error:  # fmt: skip
         fail([f"harmonia reproduce slurm: {error}"], EXIT_FAILED)
-    files = write_outputs(outcome, out)
-    typer.echo(files[0].read_text())
-    typer.echo(f"results in {out}: " + ", ".join(f.name for f in files))
+    show_report(write_outputs(outcome, out), out)
