@@ -2,7 +2,6 @@
 jobs to the project's own Slurm (`harmonia cluster`, docs/slurm.md) on this machine, and the runs
 they simulate land in the store (docs/sweep.md)."""
 
-import os
 import shutil
 import subprocess
 import tempfile
@@ -13,14 +12,9 @@ import pytest
 from harmonia.simulator import SimulatorNotFound, find_simulator
 from harmonia.slurm import SlurmCluster, SlurmClusterError, SlurmSettings
 from harmonia.sweep import SlurmWorkers, done_keys, run_sweep, store, tasks_for
+from slurm_support import needs_slurm
 
-pytestmark = pytest.mark.skipif(
-    os.geteuid() != 0
-    or shutil.which("slurmctld") is None
-    or shutil.which("munged") is None,
-    reason="needs root (munged, slurmd) and slurmctld, slurmd, munge, sbatch "
-    "(scripts/install-deps.sh installs them)",
-)
+pytestmark = needs_slurm
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 
