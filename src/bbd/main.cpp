@@ -527,6 +527,8 @@ int main(int argc, char** argv) {
     if (advertise.empty()) advertise = host_of(listen_on) + ":" + std::to_string(port);
     store.set_fence_node(advertise);
     Monitor monitor(store, schedd, advertise, threshold, in_flight);
+    if (!schedd.empty())
+      access.publish = [&monitor](std::string& why) { return monitor.publish(why); };
     monitor.start();
     accept_loop(store, listener, limits, access);
   } catch (const std::exception& error) {

@@ -14,6 +14,9 @@ namespace harmonia::bbd {
 
 namespace {
 constexpr auto kIdle = std::chrono::milliseconds(20);
+/// How long a client's close waits for the scheduler to take the node's report (well within
+/// the client's own wait for the node's answer).
+constexpr auto kPublishWait = std::chrono::seconds(2);
 constexpr auto kRetry = std::chrono::milliseconds(500);
 /// How often an idle node looks for fences it no longer needs (a directory listing on the PFS).
 constexpr auto kFenceSweep = std::chrono::seconds(10);
@@ -127,6 +130,43 @@ void Monitor::stage(const control::StageIn& stage_in) {
   store_.drop_stage_in(key);
 }
 
+bool Monitor::drain_urgent(const control::DrainOrder& order) {
+  bool drained = false;
+  for (const auto& urgent : order.urgent()) {
+    const FileRef file{urgent.name(), urgent.inode()};
+    if (!store_.holds(file)) continue;  // drained since, or never here
+    std::string why;
+    if (store_.drain(file, why) == Status::Ok)
+      drained = true;
+    else
+      std::fprintf(stderr, "harmonia-bbd: urgent drain of %s: %s\n", urgent.name().c_str(),
+                   why.c_str());
+  }
+  return drained;
+}
+
+void Monitor::report_soon() {
+  std::lock_guard lock(mutex_);
+  ++reports_wanted_;
+  wake_.notify_all();
+}
+
+bool Monitor::publish(std::string& why) {
+  std::unique_lock lock(mutex_);
+  if (!managed_) {
+    why = "not connected to the scheduler " + schedd_;
+    return false;
+  }
+  const std::uint64_t mine = ++reports_wanted_;
+  wake_.notify_all();
+  if (!acked_.wait_for(lock, kPublishWait, [&] { return reports_acked_ >= mine || !managed_; }) ||
+      reports_acked_ < mine) {
+    why = "the scheduler " + schedd_ + " did not take the node's report";
+    return false;
+  }
+  return true;
+}
+
 void Monitor::drain_loop() {
   auto next_fence_sweep = std::chrono::steady_clock::now() + kFenceSweep;
   for (;;) {
@@ -136,6 +176,11 @@ void Monitor::drain_loop() {
       std::lock_guard lock(mutex_);
       order = order_;
       managed = managed_;
+    }
+    // Files processes wait for come first, whatever their job; the scheduler hears at once.
+    if (managed && drain_urgent(order)) {
+      report_soon();
+      continue;
     }
     std::set<std::string> jobs;
     if (managed && order.drain()) jobs.insert(order.jobs().begin(), order.jobs().end());
@@ -189,6 +234,7 @@ void Monitor::report_loop() {
     {
       std::lock_guard lock(mutex_);
       managed_ = false;
+      acked_.notify_all();  // a publish waiting for this connection fails at once
     }
     std::this_thread::sleep_for(kRetry);
   }
@@ -213,14 +259,17 @@ void Monitor::serve_scheduler() {
   }
   std::fprintf(stderr, "harmonia-bbd: buffer %u of the scheduler at %s\n",
                reply.buffer_registered().index(), schedd_.c_str());
-  for (;;) {
-    std::this_thread::sleep_for(std::chrono::duration<double>(period > 0 ? period : 0.1));
+  const auto every = std::chrono::duration<double>(period > 0 ? period : 0.1);
+  for (bool first = true;; first = false) {
+    std::uint64_t answers = 0;  // the reports asked for that this one answers
     control::Envelope report;
     auto* r = report.mutable_buffer_report();
     std::vector<std::pair<control::StageIn, std::vector<std::string>>> finished;
     {
       // The epoch first: the snapshot after it holds every write the order's phases made.
-      std::lock_guard lock(mutex_);
+      std::unique_lock lock(mutex_);
+      if (!first) wake_.wait_for(lock, every, [&] { return reports_wanted_ > reports_acked_; });
+      answers = reports_wanted_;
       r->set_order_epoch(acted_epoch_);
       // The stage-ins finished, before the snapshot: only this thread changes the order, so
       // their copies are in the snapshot unless a write dropped them.
@@ -268,6 +317,18 @@ void Monitor::serve_scheduler() {
     };
     list(s.held_by_job, r->mutable_held());
     list(s.drained_by_job, r->mutable_drained());
+    // The files held: every one in the first report of a connection, then what changed.
+    const HeldFileChanges files = store_.take_file_changes(first);
+    r->set_files_complete(first);
+    for (const HeldFileState& held : files.held) {
+      auto* entry = r->add_files();
+      entry->set_inode(held.inode);
+      entry->set_name(held.name);
+      entry->set_end(held.end);
+      entry->set_mtime_ns(held.mtime_ns);
+      entry->set_uid(held.uid);
+    }
+    for (const std::uint64_t inode : files.released) r->add_released(inode);
     client.send(report);
     // Pushed orders that came since the last report, then the reply (an order too).
     for (;;) {
@@ -277,6 +338,9 @@ void Monitor::serve_scheduler() {
         throw std::runtime_error("the scheduler refused a report: " + in.error().message());
       if (in.seq() != 0) break;
     }
+    std::lock_guard lock(mutex_);
+    reports_acked_ = std::max(reports_acked_, answers);
+    acked_.notify_all();
   }
 }
 

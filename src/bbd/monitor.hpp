@@ -7,6 +7,7 @@
 /// thread of their own copies them into the store and drops the copies no order lists.
 
 #include <atomic>
+#include <condition_variable>
 #include <cstdint>
 #include <map>
 #include <mutex>
@@ -27,6 +28,10 @@ class Monitor {
   /// Starts the drain thread and, with a scheduler, the report and stage-in threads (all
   /// detached).
   void start();
+  /// Sends a report at once and returns when the scheduler has answered it: the files held now
+  /// are the scheduler's to know (a client's close). False, with `why`, when the scheduler is
+  /// not connected or does not answer within a few seconds.
+  bool publish(std::string& why);
 
  private:
   void drain_loop();
@@ -40,6 +45,10 @@ class Monitor {
   /// One connection's life: registers, then reports until the connection fails (throws).
   void serve_scheduler();
   void apply(const control::DrainOrder& order);
+  /// Drains the files of the order's urgent list the store still holds; whether it drained any.
+  bool drain_urgent(const control::DrainOrder& order);
+  /// Asks the report thread for a report now (a publish, an urgent drain done).
+  void report_soon();
 
   Store& store_;
   std::string schedd_, advertise_;
@@ -47,7 +56,11 @@ class Monitor {
   const std::atomic<unsigned>& in_flight_;
 
   std::mutex mutex_;
-  bool managed_ = false;  ///< registered with the scheduler now
+  std::condition_variable wake_;      ///< the report thread's: a report is wanted now
+  std::condition_variable acked_;     ///< a report was answered
+  std::uint64_t reports_wanted_ = 0;  ///< reports asked for (report_soon)
+  std::uint64_t reports_acked_ = 0;   ///< of those, the last one whose report was answered
+  bool managed_ = false;              ///< registered with the scheduler now
   control::DrainOrder order_;
   std::uint64_t acted_epoch_ = 0;  ///< the last order fully carried out
   /// Stage-ins finished, by key (job and phase): the StageIn as ordered, and the files that

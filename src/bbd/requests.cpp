@@ -32,6 +32,7 @@ void fill_status(Store& store, bb::NodeStatus& out) {
   out.set_received_bytes(s.received);
   out.set_staged_bytes(s.staged);
   out.set_staged_read_bytes(s.staged_read);
+  out.set_orphaned_bytes(s.orphaned);
 }
 
 }  // namespace
@@ -97,8 +98,8 @@ bb::Response answer(Store& store, const Access& access, Session& session,
         why = "the bytes go in the message or after it, as many as announced";
         break;
       }
-      status = store.write(write.file(), write.offset(), payload.empty() ? write.data() : payload,
-                           write.job(), why, caller);
+      status = store.write({write.file(), write.inode(), write.handle()}, write.offset(),
+                           payload.empty() ? write.data() : payload, write.job(), why, caller);
       break;
     }
     case bb::Request::kRead: {
@@ -109,17 +110,22 @@ bb::Response answer(Store& store, const Access& access, Session& session,
         status = store.read_staged(read.file(), read.offset(), read.length(), identity,
                                    *response.mutable_data(), why, caller);
       } else {
-        status = store.read(read.file(), read.offset(), read.length(), *response.mutable_data(),
-                            why, caller);
+        status = store.read({read.file(), read.inode()}, read.offset(), read.length(),
+                            *response.mutable_data(), why, caller);
       }
       if (status != Status::Ok) response.clear_data();
       break;
     }
     case bb::Request::kDrain:
-      status = store.drain(request.drain().file(), why, caller);
+      status = store.drain({request.drain().file(), request.drain().inode()}, why, caller);
       break;
     case bb::Request::kStatus:
       fill_status(store, *response.mutable_status());
+      break;
+    case bb::Request::kPublish:
+      why = "this node reports to no scheduler";
+      status = access.publish && access.publish(why) ? Status::Ok : Status::Error;
+      if (status == Status::Ok) why.clear();
       break;
     case bb::Request::kAuthenticate:  // answered above
     case bb::Request::BODY_NOT_SET:

@@ -22,6 +22,9 @@ struct Access {
   common::Administrators admins;
   /// Decodes an Authenticate's credential (common::CredentialChecker); unset: none is accepted.
   std::function<std::optional<common::Identity>(const std::string&, std::string&)> check_credential;
+  /// Publish: tells the scheduler the files held now and returns once it has them; false with
+  /// `why` when there is no scheduler to tell. Unset: a node with no scheduler.
+  std::function<bool(std::string& why)> publish;
 };
 
 /// One connection's identity, once it authenticated.

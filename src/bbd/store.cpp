@@ -14,6 +14,7 @@
 #include <cstdio>
 #include <cstring>
 #include <limits>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <stdexcept>
 
@@ -32,6 +33,9 @@ namespace fences = storage::fences;
 namespace {
 
 constexpr const char* kSuffix = ".bblog";
+/// Beside each log segment NUMBER.bblog: NUMBER.bbfile, whose file it holds (JSON: the writer's
+/// job, the PFS file's inode and its file handle), for a restarted node.
+constexpr const char* kFileSuffix = ".bbfile";
 /// The staged-in copies' directory under the device directory (log names are digits only).
 constexpr const char* kStageDir = "stage-in";
 /// A copy is made only of a file whose ctime is at least this much older than the copy's
@@ -45,6 +49,8 @@ constexpr std::uint64_t kMaxStripe = 1ULL << 40;
 constexpr auto kDrainedMemory = std::chrono::minutes(10);
 /// mmap offsets are multiples of the page size.
 const std::uint64_t kPage = static_cast<std::uint64_t>(sysconf(_SC_PAGESIZE));
+/// The largest file handle kept (MAX_HANDLE_SZ in the kernel).
+constexpr std::size_t kMaxHandle = 128;
 
 struct Record {
   std::uint64_t offset, length, log_at;  // log_at: where the data starts in the log
@@ -86,6 +92,12 @@ struct FenceLock {
   ~FenceLock() { fences::unlock(fd); }
 };
 
+/// Closes a descriptor when it goes.
+struct Closer {
+  int fd;
+  ~Closer() { common::close_fd(fd); }
+};
+
 /// NUMBER of "NUMBER<suffix>" (digits only), else nothing.
 std::optional<std::uint64_t> log_number(const std::string& name, const char* suffix) {
   const std::size_t tail = std::strlen(suffix);
@@ -97,15 +109,65 @@ std::optional<std::uint64_t> log_number(const std::string& name, const char* suf
   return std::stoull(number);
 }
 
-/// Where the job of the log `log_name` is kept: NUMBER.bbjob beside NUMBER.bblog.
-std::string job_name(const std::string& log_name) {
-  return log_name.substr(0, log_name.size() - std::strlen(kSuffix)) + ".bbjob";
+/// Where the file of the log segment `log_name` is described: NUMBER.bbfile beside NUMBER.bblog.
+std::string file_name_of(const std::string& log_name) {
+  return log_name.substr(0, log_name.size() - std::strlen(kSuffix)) + kFileSuffix;
 }
 
-bool write_job(int dir, const std::string& name, const std::string& job) {
+/// The file handle of `fd` (name_to_handle_at), "" where the file system or kernel has none.
+std::string handle_of(int fd) {
+  std::string bytes(sizeof(file_handle) + kMaxHandle, '\0');
+  auto* handle = reinterpret_cast<file_handle*>(bytes.data());
+  handle->handle_bytes = kMaxHandle;
+  int mount = 0;
+  if (name_to_handle_at(fd, "", handle, &mount, AT_EMPTY_PATH) != 0) return "";
+  bytes.resize(sizeof(file_handle) + handle->handle_bytes);
+  return bytes;
+}
+
+std::string hex(const std::string& bytes) {
+  static const char* digits = "0123456789abcdef";
+  std::string out;
+  for (const unsigned char c : bytes) {
+    out += digits[c >> 4];
+    out += digits[c & 15];
+  }
+  return out;
+}
+
+std::optional<std::string> unhex(const std::string& text) {
+  if (text.size() % 2 != 0) return std::nullopt;
+  std::string out;
+  for (std::size_t k = 0; k < text.size(); k += 2) {
+    const auto digit = [](char c) -> int {
+      if (c >= '0' && c <= '9') return c - '0';
+      if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+      return -1;
+    };
+    const int high = digit(text[k]), low = digit(text[k + 1]);
+    if (high < 0 || low < 0) return std::nullopt;
+    out += static_cast<char>(high * 16 + low);
+  }
+  return out;
+}
+
+/// What a segment's .bbfile says of its file.
+struct FileRecord {
+  std::string job;
+  std::uint64_t inode = 0;
+  std::string handle;       ///< file_handle bytes; "" when the file system has none
+  bool named_only = false;  ///< the file was known by its name only (no inode from the client)
+};
+
+bool write_file_record(int dir, const std::string& name, const FileRecord& record) {
+  const nlohmann::json json = {{"job", record.job},
+                               {"inode", record.inode},
+                               {"handle", hex(record.handle)},
+                               {"named_only", record.named_only}};
+  const std::string text = json.dump();
   const int fd = common::open_beneath(dir, name, O_WRONLY | O_CREAT | O_TRUNC, 0600);
   if (fd < 0) return false;
-  const iovec whole{const_cast<char*>(job.data()), job.size()};
+  const iovec whole{const_cast<char*>(text.data()), text.size()};
   const bool ok = storage::pwritev_all(fd, &whole, 1, 0) >= 0;
   const int error = errno;
   close(fd);
@@ -113,14 +175,24 @@ bool write_job(int dir, const std::string& name, const std::string& job) {
   return ok;
 }
 
-/// The job kept in `name` ("" when there is none: its writer named none).
-std::string read_job(int dir, const std::string& name) {
+/// The record kept in `name`, or nothing when it is missing or unreadable.
+std::optional<FileRecord> read_file_record(int dir, const std::string& name) {
   const int fd = common::open_beneath(dir, name, O_RDONLY | O_NONBLOCK);
-  if (fd < 0) return "";
-  char buffer[4096];
-  const ssize_t n = pread(fd, buffer, sizeof(buffer), 0);
+  if (fd < 0) return std::nullopt;
+  std::string text(65536, '\0');
+  const ssize_t n = pread(fd, text.data(), text.size(), 0);
   close(fd);
-  return n > 0 ? std::string(buffer, static_cast<std::size_t>(n)) : "";
+  if (n <= 0) return std::nullopt;
+  text.resize(static_cast<std::size_t>(n));
+  const nlohmann::json json = nlohmann::json::parse(text, nullptr, false);
+  if (!json.is_object() || !json.contains("job") || !json["job"].is_string() ||
+      !json.contains("inode") || !json["inode"].is_number_unsigned() || !json.contains("handle") ||
+      !json["handle"].is_string())
+    return std::nullopt;
+  const auto handle = unhex(json["handle"].get<std::string>());
+  if (!handle) return std::nullopt;
+  return FileRecord{json["job"].get<std::string>(), json["inode"].get<std::uint64_t>(), *handle,
+                    json.value("named_only", false)};
 }
 
 /// The identity fstat gives `st`.
@@ -160,6 +232,9 @@ void empty_directory(int dir) {
   for (const auto& name : names) unlinkat(dir, name.c_str(), 0);
 }
 
+/// The name a fence of the file with `inode` has (fences are kept by file, not by name).
+std::string fence_name(std::uint64_t inode) { return std::to_string(inode); }
+
 }  // namespace
 
 struct Store::Copy {
@@ -174,21 +249,45 @@ struct Store::Copy {
   }
 };
 
-struct Store::Log {
-  std::string name;  // NUMBER.bblog, in the device directory
-  std::string path;  // the same for messages: DEVICE/NUMBER.bblog
+/// One log file on the device: records appended in order, never rewritten.
+struct Store::Segment {
+  std::string name;          // NUMBER.bblog, in the device directory
+  std::string path;          // the same for messages: DEVICE/NUMBER.bblog
+  std::uint64_t number = 0;  // order of creation
   int fd = -1;
-  std::uint64_t end = 0;      // where the next record goes
-  std::uint64_t start = 0;    // the first record
-  std::uint64_t bytes = 0;    // data held
-  std::uint64_t created = 0;  // order of creation: a drain's arrival order
-  std::string job;            // the writer's job (empty when it named none)
-  bool recovered = false;     // left by a previous run of the node
-  uid_t owner = 0;            // the user whose data this is (the log file's owner on the device)
-  gid_t group = 0;
+  std::uint64_t end = 0;    // where the next record goes
+  std::uint64_t bytes = 0;  // data held
   std::vector<Record> records;
-  ~Log() {
+  ~Segment() {
     if (fd >= 0) close(fd);
+  }
+};
+
+/// The data held of one PFS file: its segments, oldest first, and the file itself.
+struct Store::Log {
+  std::mutex mutex;        ///< appends, reads, sealing; guards segments and `sealed`
+  std::mutex drain_mutex;  ///< one drain of the file at a time (its order matters)
+  std::uint64_t inode = 0;
+  std::string name;         // its latest name relative to the PFS root, for people and copies
+  int target = -1;          // the PFS file, opened as its owner when the log was made
+  std::string handle;       // its file handle, for a restarted node
+  bool named_only = false;  // known by name only (no inode from the client)
+  std::string job;          // the writer's job (empty when it named none)
+  bool recovered = false;   // left by a previous run of the node
+  bool orphan = false;      // recovered, its file not found again: never drained
+  uid_t owner = 0;          // the user whose data this is (the segments' owner on the device)
+  gid_t group = 0;
+  std::uint64_t created = 0;       // order of creation: a drain's arrival order
+  std::uint64_t bytes = 0;         // held, over all segments; guarded by the store's mutex
+  std::uint64_t end = 0;           // the largest offset + length held; guarded by the store's mutex
+  std::int64_t last_write_ns = 0;  // when the last write arrived; guarded by the store's mutex
+  bool removed = false;            // drained and out of the table; guarded by both mutexes
+  /// The last segment takes appends unless `sealed` (a drain took it; the next write opens a new
+  /// one).
+  std::deque<std::unique_ptr<Segment>> segments;
+  bool sealed = false;
+  ~Log() {
+    if (target >= 0) close(target);
   }
 };
 
@@ -221,82 +320,28 @@ Store::Store(std::string device, std::string pfs_root, std::uint64_t capacity,
   // followed (common/beneath.hpp).
   device_fd_ = open(device_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   pfs_fd_ = open(pfs_root_.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
-  if (device_fd_ < 0 || pfs_fd_ < 0) {
+  mount_fd_ = open(pfs_root_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (device_fd_ < 0 || pfs_fd_ < 0 || mount_fd_ < 0 ||
+      fstatat(pfs_fd_, "", &st, AT_EMPTY_PATH) != 0) {
     const std::string dir = device_fd_ < 0 ? device_ : pfs_root_;
     const int error = errno;
     common::close_fd(device_fd_);
     common::close_fd(pfs_fd_);
+    common::close_fd(mount_fd_);
     throw std::runtime_error(dir + ": " + std::strerror(error));
   }
+  pfs_device_ = st.st_dev;
   // The staged-in copies: a cache, emptied (a restarted node is ordered to stage in again).
   stage_fd_ = common::make_dirs_beneath(device_fd_, kStageDir, 0700, O_RDONLY);
   if (stage_fd_ < 0) {
     const int error = errno;
     common::close_fd(device_fd_);
     common::close_fd(pfs_fd_);
+    common::close_fd(mount_fd_);
     throw std::runtime_error(common::beneath_error(device_ + "/" + kStageDir, error));
   }
   empty_directory(stage_fd_);
-  // Recovery: index the logs a previous run left, oldest first (complete records only; a torn
-  // tail was never acknowledged).
-  std::vector<std::pair<std::uint64_t, std::string>> names;  // NUMBER.bblog: creation order
-  DIR* listing = fdopendir(fcntl(device_fd_, F_DUPFD_CLOEXEC, 0));
-  while (const dirent* entry = listing ? readdir(listing) : nullptr) {
-    const std::string name = entry->d_name;
-    const auto number = log_number(name, kSuffix);
-    if (number) names.emplace_back(*number, name);
-  }
-  if (listing) closedir(listing);
-  std::sort(names.begin(), names.end());
-  for (const auto& [number, name] : names) {
-    auto log = std::make_unique<Log>();
-    log->name = name;
-    log->path = device_ + "/" + name;
-    log->created = number;
-    next_log_ = std::max(next_log_, number + 1);
-    log->fd = common::open_beneath(device_fd_, name, O_RDWR | O_NONBLOCK);
-    if (log->fd < 0) continue;
-    storage::LogScan scan;
-    std::uint64_t at = 0;
-    bool first = true;
-    storage::scan_log(log->fd, scan, [&](const storage::RecordHeader& h, const char*) {
-      if (first) {
-        at = storage::log_header_size(scan.target);
-        log->start = at;
-        first = false;
-      }
-      log->records.push_back({h.offset, h.length, at + sizeof(h)});
-      log->bytes += h.length;
-      at += sizeof(h) + h.length;
-      return true;
-    });
-    if (!scan.error.empty() || !common::plain_relative_name(scan.target))
-      continue;  // not ours: left alone
-    if (first) log->start = at = storage::log_header_size(scan.target);
-    log->end = at;
-    if (ftruncate(log->fd, static_cast<off_t>(at)) != 0) continue;  // drop a torn tail
-    log->job = read_job(device_fd_, job_name(name));
-    struct stat owner {};
-    if (fstat(log->fd, &owner) != 0) continue;
-    log->owner = owner.st_uid;
-    log->group = owner.st_gid;
-    log->recovered = true;
-    const auto older = logs_.find(scan.target);
-    if (older != logs_.end()) {
-      // Two logs of one file: the older one's deletion failed after its drain, or it could not
-      // drain. It goes first (writes are idempotent); if it cannot, the newer waits on the
-      // device for the next start.
-      std::string why;
-      if (drain_one(scan.target, *older->second, why) != Status::Ok) {
-        std::fprintf(stderr, "harmonia-bbd: %s: left for the next start (%s drains first: %s)\n",
-                     log->path.c_str(), older->second->path.c_str(), why.c_str());
-        continue;
-      }
-      logs_.erase(older);
-    }
-    used_ += log->bytes;
-    logs_[scan.target] = std::move(log);
-  }
+  recover();
 }
 
 Store::~Store() {
@@ -305,42 +350,298 @@ Store::~Store() {
   common::close_fd(stage_fd_);
   common::close_fd(device_fd_);
   common::close_fd(pfs_fd_);
+  common::close_fd(mount_fd_);
 }
 
-Store::Log* Store::log_for(const std::string& file, const std::string& job, const Caller& caller,
-                           std::string& why) {
-  auto found = logs_.find(file);
-  if (found != logs_.end()) return found->second.get();
-  auto log = std::make_unique<Log>();
-  log->created = next_log_;
+void Store::recover() {
+  // Every segment a previous run left, oldest first (complete records only: a torn tail was
+  // never acknowledged), grouped by the file they hold.
+  std::vector<std::pair<std::uint64_t, std::string>> names;  // NUMBER.bblog: creation order
+  DIR* listing = fdopendir(fcntl(device_fd_, F_DUPFD_CLOEXEC, 0));
+  while (const dirent* entry = listing ? readdir(listing) : nullptr) {
+    const std::string name = entry->d_name;
+    if (const auto number = log_number(name, kSuffix)) names.emplace_back(*number, name);
+  }
+  if (listing) closedir(listing);
+  std::sort(names.begin(), names.end());
+  struct Found {
+    LogPtr log;
+    std::string name;  // the file's name when its first segment was made
+  };
+  std::map<std::string, Found> files;  // by inode, or by name for files known by name only
+  for (const auto& [number, name] : names) {
+    next_log_ = std::max(next_log_, number + 1);
+    auto segment = std::make_unique<Segment>();
+    segment->name = name;
+    segment->path = device_ + "/" + name;
+    segment->number = number;
+    segment->fd = common::open_beneath(device_fd_, name, O_RDWR | O_NONBLOCK);
+    if (segment->fd < 0) continue;
+    storage::LogScan scan;
+    std::uint64_t at = 0, segment_end = 0;
+    bool first = true;
+    storage::scan_log(segment->fd, scan, [&](const storage::RecordHeader& h, const char*) {
+      if (first) {
+        at = storage::log_header_size(scan.target);
+        first = false;
+      }
+      segment->records.push_back({h.offset, h.length, at + sizeof(h)});
+      segment->bytes += h.length;
+      segment_end = std::max(segment_end, h.offset + h.length);
+      at += sizeof(h) + h.length;
+      return true;
+    });
+    if (!scan.error.empty() || !common::plain_relative_name(scan.target))
+      continue;  // not ours: left alone
+    if (first) at = storage::log_header_size(scan.target);
+    segment->end = at;
+    struct stat owner {};
+    if (ftruncate(segment->fd, static_cast<off_t>(at)) != 0 || fstat(segment->fd, &owner) != 0)
+      continue;  // drop a torn tail
+    const FileRecord record =
+        read_file_record(device_fd_, file_name_of(name)).value_or(FileRecord{"", 0, "", true});
+    const std::string key =
+        record.named_only ? "name:" + scan.target : "inode:" + std::to_string(record.inode);
+    Found& found = files[key];
+    if (!found.log) {
+      found.log = std::make_shared<Log>();
+      found.name = scan.target;
+      Log& log = *found.log;
+      log.inode = record.inode;
+      log.name = scan.target;
+      log.handle = record.handle;
+      log.named_only = record.named_only;
+      log.job = record.job;
+      log.recovered = true;
+      log.owner = owner.st_uid;
+      log.group = owner.st_gid;
+      log.created = number;
+    }
+    found.log->bytes += segment->bytes;
+    found.log->end = std::max(found.log->end, segment_end);
+    found.log->last_write_ns = std::max<std::int64_t>(
+        found.log->last_write_ns,
+        static_cast<std::int64_t>(owner.st_mtim.tv_sec) * 1'000'000'000 + owner.st_mtim.tv_nsec);
+    found.log->segments.push_back(std::move(segment));
+  }
+  for (auto& [key, found] : files) {
+    Log& log = *found.log;
+    log.sealed = true;  // new writes of the file start a segment of their own
+    // The file again: by its handle (wherever it is now), else by its name.
+    int target = -1;
+    bool deleted = false;
+    if (!log.handle.empty()) {
+      const int path_fd = open_by_handle_at(
+          mount_fd_, reinterpret_cast<file_handle*>(log.handle.data()), O_PATH | O_CLOEXEC);
+      if (path_fd >= 0) {
+        // Reopened for writing as the data's owner: the kernel checks the owner's rights.
+        const common::ActAs as_owner(log.owner, log.group);
+        if (as_owner.ok())
+          target = open(("/proc/self/fd/" + std::to_string(path_fd)).c_str(),
+                        O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+        close(path_fd);
+      } else {
+        deleted = errno == ESTALE;
+      }
+    }
+    if (target < 0 && !deleted) {
+      const common::ActAs as_owner(log.owner, log.group);
+      if (as_owner.ok()) {
+        const auto [parent, file] = common::split_last(log.name);
+        const int dir = log.named_only
+                            ? common::make_dirs_beneath(pfs_fd_, parent, 0755, O_PATH)
+                            : common::open_beneath(pfs_fd_, parent.empty() ? "." : parent,
+                                                   O_PATH | O_DIRECTORY);
+        target = dir < 0
+                     ? -1
+                     : common::open_beneath(
+                           dir, file, O_WRONLY | O_NONBLOCK | (log.named_only ? O_CREAT : 0), 0644);
+        common::close_fd(dir);
+      }
+      struct stat st {};
+      if (target >= 0 && (fstat(target, &st) != 0 || !S_ISREG(st.st_mode) ||
+                          (!log.named_only && st.st_ino != log.inode))) {
+        close(target);
+        target = -1;
+      } else if (target >= 0) {
+        log.inode = st.st_ino;
+      }
+    }
+    if (deleted) {
+      std::fprintf(stderr,
+                   "harmonia-bbd: %s/%s: deleted while the node was down; its %llu "
+                   "held bytes are dropped\n",
+                   pfs_root_.c_str(), log.name.c_str(), static_cast<unsigned long long>(log.bytes));
+      for (const auto& segment : log.segments) {
+        unlinkat(device_fd_, segment->name.c_str(), 0);
+        unlinkat(device_fd_, file_name_of(segment->name).c_str(), 0);
+      }
+      continue;
+    }
+    if (target < 0) {
+      log.orphan = true;
+      std::fprintf(stderr,
+                   "harmonia-bbd: %s/%s: not found again (renamed while the node was down, and "
+                   "the node cannot open file handles); its %llu bytes stay held in %s\n",
+                   pfs_root_.c_str(), log.name.c_str(), static_cast<unsigned long long>(log.bytes),
+                   log.segments.front()->path.c_str());
+    }
+    log.target = target;
+    used_ += log.bytes;
+    // Two recovered files with one inode cannot both be live: the orphan keeps its own key.
+    const std::uint64_t slot = log.orphan ? ~log.created : log.inode;
+    logs_[slot] = found.log;
+    if (!log.orphan) file_changes_[log.inode] = true;
+  }
+}
+
+Store::LogPtr Store::find_locked(const FileRef& file) {
+  if (file.inode != 0) {
+    const auto found = logs_.find(file.inode);
+    return found == logs_.end() || found->second->orphan ? nullptr : found->second;
+  }
+  for (const auto& [inode, log] : logs_)
+    if (!log->orphan && log->name == file.name) return log;
+  return nullptr;
+}
+
+int Store::open_by_handle(const std::string& handle, std::uint64_t inode,
+                          const Caller& caller) const {
+  if (handle.size() <= sizeof(file_handle) || handle.size() > sizeof(file_handle) + kMaxHandle)
+    return -1;
+  std::string copy = handle;  // aligned, and with a length that matches its bytes
+  auto* parsed = reinterpret_cast<file_handle*>(copy.data());
+  if (parsed->handle_bytes != handle.size() - sizeof(file_handle)) return -1;
+  // The node's own right to open handles; then the file is reopened with the caller's.
+  const Closer path_fd{open_by_handle_at(mount_fd_, parsed, O_PATH | O_CLOEXEC)};
+  struct stat st {};
+  if (path_fd.fd < 0 || fstat(path_fd.fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_ino != inode ||
+      st.st_dev != pfs_device_ || (st.st_uid != caller.uid && !caller.admin))
+    return -1;
+  const common::ActAs as_caller(caller.uid, caller.gid);
+  if (!as_caller.ok()) return -1;
+  return open(("/proc/self/fd/" + std::to_string(path_fd.fd)).c_str(),
+              O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+}
+
+int Store::open_target(const FileRef& file, const Caller& caller, std::string& why,
+                       Status& status) const {
+  const std::string target = pfs_root_ + "/" + file.name;
+  if (file.inode != 0 && !file.handle.empty())
+    if (const int fd = open_by_handle(file.handle, file.inode, caller); fd >= 0) return fd;
+  // As the writer, beneath the root with no link followed: the PFS lets the node write only
+  // what that user could. O_NONBLOCK: a FIFO there cannot hold the node.
+  const common::ActAs as_caller(caller.uid, caller.gid);
+  if (!as_caller.ok()) {
+    why = target + ": " + as_caller.why();
+    status = Status::Forbidden;
+    return -1;
+  }
+  const auto [parent, name] = common::split_last(file.name);
+  const bool by_name = file.inode == 0;
+  const int dir =
+      by_name ? common::make_dirs_beneath(pfs_fd_, parent, 0755, O_PATH)
+              : common::open_beneath(pfs_fd_, parent.empty() ? "." : parent, O_PATH | O_DIRECTORY);
+  const int fd = dir < 0 ? -1
+                         : common::open_beneath(
+                               dir, name, O_WRONLY | O_NONBLOCK | (by_name ? O_CREAT : 0), 0644);
+  const int error = errno;
+  common::close_fd(dir);
+  if (fd < 0) {
+    why = common::beneath_error(target, error) + " (as uid " + std::to_string(caller.uid) + ")";
+    status = error == EACCES || error == EPERM || error == EROFS ? Status::Forbidden
+             : error == EMFILE || error == ENFILE                ? Status::Full
+                                                                 : Status::Invalid;
+    return -1;
+  }
+  struct stat st {};
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    close(fd);
+    why = target + ": refused: not a regular file";
+    status = Status::Invalid;
+    return -1;
+  }
+  if (!by_name && st.st_ino != file.inode) {
+    close(fd);
+    why = target + ": not the file the client opened (inode " + std::to_string(file.inode) +
+          "): renamed or replaced since";
+    status = Status::Invalid;
+    return -1;
+  }
+  if (st.st_dev != pfs_device_) {
+    close(fd);
+    why = target + ": on another file system than the PFS root " + pfs_root_;
+    status = Status::Invalid;
+    return -1;
+  }
+  return fd;
+}
+
+std::unique_ptr<Store::Segment> Store::new_segment(const Log& log, const std::string& name,
+                                                   std::string& why) {
+  auto segment = std::make_unique<Segment>();
+  {
+    std::lock_guard lock(mutex_);
+    segment->number = next_log_++;
+  }
+  segment->name = std::to_string(segment->number) + kSuffix;
+  segment->path = device_ + "/" + segment->name;
+  // Whose file it holds, beside it, before it exists: a restarted node finds the file again.
+  const std::string described = file_name_of(segment->name);
+  if (!write_file_record(device_fd_, described, {log.job, log.inode, log.handle, log.named_only})) {
+    why = device_ + "/" + described + ": " + std::strerror(errno);
+    return nullptr;
+  }
+  segment->fd = common::open_beneath(device_fd_, segment->name, O_RDWR | O_CREAT | O_EXCL, 0600);
+  // The segment belongs to the data's owner, so that a restarted node knows whose it is (mode
+  // 0600 in a directory of the node's: the owner cannot reach it there).
+  const bool owned = segment->fd >= 0 &&
+                     (log.owner == geteuid() || fchown(segment->fd, log.owner, log.group) == 0);
+  if (segment->fd < 0 || !owned || !storage::write_log_header(segment->fd, name)) {
+    why = segment->path + ": " + std::strerror(errno);
+    if (segment->fd >= 0) unlinkat(device_fd_, segment->name.c_str(), 0);
+    unlinkat(device_fd_, described.c_str(), 0);
+    return nullptr;
+  }
+  segment->end = storage::log_header_size(name);
+  return segment;
+}
+
+Store::LogPtr Store::log_for(const FileRef& file, const std::string& job, const Caller& caller,
+                             std::string& why, Status& status) {
+  {
+    std::lock_guard lock(mutex_);
+    if (LogPtr found = find_locked(file)) return found;
+  }
+  // The PFS file is opened without the store's lock (the PFS may be slow), then the log is
+  // made unless another write of the file made it meanwhile.
+  const int target = open_target(file, caller, why, status);
+  if (target < 0) return nullptr;
+  struct stat st {};
+  (void)fstat(target, &st);
+  std::lock_guard lock(mutex_);
+  if (LogPtr found = find_locked({file.name, static_cast<std::uint64_t>(st.st_ino)})) {
+    close(target);
+    return found;
+  }
+  auto log = std::make_shared<Log>();
+  log->inode = st.st_ino;
+  log->name = file.name;
+  log->target = target;
+  log->handle = handle_of(target);
+  log->named_only = file.inode == 0;
   log->job = job;
   log->owner = caller.uid;
   log->group = caller.gid;
-  log->name = std::to_string(next_log_++) + kSuffix;
-  log->path = device_ + "/" + log->name;
-  // The writer's job beside the log, for the scheduler after a restart.
-  if (!job.empty() && !write_job(device_fd_, job_name(log->name), job)) {
-    why = device_ + "/" + job_name(log->name) + ": " + std::strerror(errno);
-    return nullptr;
-  }
-  log->fd = common::open_beneath(device_fd_, log->name, O_RDWR | O_CREAT | O_EXCL, 0600);
-  // The log belongs to the data's owner, so that a restarted node knows whose it is (mode 0600
-  // in a directory of the node's: the owner cannot reach it there).
-  const bool owned =
-      log->fd >= 0 && (log->owner == geteuid() || fchown(log->fd, log->owner, log->group) == 0);
-  if (log->fd < 0 || !owned || !storage::write_log_header(log->fd, file)) {
-    why = log->path + ": " + std::strerror(errno);
-    if (log->fd >= 0) unlinkat(device_fd_, log->name.c_str(), 0);
-    unlinkat(device_fd_, job_name(log->name).c_str(), 0);
-    return nullptr;
-  }
-  log->start = log->end = storage::log_header_size(file);
-  return logs_.emplace(file, std::move(log)).first->second.get();
+  log->created = next_log_;
+  log->sealed = true;  // no segment yet: the first write opens one
+  logs_[log->inode] = log;
+  return log;
 }
 
-Status Store::write(const std::string& file, std::uint64_t offset, std::string_view data,
+Status Store::write(const FileRef& file, std::uint64_t offset, std::string_view data,
                     const std::string& job, std::string& why, const Caller& caller) {
-  if (!common::plain_relative_name(file) || fences::reserved(file)) {
+  if (!common::plain_relative_name(file.name) || fences::reserved(file.name)) {
     why = "bad file name (relative, no . or .. parts, not under .harmonia/)";
     return Status::Invalid;
   }
@@ -349,77 +650,135 @@ Status Store::write(const std::string& file, std::uint64_t offset, std::string_v
     return Status::Invalid;
   }
   if (data.empty()) return Status::Ok;
-  std::lock_guard lock(mutex_);
-  const auto held = logs_.find(file);
-  if (held != logs_.end() && !may_act_on(caller, held->second->owner)) {
-    why = forbidden(file, held->second->owner, caller);
-    return Status::Forbidden;
+  for (;;) {
+    Status status = Status::Ok;
+    const LogPtr log = log_for(file, job, caller, why, status);
+    if (!log) return status;
+    // A log this write made and could not fill holds nothing: it goes (with its descriptor).
+    const auto drop_if_empty = [&] {
+      std::lock_guard lock(mutex_);
+      std::lock_guard file_lock(log->mutex);
+      if (!log->segments.empty() || log->removed) return;
+      log->removed = true;
+      logs_.erase(log->inode);
+    };
+    bool fits = true;
+    {
+      std::lock_guard lock(mutex_);
+      if (!may_act_on(caller, log->owner)) {
+        why = forbidden(file.name, log->owner, caller);
+        return Status::Forbidden;
+      }
+      // Renamed since the log was made: it goes by the name its writer knows it by now.
+      if (file.inode != 0 && file.name != log->name) log->name = file.name;
+      // The file changes: a staged-in copy of it (made from the PFS file) is stale from now on,
+      // and so is one being made.
+      for (const std::string* name : {&file.name, static_cast<const std::string*>(&log->name)}) {
+        drop_copies_locked(*name);
+        if (const auto running = copying_.find(*name); running != copying_.end())
+          ++running->second.writes;
+      }
+      fits = used_ + data.size() <= capacity_;
+      if (fits)
+        used_ += data.size();  // reserved: concurrent writes cannot take the room meanwhile
+      else
+        why = "capacity: " + std::to_string(capacity_ - used_) + " bytes left";
+    }
+    if (!fits) {
+      drop_if_empty();
+      return Status::Full;
+    }
+    const auto give_back = [&] {
+      std::lock_guard lock(mutex_);
+      used_ -= data.size();
+    };
+    std::unique_lock file_lock(log->mutex);
+    if (log->removed) {  // drained and gone meanwhile: the next try makes a new log
+      file_lock.unlock();
+      give_back();
+      continue;
+    }
+    if (log->sealed || log->segments.empty()) {
+      std::string name;
+      {
+        std::lock_guard lock(mutex_);
+        name = log->name;
+      }
+      auto segment = new_segment(*log, name, why);
+      if (!segment) {
+        file_lock.unlock();
+        give_back();
+        drop_if_empty();
+        return Status::Full;
+      }
+      log->segments.push_back(std::move(segment));
+      log->sealed = false;
+    }
+    Segment& segment = *log->segments.back();
+    storage::RecordHeader header;
+    header.offset = offset;
+    header.length = data.size();
+    header.checksum = storage::record_checksum(header, data.data());
+    const iovec parts[2] = {{&header, sizeof(header)},
+                            {const_cast<char*>(data.data()), data.size()}};
+    if (storage::pwritev_all(segment.fd, parts, 2, static_cast<off64_t>(segment.end)) < 0 ||
+        (sync_writes_ && fdatasync(segment.fd) != 0)) {
+      const int error = errno;
+      // Cut the record, partial or not on the device: the log stays a sequence of complete,
+      // acknowledged ones.
+      (void)ftruncate(segment.fd, static_cast<off_t>(segment.end));
+      file_lock.unlock();
+      give_back();
+      why = "device: " + std::string(std::strerror(error));
+      return error == ENOSPC || error == EDQUOT ? Status::Full : Status::Error;
+    }
+    segment.records.push_back({offset, data.size(), segment.end + sizeof(header)});
+    segment.end += sizeof(header) + data.size();
+    segment.bytes += data.size();
+    file_lock.unlock();
+    std::lock_guard lock(mutex_);
+    log->bytes += data.size();
+    log->end = std::max(log->end, offset + data.size());
+    log->last_write_ns = wall_clock_ns();
+    received_ += data.size();
+    file_changes_[log->inode] = true;
+    return Status::Ok;
   }
-  if (held == logs_.end()) {
-    if (!drainable(file, why)) return Status::Invalid;
-    if (const Status allowed = may_write(file, caller, why); allowed != Status::Ok) return allowed;
-  }
-  // The file changes: a staged-in copy of it (made from the PFS file) is stale from now on,
-  // and so is one being made.
-  drop_copies_locked(file);
-  if (const auto running = copying_.find(file); running != copying_.end()) ++running->second.writes;
-  if (used_ + data.size() > capacity_) {
-    why = "capacity: " + std::to_string(capacity_ - used_) + " bytes left";
-    return Status::Full;
-  }
-  Log* log = log_for(file, job, caller, why);
-  if (!log) return Status::Full;
-  storage::RecordHeader header;
-  header.offset = offset;
-  header.length = data.size();
-  header.checksum = storage::record_checksum(header, data.data());
-  const iovec parts[2] = {{&header, sizeof(header)}, {const_cast<char*>(data.data()), data.size()}};
-  const std::size_t total = sizeof(header) + data.size();
-  if (storage::pwritev_all(log->fd, parts, 2, static_cast<off64_t>(log->end)) < 0 ||
-      (sync_writes_ && fdatasync(log->fd) != 0)) {
-    const int error = errno;
-    // Cut the record, partial or not on the device: the log stays a sequence of complete,
-    // acknowledged ones.
-    (void)ftruncate(log->fd, static_cast<off_t>(log->end));
-    why = "device: " + std::string(std::strerror(error));
-    return error == ENOSPC || error == EDQUOT ? Status::Full : Status::Error;
-  }
-  log->records.push_back({offset, data.size(), log->end + sizeof(header)});
-  log->end += total;
-  log->bytes += data.size();
-  used_ += data.size();
-  received_ += data.size();
-  return Status::Ok;
 }
 
-Status Store::read(const std::string& file, std::uint64_t offset, std::uint64_t length,
+Status Store::read(const FileRef& file, std::uint64_t offset, std::uint64_t length,
                    std::string& out, std::string& why, const Caller& caller) {
-  if (!common::plain_relative_name(file) || length > (64ULL << 20)) {
+  if (!common::plain_relative_name(file.name) || length > (64ULL << 20)) {
     why = "bad file name or a read of more than 64 MiB";
     return Status::Invalid;
   }
-  std::lock_guard lock(mutex_);
-  const auto found = logs_.find(file);
-  if (found == logs_.end()) return Status::NotHeld;
-  const Log& log = *found->second;
-  if (!may_act_on(caller, log.owner)) {
-    why = forbidden(file, log.owner, caller);
+  LogPtr log;
+  {
+    std::lock_guard lock(mutex_);
+    log = find_locked(file);
+  }
+  if (!log) return Status::NotHeld;
+  if (!may_act_on(caller, log->owner)) {
+    why = forbidden(file.name, log->owner, caller);
     return Status::Forbidden;
   }
+  std::lock_guard file_lock(log->mutex);
+  if (log->removed) return Status::NotHeld;
   out.assign(length, '\0');
   std::vector<bool> covered(length, false);
-  for (const auto& r : log.records) {  // in order: later writes win
-    const std::uint64_t from = std::max(r.offset, offset);
-    const std::uint64_t to = std::min(r.offset + r.length, offset + length);
-    if (from >= to) continue;
-    if (!read_all_at(log.fd, out.data() + (from - offset), to - from,
-                     static_cast<off_t>(r.log_at + (from - r.offset)))) {
-      why = log.path + ": " + std::strerror(errno);
-      return Status::Error;
+  for (const auto& segment : log->segments)
+    for (const auto& r : segment->records) {  // in order: later writes win
+      const std::uint64_t from = std::max(r.offset, offset);
+      const std::uint64_t to = std::min(r.offset + r.length, offset + length);
+      if (from >= to) continue;
+      if (!read_all_at(segment->fd, out.data() + (from - offset), to - from,
+                       static_cast<off_t>(r.log_at + (from - r.offset)))) {
+        why = segment->path + ": " + std::strerror(errno);
+        return Status::Error;
+      }
+      std::fill(covered.begin() + static_cast<long>(from - offset),
+                covered.begin() + static_cast<long>(to - offset), true);
     }
-    std::fill(covered.begin() + static_cast<long>(from - offset),
-              covered.begin() + static_cast<long>(to - offset), true);
-  }
   if (std::find(covered.begin(), covered.end(), false) != covered.end()) return Status::NotHeld;
   return Status::Ok;
 }
@@ -433,7 +792,7 @@ Status Store::read_staged(const std::string& file, std::uint64_t offset, std::ui
   }
   std::lock_guard lock(mutex_);
   // Written data of the file here is newer than any copy of the PFS file.
-  if (logs_.count(file)) {
+  if (find_locked({file, identity.inode})) {
     why = file + ": written on this node since it was staged in";
     return Status::NotHeld;
   }
@@ -639,160 +998,151 @@ Status Store::stage_in(const StageSpec& spec, const std::string& file,
   return Status::Ok;
 }
 
-bool Store::drainable(const std::string& file, std::string& why) const {
-  // Nothing there yet (ENOENT) is fine: the drain makes it. A link on the way, or something
-  // that is no regular file, is refused now rather than at the drain.
-  const int fd = common::open_beneath(pfs_fd_, file, O_PATH);
-  struct stat st {};
-  const int error = fd < 0 ? errno : fstatat(fd, "", &st, AT_EMPTY_PATH) != 0 ? errno : 0;
-  common::close_fd(fd);
-  if (error == ELOOP || error == EXDEV) {
-    why = common::beneath_error(pfs_root_ + "/" + file, error);
-    return false;
-  }
-  if (fd >= 0 && error == 0 && !S_ISREG(st.st_mode)) {
-    why = pfs_root_ + "/" + file + ": refused: not a regular file";
-    return false;
+bool Store::copy_records(const std::vector<Segment*>& segments, int target,
+                         const std::vector<fences::Range>& fenced) {
+  for (const Segment* segment : segments) {
+    const auto& records = segment->records;
+    std::size_t k = 0;
+    while (k < records.size()) {
+      // Records that continue each other in the file: one run.
+      std::size_t end = k + 1;
+      std::uint64_t bytes = records[k].length;
+      while (end < records.size() && bytes < (64ULL << 20) &&
+             records[end].offset == records[k].offset + bytes) {
+        bytes += records[end].length;
+        ++end;
+      }
+      // In the kernel, page cache to page cache, when the file systems allow it.
+      bool copied = kernel_copy_.load();
+      for (std::size_t r = k; copied && r < end; ++r) {
+        const Record& record = records[r];
+        for (const auto& piece : fences::uncovered(record.offset, record.length, fenced)) {
+          if (!copy_in_kernel(segment->fd, record.log_at + (piece.offset - record.offset), target,
+                              piece.offset, piece.length)) {
+            // Not between these file systems: the run again, from a mapping of the log.
+            if (errno != EXDEV && errno != EINVAL && errno != ENOSYS && errno != EOPNOTSUPP)
+              return false;
+            kernel_copy_ = false;
+            copied = false;
+            break;
+          }
+        }
+      }
+      if (!copied) {
+        // The log's pages mapped, written straight from there: one copy, one write per piece.
+        const std::uint64_t first = records[k].log_at & ~(kPage - 1);
+        const std::uint64_t last = records[end - 1].log_at + records[end - 1].length;
+        void* mapped = mmap(nullptr, last - first, PROT_READ, MAP_SHARED | MAP_POPULATE,
+                            segment->fd, static_cast<off_t>(first));
+        if (mapped == MAP_FAILED) return false;
+        bool ok = true;
+        // Pieces that continue each other in the file (all of the run, without fences): one
+        // pwritev.
+        std::vector<iovec> parts;
+        std::uint64_t parts_at = 0, parts_end = 0;
+        const auto flush_parts = [&] {
+          ok = ok && storage::pwritev_all(target, parts.data(), static_cast<int>(parts.size()),
+                                          static_cast<off64_t>(parts_at)) >= 0;
+          parts.clear();
+        };
+        for (std::size_t r = k; ok && r < end; ++r) {
+          const Record& record = records[r];
+          char* data = static_cast<char*>(mapped) + (record.log_at - first);
+          for (const auto& piece : fences::uncovered(record.offset, record.length, fenced)) {
+            if (!parts.empty() && piece.offset != parts_end) flush_parts();
+            if (parts.empty()) parts_at = piece.offset;
+            parts.push_back({data + (piece.offset - record.offset), piece.length});
+            parts_end = piece.offset + piece.length;
+          }
+        }
+        if (!parts.empty()) flush_parts();
+        const int error = errno;
+        munmap(mapped, last - first);
+        errno = error;
+        if (!ok) return false;
+      }
+      k = end;
+    }
   }
   return true;
 }
 
-Status Store::may_write(const std::string& file, const Caller& caller, std::string& why) const {
-  const common::ActAs as_caller(caller.uid, caller.gid);
-  if (!as_caller.ok()) {
-    why = pfs_root_ + "/" + file + ": " + as_caller.why();
-    return Status::Forbidden;
-  }
-  const auto [parent, name] = common::split_last(file);
-  const int dir = common::make_dirs_beneath(pfs_fd_, parent, 0755, O_PATH);
-  const int fd =
-      dir < 0 ? -1 : common::open_beneath(dir, name, O_WRONLY | O_CREAT | O_NONBLOCK, 0644);
-  const int error = errno;
-  common::close_fd(dir);
-  if (fd >= 0) {
-    common::close_fd(fd);
-    return Status::Ok;
-  }
-  why = common::beneath_error(pfs_root_ + "/" + file, error) + " (as uid " +
-        std::to_string(caller.uid) + ")";
-  return error == EACCES || error == EPERM || error == EROFS ? Status::Forbidden : Status::Invalid;
-}
-
-Status Store::drain_one(const std::string& file, Log& log, std::string& why) {
-  const std::string target = pfs_root_ + "/" + file;
-  // Opened once, beneath the root with no link followed (the directories too, each made
-  // relative to its parent's descriptor), with the file-system identity of the data's owner:
-  // the PFS lets the node write only what that user could. Then only the descriptor is used,
-  // so a link swapped in meanwhile changes nothing. O_NONBLOCK: a FIFO there cannot hold the
-  // drain.
-  const auto [parent, name] = common::split_last(file);
-  int fd = -1;
+Status Store::drain_log(const LogPtr& log, std::string& why) {
+  std::lock_guard drain_lock(log->drain_mutex);
+  // The segments there are now; writes from here on go to a new one, and are not held up.
+  std::vector<Segment*> batch;
   {
-    const common::ActAs as_owner(log.owner, log.group);
-    if (!as_owner.ok()) {
-      why = target + ": " + as_owner.why();
+    std::lock_guard file_lock(log->mutex);
+    if (log->removed) return Status::Ok;  // another drain took it meanwhile
+    for (const auto& segment : log->segments) batch.push_back(segment.get());
+    log->sealed = true;
+  }
+  std::string name;
+  {
+    std::lock_guard lock(mutex_);
+    name = log->name;
+  }
+  const std::string target = pfs_root_ + "/" + name;
+  if (log->orphan) {
+    why = target + ": not found again after the node restarted; its data stays held";
+    return Status::Error;
+  }
+  std::uint64_t bytes = 0;
+  for (const Segment* segment : batch) bytes += segment->bytes;
+  if (!batch.empty()) {
+    struct stat st {};
+    if (fstat(log->target, &st) != 0) {
+      why = target + ": " + std::strerror(errno);
       return Status::Error;
     }
-    const int dir = common::make_dirs_beneath(pfs_fd_, parent, 0755, O_PATH);
-    fd = dir < 0 ? -1 : common::open_beneath(dir, name, O_WRONLY | O_CREAT | O_NONBLOCK, 0644);
-    const int error = errno;
-    common::close_fd(dir);
-    errno = error;
-  }
-  struct stat st {};
-  if (fd >= 0 && (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode))) {
-    common::close_fd(fd);
-    why = target + ": refused: not a regular file";
-    return Status::Error;
-  }
-  if (fd < 0) {
-    why = common::beneath_error(target, errno);
-    return Status::Error;
-  }
-  // Ranges clients wrote elsewhere after losing this node hold newer bytes than this log: a
-  // fence is honoured only from who could have written them (root, this node's user, or the
-  // owner of the file: fences::read).
-  std::string ignored;
-  const auto fenced = fence_node_.empty()
-                          ? std::vector<fences::Range>{}
-                          : fences::read(pfs_fd_, fence_node_, file, st.st_uid, &ignored);
-  if (!ignored.empty())
-    std::fprintf(stderr, "harmonia-bbd: %s/%s\n", pfs_root_.c_str(), ignored.c_str());
-  std::size_t k = 0;
-  bool ok = true;
-  while (ok && k < log.records.size()) {
-    // Records that continue each other in the file: one run.
-    std::size_t end = k + 1;
-    std::uint64_t bytes = log.records[k].length;
-    while (end < log.records.size() && bytes < (64ULL << 20) &&
-           log.records[end].offset == log.records[k].offset + bytes) {
-      bytes += log.records[end].length;
-      ++end;
+    // Ranges clients wrote elsewhere after losing this node hold newer bytes than these logs: a
+    // fence is honoured only from who could have written them (root, this node's user, or the
+    // owner of the file: fences::read).
+    std::string ignored;
+    const auto fenced =
+        fence_node_.empty()
+            ? std::vector<fences::Range>{}
+            : fences::read(pfs_fd_, fence_node_, fence_name(log->inode), st.st_uid, &ignored);
+    if (!ignored.empty())
+      std::fprintf(stderr, "harmonia-bbd: %s/%s\n", pfs_root_.c_str(), ignored.c_str());
+    ++draining_;
+    bool ok = false;
+    int error = 0;
+    {
+      // Written as the data's owner, as the program's own writes would have been: the kernel
+      // then clears set-user-ID and set-group-ID bits as it would for them.
+      const common::ActAs as_owner(log->owner, log->group);
+      ok = as_owner.ok() && copy_records(batch, log->target, fenced) && fsync(log->target) == 0;
+      error = as_owner.ok() ? errno : EPERM;
     }
-    // In the kernel, page cache to page cache, when the file systems allow it.
-    bool copied = kernel_copy_.load();
-    for (std::size_t r = k; copied && r < end; ++r) {
-      const Record& record = log.records[r];
-      for (const auto& piece : fences::uncovered(record.offset, record.length, fenced)) {
-        if (!copy_in_kernel(log.fd, record.log_at + (piece.offset - record.offset), fd,
-                            piece.offset, piece.length)) {
-          // Not between these file systems: the run again, from a mapping of the log.
-          if (errno == EXDEV || errno == EINVAL || errno == ENOSYS || errno == EOPNOTSUPP)
-            kernel_copy_ = false;
-          else
-            ok = false;
-          copied = false;
-          break;
-        }
-      }
+    --draining_;
+    if (!ok) {
+      why = target + ": " + std::strerror(error);
+      return Status::Error;  // everything stays held: drained again later, in order
     }
-    if (ok && !copied) {
-      // The log's pages mapped, written straight from there: one copy, one write per piece.
-      const std::uint64_t first = log.records[k].log_at & ~(kPage - 1);
-      const std::uint64_t last = log.records[end - 1].log_at + log.records[end - 1].length;
-      void* mapped = mmap(nullptr, last - first, PROT_READ, MAP_SHARED | MAP_POPULATE, log.fd,
-                          static_cast<off_t>(first));
-      ok = mapped != MAP_FAILED;
-      // Pieces that continue each other in the file (all of the run, without fences): one
-      // pwritev.
-      std::vector<iovec> parts;
-      std::uint64_t parts_at = 0, parts_end = 0;
-      const auto flush_parts = [&] {
-        ok = ok && storage::pwritev_all(fd, parts.data(), static_cast<int>(parts.size()),
-                                        static_cast<off64_t>(parts_at)) >= 0;
-        parts.clear();
-      };
-      for (std::size_t r = k; ok && r < end; ++r) {
-        const Record& record = log.records[r];
-        char* data = static_cast<char*>(mapped) + (record.log_at - first);
-        for (const auto& piece : fences::uncovered(record.offset, record.length, fenced)) {
-          if (!parts.empty() && piece.offset != parts_end) flush_parts();
-          if (parts.empty()) parts_at = piece.offset;
-          parts.push_back({data + (piece.offset - record.offset), piece.length});
-          parts_end = piece.offset + piece.length;
-        }
-      }
-      if (!parts.empty()) flush_parts();
-      if (mapped != MAP_FAILED) munmap(mapped, last - first);
-    }
-    k = end;
+    // The node holds nothing of the file now but newer segments: its fence has done its work.
+    if (!fence_node_.empty()) fences::remove(pfs_fd_, fence_node_, fence_name(log->inode));
   }
-  ok = ok && fsync(fd) == 0;
-  const int error = errno;
-  close(fd);
-  if (!ok) {
-    why = target + ": " + std::strerror(error);
-    return Status::Error;  // everything stays held: drained again later, in order
+  std::lock_guard lock(mutex_);
+  std::lock_guard file_lock(log->mutex);
+  for (std::size_t k = 0; k < batch.size(); ++k) {
+    unlinkat(device_fd_, log->segments.front()->name.c_str(), 0);
+    unlinkat(device_fd_, file_name_of(log->segments.front()->name).c_str(), 0);
+    log->segments.pop_front();
   }
-  // The node holds nothing of the file now: its fence has done its work.
-  if (!fence_node_.empty()) fences::remove(pfs_fd_, fence_node_, file);
-  drained_ += log.bytes;
-  Drained& drained = drained_by_job_[log.job];
-  drained.bytes += log.bytes;
-  drained.at = std::chrono::steady_clock::now();
-  used_ -= log.bytes;
-  unlinkat(device_fd_, log.name.c_str(), 0);
-  unlinkat(device_fd_, job_name(log.name).c_str(), 0);
+  log->bytes -= bytes;
+  used_ -= bytes;
+  drained_ += bytes;
+  if (bytes > 0) {
+    Drained& drained = drained_by_job_[log->job];
+    drained.bytes += bytes;
+    drained.at = std::chrono::steady_clock::now();
+  }
+  if (log->segments.empty()) {
+    log->removed = true;
+    logs_.erase(log->inode);
+    file_changes_[log->inode] = false;
+  }
   return Status::Ok;
 }
 
@@ -808,7 +1158,7 @@ int Store::lock_fences() {
 
 void Store::set_fence_node(const std::string& node) {
   fence_node_ = node;
-  // Its directories sticky, so that users cannot delete or replace each other's fences.
+  // Its directories sticky and writable by all: every user fences, nobody removes another's.
   if (const int error = fences::prepare(pfs_fd_, node))
     std::fprintf(
         stderr, "harmonia-bbd: %s\n",
@@ -823,90 +1173,106 @@ void Store::drop_stale_fences() {
   // none (a drain consumed them, or they never arrived), and it must not skip later writes.
   const FenceLock fence_lock{lock_fences()};
   std::lock_guard lock(mutex_);
-  fences::remove_unless(pfs_fd_, fence_node_,
-                        [this](const std::string& file) { return logs_.count(file) > 0; });
+  fences::remove_unless(pfs_fd_, fence_node_, [this](const std::string& fence) {
+    for (const auto& [inode, log] : logs_)
+      if (fence == fence_name(log->inode)) return true;
+    return false;
+  });
 }
 
-Status Store::drain(const std::string& file, std::string& why, const Caller& caller) {
-  if (!file.empty() && !common::plain_relative_name(file)) {
+Status Store::drain(const FileRef& file, std::string& why, const Caller& caller) {
+  if (!file.name.empty() && !common::plain_relative_name(file.name)) {
     why = "bad file name";
     return Status::Invalid;
   }
-  const FenceLock fence_lock{lock_fences()};  // before the store's mutex: clients take it first
-  std::lock_guard lock(mutex_);
-  if (!file.empty()) {
-    const auto held = logs_.find(file);
-    if (held != logs_.end() && !may_act_on(caller, held->second->owner)) {
-      why = forbidden(file, held->second->owner, caller);
-      return Status::Forbidden;
-    }
-  }
-  draining_ = true;
-  Status result = Status::Ok;
-  for (auto it = logs_.begin(); it != logs_.end();) {
-    if ((!file.empty() && it->first != file) || !may_act_on(caller, it->second->owner)) {
-      ++it;
-      continue;
-    }
-    if (drain_one(it->first, *it->second, why) == Status::Ok) {
-      it = logs_.erase(it);
+  std::vector<LogPtr> chosen;
+  {
+    std::lock_guard lock(mutex_);
+    if (!file.name.empty()) {
+      LogPtr log = find_locked(file);
+      if (!log) return Status::Ok;  // nothing held: drained
+      if (!may_act_on(caller, log->owner)) {
+        why = forbidden(file.name, log->owner, caller);
+        return Status::Forbidden;
+      }
+      chosen.push_back(std::move(log));
     } else {
-      result = Status::Error;
-      ++it;
+      for (const auto& [inode, log] : logs_)
+        if (may_act_on(caller, log->owner)) chosen.push_back(log);
+      std::sort(chosen.begin(), chosen.end(),
+                [](const LogPtr& a, const LogPtr& b) { return a->created < b->created; });
     }
   }
-  draining_ = false;
+  const FenceLock fence_lock{lock_fences()};
+  Status result = Status::Ok;
+  for (const LogPtr& log : chosen) {
+    std::string failed;
+    if (drain_log(log, failed) != Status::Ok) {
+      if (result == Status::Ok) why = failed;
+      result = Status::Error;
+    }
+  }
   return result;
 }
 
 Status Store::drain_next(const std::set<std::string>& jobs, std::string& file, std::string& why) {
   // Candidates: files of the ordered jobs, and logs recovered after a crash (their writers are
   // gone; nothing else will drain them). The request scheduler picks which goes first.
-  const auto candidate = [&jobs](const Log& log) { return log.recovered || jobs.count(log.job); };
+  std::vector<LogPtr> candidates;
   {
-    // Idle nodes ask often: the fence lock (a PFS round trip) only when there is work.
     std::lock_guard lock(mutex_);
-    if (std::none_of(logs_.begin(), logs_.end(),
-                     [&](const auto& entry) { return candidate(*entry.second); }))
-      return Status::NotHeld;
-  }
-  const FenceLock fence_lock{lock_fences()};  // before the store's mutex: clients take it first
-  std::lock_guard lock(mutex_);
-  namespace req = harmonia::core::requests;
-  const auto scheduler = req::make_request_scheduler(drain_scheduler_);
-  std::vector<std::map<std::string, std::unique_ptr<Log>>::iterator> candidates;
-  for (auto it = logs_.begin(); it != logs_.end(); ++it)
-    if (candidate(*it->second)) candidates.push_back(it);
-  // In arrival order: the scheduler's clock never goes back.
-  std::sort(candidates.begin(), candidates.end(),
-            [](const auto& a, const auto& b) { return a->second->created < b->second->created; });
-  std::map<std::string, core::AppId> job_ids;
-  for (std::size_t k = 0; k < candidates.size(); ++k) {
-    const Log& log = *candidates[k]->second;
-    const auto app = job_ids.emplace(log.job, static_cast<core::AppId>(job_ids.size())).first;
-    scheduler->enqueue({k + 1, k + 1, 0, std::max<std::uint64_t>(1, log.bytes), core::Op::Write,
-                        app->second, 0, static_cast<req::Time>(log.created)});
+    for (const auto& [inode, log] : logs_)
+      if (!log->orphan && (log->recovered || jobs.count(log->job))) candidates.push_back(log);
   }
   if (candidates.empty()) return Status::NotHeld;
+  // In arrival order: the scheduler's clock never goes back.
+  std::sort(candidates.begin(), candidates.end(),
+            [](const LogPtr& a, const LogPtr& b) { return a->created < b->created; });
+  namespace req = harmonia::core::requests;
+  const auto scheduler = req::make_request_scheduler(drain_scheduler_);
+  std::map<std::string, core::AppId> job_ids;
+  {
+    std::lock_guard lock(mutex_);
+    for (std::size_t k = 0; k < candidates.size(); ++k) {
+      const Log& log = *candidates[k];
+      const auto app = job_ids.emplace(log.job, static_cast<core::AppId>(job_ids.size())).first;
+      scheduler->enqueue({k + 1, k + 1, 0, std::max<std::uint64_t>(1, log.bytes), core::Op::Write,
+                          app->second, 0, static_cast<req::Time>(log.created)});
+    }
+    file = "";
+  }
   const auto batch = scheduler->dequeue(static_cast<req::Time>(next_log_));
   // A window scheduler may hold everything back at this instant: then the oldest goes.
-  const auto chosen = batch.dispatches.empty()
-                          ? candidates.front()
-                          : candidates[batch.dispatches.front().parts.front().id - 1];
-  file = chosen->first;
-  draining_ = true;
-  const Status status = drain_one(chosen->first, *chosen->second, why);
-  draining_ = false;
-  if (status == Status::Ok) logs_.erase(chosen);
-  return status;
+  const LogPtr& chosen = batch.dispatches.empty()
+                             ? candidates.front()
+                             : candidates[batch.dispatches.front().parts.front().id - 1];
+  {
+    std::lock_guard lock(mutex_);
+    file = chosen->name;
+  }
+  const FenceLock fence_lock{lock_fences()};
+  return drain_log(chosen, why);
 }
 
 StoreStats Store::stats() {
   std::lock_guard lock(mutex_);
-  StoreStats out{capacity_, used_, drained_, received_, static_cast<std::uint32_t>(logs_.size()),
-                 draining_, {},    {},       staged_,   staged_read_,
-                 {}};
-  for (const auto& entry : logs_) out.held_by_job[entry.second->job] += entry.second->bytes;
+  StoreStats out;
+  out.capacity = capacity_;
+  out.used = used_;
+  out.drained = drained_;
+  out.received = received_;
+  out.draining = draining_.load() > 0;
+  out.staged = staged_;
+  out.staged_read = staged_read_;
+  for (const auto& [inode, log] : logs_) {
+    if (log->orphan) {
+      out.orphaned += log->bytes;
+      continue;
+    }
+    if (log->bytes == 0) continue;
+    ++out.files;
+    out.held_by_job[log->job] += log->bytes;
+  }
   for (const auto& [where, copy] : copies_)
     out.staged_by_key[where.second][where.first] = copy->bytes;
   // Jobs whose data last drained long ago are forgotten: the report stays as small as the work.
@@ -922,10 +1288,39 @@ StoreStats Store::stats() {
   return out;
 }
 
+bool Store::holds(const FileRef& file) {
+  std::lock_guard lock(mutex_);
+  const LogPtr log = find_locked(file);
+  return log && log->bytes > 0;
+}
+
+HeldFileChanges Store::take_file_changes(bool all) {
+  std::lock_guard lock(mutex_);
+  HeldFileChanges out;
+  const auto state = [](const Log& log) {
+    return HeldFileState{log.inode, log.name, log.end, log.last_write_ns, log.owner};
+  };
+  if (all) {
+    for (const auto& [inode, log] : logs_)
+      if (!log->orphan && log->bytes > 0) out.held.push_back(state(*log));
+  } else {
+    for (const auto& [inode, held] : file_changes_) {
+      const auto found = logs_.find(inode);
+      if (held && found != logs_.end() && found->second->bytes > 0)
+        out.held.push_back(state(*found->second));
+      else if (!held && found == logs_.end())
+        out.released.push_back(inode);
+    }
+  }
+  file_changes_.clear();
+  return out;
+}
+
 std::map<std::string, std::uint64_t> Store::held() {
   std::lock_guard lock(mutex_);
   std::map<std::string, std::uint64_t> out;
-  for (const auto& [file, log] : logs_) out[file] = log->bytes;
+  for (const auto& [inode, log] : logs_)
+    if (log->bytes > 0) out[log->name] += log->bytes;
   return out;
 }
 

@@ -1,13 +1,23 @@
 #pragma once
-/// @file A buffer node's store: one append-only, checksummed log per file on the node's device
-/// (the staging log format of libharmonia, docs/staging-library.md), with capacity accounting,
-/// reads of held data, and drains to the PFS in written order. Thread-safe.
+/// @file A buffer node's store: the data clients wrote, held on the node's device in append-only,
+/// checksummed logs (the staging log format of libharmonia, docs/staging-library.md) until it
+/// drains to the PFS, with capacity accounting and reads of held data; and the copies staged in
+/// for read phases. Thread-safe: one mutex for the store's tables, one per file for its logs, and
+/// no lock held across a drain's I/O but the drained file's own.
+///
+/// Held data follows the file, not its name (docs/buffer-nodes.md, "Data follows the file"): at
+/// the first write of a file the node opens the PFS file once, as its writer, and keeps that
+/// descriptor; drains write through it. A file renamed meanwhile receives its bytes under its new
+/// name; a file deleted meanwhile never comes back (its bytes go to the unlinked inode, which
+/// vanishes with the last descriptor). After a restart the node finds each file again by its file
+/// handle (name_to_handle_at), or, where the node may not open handles, by its name and inode.
 
 #include <sys/types.h>
 
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -17,15 +27,16 @@
 #include <string_view>
 #include <vector>
 
+#include "storage/fences.hpp"
+
 namespace harmonia::bbd {
 
 enum class Status { Ok, Full, NotHeld, Invalid, Error, Forbidden };
 
 /// Whom a request acts for (docs/security.md, "Identity"). A file's data held on the node
 /// belongs to the user whose write created its log: only that user, or an administrator, may
-/// write more of it, read it or drain it. The PFS file is opened with its owner's file-system
-/// identity, at the first write (created if missing, so the kernel decides whether the user may
-/// write it) and at every drain.
+/// write more of it, read it or drain it. The PFS file is opened with that user's file-system
+/// identity, and drains write as that user.
 struct Caller {
   uid_t uid = 0;
   gid_t gid = 0;
@@ -33,6 +44,36 @@ struct Caller {
   /// The node's own user, with every right (tests, and requests with no identity when the node
   /// runs with --auth none).
   static Caller node();
+};
+
+/// A file as a request names it: its name relative to the PFS root when the client opened it,
+/// and its inode as the client's fstat saw it. With an inode the node holds the data of that
+/// very file whatever it is called now; without one (0: harmonia-bbctl, tests) the name decides,
+/// and the first write creates the file if it is missing.
+struct FileRef {
+  std::string name;
+  std::uint64_t inode = 0;
+  /// The client's file handle (name_to_handle_at), or "": a node that may open handles finds
+  /// the file by it when it was renamed or deleted before the first write reached the node.
+  std::string handle;
+  FileRef(std::string file, std::uint64_t ino = 0, std::string file_handle = {})
+      : name(std::move(file)), inode(ino), handle(std::move(file_handle)) {}
+  FileRef(const char* file) : name(file) {}
+};
+
+/// A file the node holds written data of, as the scheduler learns it (control.proto HeldFile).
+struct HeldFileState {
+  std::uint64_t inode = 0;
+  std::string name;
+  std::uint64_t end = 0;      ///< the largest offset + length held
+  std::int64_t mtime_ns = 0;  ///< when its last write arrived
+  uid_t uid = 0;
+};
+
+/// What changed in the files held since the last look (Store::take_file_changes).
+struct HeldFileChanges {
+  std::vector<HeldFileState> held;      ///< new or changed (all of them, when asked for all)
+  std::vector<std::uint64_t> released;  ///< no longer held
 };
 
 /// A PFS file as fstat shows it (bb.proto FileIdentity): a staged-in copy is served only to
@@ -70,6 +111,9 @@ struct StoreStats {
   std::uint64_t staged_read = 0;
   /// The staged-in copies held, per stage-in key: bytes per file (never in `held_by_job`).
   std::map<std::string, std::map<std::string, std::uint64_t>> staged_by_key;
+  /// Bytes recovered after a restart whose file the node could not find again (renamed while
+  /// the node was down, and the node may not open file handles): held, never drained, reported.
+  std::uint64_t orphaned = 0;
 };
 
 class Store {
@@ -82,17 +126,18 @@ class Store {
         std::string drain_scheduler = "fifo");
   ~Store();
 
-  /// Appends a write; Full when it does not fit (in capacity or on the device), Invalid for a
-  /// bad name, a name whose PFS path has a symbolic link on the way (checked at the first write
-  /// of the file; drains check again) or an end past the largest file offset. The data is in the
-  /// log (the page cache) when Ok returns (on the device with sync_writes).
-  /// Forbidden when the file's data belongs to another user, or the PFS refuses the caller
-  /// the file.
-  Status write(const std::string& file, std::uint64_t offset, std::string_view data,
+  /// Appends a write; Full when it does not fit (in capacity, on the device, or in the node's
+  /// descriptors), Invalid for a bad name, a name whose PFS path has a symbolic link on the way,
+  /// a file that is not the one `file.inode` names (renamed or replaced since the client opened
+  /// it), a file on another file system than the PFS root, or an end past the largest file
+  /// offset. The data is in the log (the page cache) when Ok returns (on the device with
+  /// sync_writes). Forbidden when the file's data belongs to another user, or the PFS refuses
+  /// the caller the file.
+  Status write(const FileRef& file, std::uint64_t offset, std::string_view data,
                const std::string& job, std::string& why, const Caller& caller = Caller::node());
   /// The range when the node holds all of it (later writes win), else NotHeld; Forbidden when
   /// it belongs to another user.
-  Status read(const std::string& file, std::uint64_t offset, std::uint64_t length, std::string& out,
+  Status read(const FileRef& file, std::uint64_t offset, std::uint64_t length, std::string& out,
               std::string& why, const Caller& caller = Caller::node());
   /// A read of a staged-in copy (docs/buffer-nodes.md, "Stage-in"): served only when the node
   /// holds no written data of the file, a copy of it was made of a file with `identity`, for
@@ -112,12 +157,11 @@ class Store {
                   const std::function<bool()>& keep_going, std::uint64_t& bytes, std::string& why);
   /// Frees every copy kept for `key`.
   void drop_stage_in(const std::string& key);
-  /// Writes every record of `file` (all files when empty) to the PFS in order, syncs it, and
-  /// frees the log. Error when the PFS fails, or the file's path there is refused (a symbolic
-  /// link on the way, not a regular file): what is not drained stays held.
+  /// Writes every record of `file` (all files when its name is empty) to the PFS in order,
+  /// syncs it, and frees the logs. Error when the PFS fails: what is not drained stays held.
   /// Forbidden for a file of another user; all files, for a caller who is no administrator:
-  /// the caller's own.
-  Status drain(const std::string& file, std::string& why, const Caller& caller = Caller::node());
+  /// the caller's own. Writes of the file meanwhile are not held up (they go to a new log).
+  Status drain(const FileRef& file, std::string& why, const Caller& caller = Caller::node());
   /// Drains one file of `jobs` (or one recovered after a crash), chosen by the drain scheduler;
   /// NotHeld when there is none. `file` names the one drained.
   Status drain_next(const std::set<std::string>& jobs, std::string& file, std::string& why);
@@ -127,8 +171,13 @@ class Store {
 
   /// One snapshot of everything.
   StoreStats stats();
-  /// Files with data held, and their bytes.
+  /// Whether the node holds written data of `file` it can drain (not an orphan).
+  bool holds(const FileRef& file);
+  /// Files with data held (by their latest name), and their bytes.
   std::map<std::string, std::uint64_t> held();
+  /// The held files that changed since the last call (every held file when `all`), and those
+  /// released since: what the scheduler must learn.
+  HeldFileChanges take_file_changes(bool all);
 
   /// The node's address as clients know it: from now on drains take its fence lock and skip
   /// the ranges clients fenced (docs/buffer-nodes.md, "Fences"). Drops stale fences.
@@ -137,30 +186,52 @@ class Store {
   void drop_stale_fences();
 
  private:
+  struct Segment;
   struct Log;
   struct Copy;
+  using LogPtr = std::shared_ptr<Log>;
   /// Frees the copies of `file` (every key); the store's mutex held.
   void drop_copies_locked(const std::string& file);
   /// Deletes the copy's file and gives back its room (it leaves copies_ next); mutex held.
   void free_copy(const Copy& copy);
-  Log* log_for(const std::string& file, const std::string& job, const Caller& caller,
-               std::string& why);
-  /// Whether the caller may write the PFS file as its owner: opened (created if missing) with
-  /// the caller's file-system identity, beneath the root with no link followed.
-  Status may_write(const std::string& file, const Caller& caller, std::string& why) const;
-  Status drain_one(const std::string& file, Log& log, std::string& why);
-  /// Whether `file` can be drained to: beneath the PFS root with no symbolic link on the way,
-  /// and a regular file if it exists; else false and `why` names the path.
-  bool drainable(const std::string& file, std::string& why) const;
+  /// The log of `file`, or null; the store's mutex held.
+  LogPtr find_locked(const FileRef& file);
+  /// The PFS file of `handle` (a FileRef's) opened for writing as `caller`, when this node may
+  /// open handles (CAP_DAC_READ_SEARCH), the file is the caller's own (or the caller an
+  /// administrator), regular, on the PFS root's file system and has `inode`; else -1.
+  int open_by_handle(const std::string& handle, std::uint64_t inode, const Caller& caller) const;
+  /// Opens the PFS file `file` for writing as `caller`: by its handle when open_by_handle can,
+  /// else by its name, beneath the root with no link followed (created when it is known by name
+  /// only and missing); -1 with `why` and `status` set.
+  int open_target(const FileRef& file, const Caller& caller, std::string& why,
+                  Status& status) const;
+  /// The log of `file`, made (with its PFS file opened as `caller`) when there is none yet; null
+  /// with `why` and `status` set.
+  LogPtr log_for(const FileRef& file, const std::string& job, const Caller& caller,
+                 std::string& why, Status& status);
+  /// A new log segment on the device for `log` (its mutex held), its header naming the file
+  /// `name`; null with `why` set.
+  std::unique_ptr<Segment> new_segment(const Log& log, const std::string& name, std::string& why);
+  /// Drains every segment `log` has now to its PFS file (writes meanwhile go to a new segment).
+  Status drain_log(const LogPtr& log, std::string& why);
+  /// Writes the records of `segments` to `target` in order, skipping `fenced` ranges.
+  bool copy_records(const std::vector<Segment*>& segments, int target,
+                    const std::vector<storage::fences::Range>& fenced);
+  /// Recovery: indexes the logs a previous run left, grouped by file, and finds each file again.
+  void recover();
   /// The fence lock of this node, or -1 (no fence node set, or the lock failed: reported once).
   int lock_fences();
 
   std::string device_, pfs_root_, drain_scheduler_;
   int device_fd_ = -1, pfs_fd_ = -1;  ///< the two directories, everything opened beneath them
-  int stage_fd_ = -1;                 ///< DEVICE/stage-in: the copies, emptied at start
+  int mount_fd_ = -1;     ///< the PFS root again, as open_by_handle_at takes it (no O_PATH)
+  dev_t pfs_device_ = 0;  ///< the PFS root's file system: files elsewhere are refused
+  int stage_fd_ = -1;     ///< DEVICE/stage-in: the copies, emptied at start
   std::uint64_t capacity_;
-  std::mutex mutex_;  ///< guards everything; drains hold it (writes to a draining node wait)
-  std::map<std::string, std::unique_ptr<Log>> logs_;
+  /// Guards the tables and counters below; never held across I/O on the PFS, and across a
+  /// log's I/O only to create one.
+  std::mutex mutex_;
+  std::map<std::uint64_t, LogPtr> logs_;  ///< by the PFS file's inode
   /// Staged-in copies by (file, key).
   std::map<std::pair<std::string, std::string>, std::unique_ptr<Copy>> copies_;
   /// Files being copied now: copies running, and writes of the file since the first began (a
@@ -177,11 +248,13 @@ class Store {
     std::chrono::steady_clock::time_point at;  ///< the last drain
   };
   std::map<std::string, Drained> drained_by_job_;
-  bool draining_ = false;
+  std::atomic<unsigned> draining_{0};
   std::string fence_node_;
   std::atomic<bool> fence_warned_{false};
-  std::atomic<bool> kernel_copy_{true};
-  bool sync_writes_ = false;  ///< copy_file_range works from the device to the PFS
+  /// Files whose held state changed since take_file_changes (true: held, false: released).
+  std::map<std::uint64_t, bool> file_changes_;
+  std::atomic<bool> kernel_copy_{true};  ///< copy_file_range works from the device to the PFS
+  bool sync_writes_ = false;
 };
 
 }  // namespace harmonia::bbd

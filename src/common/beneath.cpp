@@ -125,8 +125,16 @@ int make_dirs_beneath(int dirfd, const std::string& dir, mode_t mode, int flags)
   int at = dirfd;
   for (std::size_t k = 0; k < parts.size(); ++k) {
     // mkdirat never follows a link at the name it makes (EEXIST); the open then refuses it.
+    const bool made = mkdirat(at, parts[k].c_str(), mode) == 0;
+    if (made) {
+      // The umask took bits off: the mode is set again through a descriptor of what was made
+      // (never by name, which another user could have swapped for a link meanwhile).
+      const int fresh = open_beneath(at, parts[k], O_RDONLY | O_DIRECTORY);
+      if (fresh >= 0) (void)fchmod(fresh, mode);
+      close_fd(fresh);
+    }
     int next =
-        mkdirat(at, parts[k].c_str(), mode) != 0 && errno != EEXIST
+        !made && errno != EEXIST
             ? -1
             : open_beneath(at, parts[k], k + 1 < parts.size() ? O_PATH | O_DIRECTORY : flags);
     const int error = errno;

@@ -25,9 +25,10 @@ bool relative_beneath(const std::string& path);
 int open_beneath(int dirfd, const std::string& path, int flags, mode_t mode = 0);
 
 /// mkdir -p of `dir` beneath `dirfd`, each new directory made with mkdirat(2) relative to its
-/// parent's descriptor with `mode` (less the umask; S_ISVTX is kept), and opened as above; the
-/// descriptor of `dir` (opened O_DIRECTORY | `flags`; `dirfd` itself duplicated when `dir` is
-/// empty), or -1 with errno as open_beneath's.
+/// parent's descriptor and opened as above; a directory it makes gets exactly `mode` (set with
+/// fchmod through its descriptor, whatever the umask), existing ones keep theirs. The descriptor
+/// of `dir` (opened O_DIRECTORY | `flags`; `dirfd` itself duplicated when `dir` is empty), or -1
+/// with errno as open_beneath's.
 int make_dirs_beneath(int dirfd, const std::string& dir, mode_t mode, int flags);
 
 /// "DIRECTORY" and "NAME" of "DIRECTORY/NAME" ("" and `path` without a slash).

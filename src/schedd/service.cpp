@@ -104,6 +104,7 @@ void Service::handle(ConnectionId id, Connection& connection, const Envelope& re
         return;
       }
       broker_->node_report(connection.buffer_node, request.buffer_report(), now);
+      note_held(connection.buffer_node, request.buffer_report(), out);
       reply.mutable_drain_order();  // filled by decide_buffers, after the policy has decided
       return;
     case Body::kHeartbeat:
@@ -184,12 +185,22 @@ void Service::handle(ConnectionId id, Connection& connection, const Envelope& re
 
 void Service::start_settle(ConnectionId id, const control::SettleFile& file, double now,
                            Envelope& reply, std::vector<Outgoing>& out) {
-  if (file.path().empty() || file.path().size() > kMaxPathLength ||
-      file.host().size() > kMaxKeyLength) {
+  if ((file.path().empty() && !file.stat_only()) || file.path().size() > kMaxPathLength ||
+      file.host().size() > kMaxKeyLength || !(file.node_wait() >= 0)) {
     set_error(reply, Error::CODE_INVALID,
-              "SettleFile.path must be 1 to 4096 bytes, host at most 256");
+              "SettleFile.path must be 1 to 4096 bytes (or empty for a stat), host at most 256, "
+              "node_wait a number of seconds");
     return;
   }
+  // What the buffer nodes hold of it: a stat shows it over the PFS file, an open waits for it.
+  const HeldFiles::File* held = file.buffered() ? held_.find(file.inode()) : nullptr;
+  auto* started = reply.mutable_settle_started();
+  if (held) {
+    started->set_held(true);
+    started->set_held_size(held->size());
+    started->set_held_mtime_ns(held->mtime_ns());
+  }
+  if (file.stat_only()) return;
   if (settles_.size() >= kMaxSettles) {
     set_error(reply, Error::CODE_INVALID,
               "too many files being settled at once (" + std::to_string(kMaxSettles) + ")");
@@ -198,15 +209,22 @@ void Service::start_settle(ConnectionId id, const control::SettleFile& file, dou
   // The ranks of a job open a shared file together: one settle of the file serves them all.
   for (auto& [settle, pending] : settles_)
     if (pending.file.path() == file.path() && pending.file.host() == file.host() &&
-        pending.file.inode() == file.inode()) {
+        pending.file.inode() == file.inode() && pending.file.buffered() == file.buffered()) {
       pending.requesters.push_back(id);
-      reply.mutable_settle_started()->set_id(settle);
-      reply.mutable_settle_started()->set_waiting(
-          static_cast<std::uint32_t>(pending.waiting.size()));
+      started->set_id(settle);
+      started->set_waiting(
+          static_cast<std::uint32_t>(pending.waiting.size() + pending.nodes.size()));
       return;
     }
   const std::uint64_t settle = ++last_settle_;
-  Settle pending{{id}, file, now + kSettleWait, {}};
+  Settle pending{{id}, file, now + kSettleWait, {}, {}, now + std::min(file.node_wait(), 3600.0)};
+  // The nodes holding its bytes drain it before anything else (one flow of drains: the
+  // scheduler orders every one), and tell when they have.
+  if (held)
+    for (const auto& [node, holding] : held->nodes) {
+      pending.nodes.insert(node);
+      if (urgent_[node].emplace(file.inode(), held->name).second) urgent_changed_.insert(node);
+    }
   for (const auto& [other, c] : connections_) {
     // A node agent opening the file has other ranks behind it, which it asks itself.
     if ((other == id && !c.node_agent) || c.job.empty()) continue;
@@ -216,16 +234,45 @@ void Service::start_settle(ConnectionId id, const control::SettleFile& file, dou
     *push.mutable_settle_order()->mutable_file() = file;
     out.push_back({other, std::move(push)});
   }
-  reply.mutable_settle_started()->set_id(settle);
-  reply.mutable_settle_started()->set_waiting(static_cast<std::uint32_t>(pending.waiting.size()));
-  if (!pending.waiting.empty()) settles_.emplace(settle, std::move(pending));
+  started->set_id(settle);
+  started->set_waiting(static_cast<std::uint32_t>(pending.waiting.size() + pending.nodes.size()));
+  if (!pending.waiting.empty() || !pending.nodes.empty())
+    settles_.emplace(settle, std::move(pending));
+}
+
+void Service::note_held(int node, const control::BufferReport& report, std::vector<Outgoing>& out) {
+  const std::vector<std::uint64_t> released = held_.report(node, report);
+  if (released.empty()) return;
+  auto& urgent = urgent_[node];
+  for (const std::uint64_t inode : released)
+    if (urgent.erase(inode) > 0) urgent_changed_.insert(node);
+  const std::set<std::uint64_t> gone(released.begin(), released.end());
+  for (auto& [settle, pending] : settles_)
+    if (gone.count(pending.file.inode())) pending.nodes.erase(node);
+  finish_settles(out);
+}
+
+bool Service::node_connected(int node) const {
+  const ConnectionId monitor = node_connection_[static_cast<size_t>(node)];
+  return monitor != 0 && connections_.count(monitor) > 0;
+}
+
+void Service::fill_order(int node, control::DrainOrder& out) const {
+  broker_->fill_order(node, out);
+  const auto found = urgent_.find(node);
+  if (found == urgent_.end()) return;
+  for (const auto& [inode, name] : found->second) {
+    auto* urgent = out.add_urgent();
+    urgent->set_inode(inode);
+    urgent->set_name(name);
+  }
 }
 
 void Service::settle_done(ConnectionId id, std::uint64_t settle, std::vector<Outgoing>& out) {
   const auto found = settles_.find(settle);
   if (found == settles_.end()) return;
   found->second.waiting.erase(id);
-  if (found->second.waiting.empty()) complete_settle(found, out);
+  if (found->second.waiting.empty() && found->second.nodes.empty()) complete_settle(found, out);
 }
 
 Service::Settles::iterator Service::complete_settle(Settles::iterator it,
@@ -234,17 +281,26 @@ Service::Settles::iterator Service::complete_settle(Settles::iterator it,
     if (!connections_.count(requester)) continue;
     Envelope push;
     push.mutable_settle_complete()->set_id(it->first);
-    push.mutable_settle_complete()->set_complete(it->second.waiting.empty());
+    push.mutable_settle_complete()->set_complete(it->second.waiting.empty() &&
+                                                 it->second.nodes.empty());
+    push.mutable_settle_complete()->set_unavailable(!it->second.nodes.empty());
     out.push_back({requester, std::move(push)});
   }
   return settles_.erase(it);
 }
 
 void Service::finish_settles(std::vector<Outgoing>& out, std::optional<double> now) {
-  for (auto it = settles_.begin(); it != settles_.end();)
-    it = it->second.waiting.empty() || (now && *now >= it->second.deadline)
-             ? complete_settle(it, out)
-             : std::next(it);
+  for (auto it = settles_.begin(); it != settles_.end();) {
+    const Settle& settle = it->second;
+    const bool processes_done = settle.waiting.empty() || (now && *now >= settle.deadline);
+    // A node that drains is waited for as long as it takes (the file's bytes are on their way,
+    // as an fsync's are); one that is down, until the caller's wait has passed.
+    const bool nodes_done =
+        settle.nodes.empty() || (now && *now >= settle.node_deadline &&
+                                 std::any_of(settle.nodes.begin(), settle.nodes.end(),
+                                             [this](int node) { return !node_connected(node); }));
+    it = processes_done && nodes_done ? complete_settle(it, out) : std::next(it);
+  }
 }
 
 void Service::drop_from_settles(ConnectionId id) {
@@ -474,13 +530,13 @@ void Service::register_buffer(ConnectionId id, Connection& connection,
   auto* registered = reply.mutable_buffer_registered();
   registered->set_index(static_cast<std::uint32_t>(*slot));
   registered->set_report_seconds(broker_->config().report_seconds);
-  broker_->fill_order(*slot, *registered->mutable_order());
+  fill_order(*slot, *registered->mutable_order());
 }
 
 void Service::decide_buffers(const Connection& connection, double now, Envelope& reply) {
   broker_->tick(now);
   if (reply.has_drain_order() && connection.buffer_node >= 0)
-    broker_->fill_order(connection.buffer_node, *reply.mutable_drain_order());
+    fill_order(connection.buffer_node, *reply.mutable_drain_order());
   if (connection.job.empty()) return;
   const Job& job = jobs_.at(connection.job);
   if (reply.has_directive()) fill_directive(job, *reply.mutable_directive());
@@ -566,11 +622,14 @@ void Service::push_changes(ConnectionId except, std::vector<Outgoing>& out) {
     if (std::find(changed.begin(), changed.end(), job.id) == changed.end())
       push_directive(job, except, out);
   }
-  for (int node : broker_->take_changed_nodes()) {
+  std::set<int> nodes;
+  nodes.swap(urgent_changed_);
+  for (int node : broker_->take_changed_nodes()) nodes.insert(node);
+  for (int node : nodes) {
     const ConnectionId monitor = node_connection_[static_cast<size_t>(node)];
     if (monitor == 0 || monitor == except) continue;
     Envelope push;
-    broker_->fill_order(node, *push.mutable_drain_order());
+    fill_order(node, *push.mutable_drain_order());
     out.push_back({monitor, std::move(push)});
   }
 }

@@ -11,6 +11,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
@@ -20,6 +21,7 @@
 #include "control/control.pb.h"
 #include "core/coordination/coordinator.hpp"
 #include "schedd/buffers.hpp"
+#include "schedd/held_files.hpp"
 
 namespace harmonia::schedd {
 
@@ -167,6 +169,8 @@ class Service {
     control::SettleFile file;
     double deadline;
     std::unordered_set<ConnectionId> waiting;  ///< processes asked that have not answered
+    std::set<int> nodes;       ///< buffer nodes ordered to drain the file that have not yet
+    double node_deadline = 0;  ///< when a node still down makes the settle `unavailable`
   };
   using Settles = std::map<std::uint64_t, Settle>;
   /// Pushes SettleComplete to its requesters (complete: every process asked answered) and
@@ -174,6 +178,17 @@ class Service {
   Settles::iterator complete_settle(Settles::iterator it, std::vector<Outgoing>& out);
   Settles settles_;
   std::uint64_t last_settle_ = 0;
+  /// What the buffer nodes hold, by file (their reports), and the files each node must drain
+  /// first for a settle (DrainOrder.urgent), by node and inode.
+  HeldFiles held_;
+  std::map<int, std::map<std::uint64_t, std::string>> urgent_;
+  std::set<int> urgent_changed_;  ///< nodes whose urgent list changed since the last push
+  /// A node's report: its held files, and the settles that were waiting for what it released.
+  void note_held(int node, const control::BufferReport& report, std::vector<Outgoing>& out);
+  /// The node's whole order: the policy's, and the urgent drains.
+  void fill_order(int node, control::DrainOrder& out) const;
+  /// Whether buffer slot `node` has its monitor connected.
+  bool node_connected(int node) const;
 };
 
 }  // namespace harmonia::schedd

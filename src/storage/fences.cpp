@@ -81,9 +81,10 @@ int prepare(int root, const std::string& node) {
        {std::string(kReservedDir), std::string(kReservedDir) + "/fences", node_dir(node)}) {
     const int fd = common::open_beneath(root, dir, O_RDONLY | O_DIRECTORY);
     struct stat st {};
-    if (fd >= 0 && fstatat(fd, "", &st, AT_EMPTY_PATH) == 0 && (st.st_mode & 022) &&
-        !(st.st_mode & S_ISVTX))
-      (void)fchmod(fd, (st.st_mode & 07777) | S_ISVTX);
+    // Every user's job must be able to fence (made under an umask that took the bits off, a
+    // directory would refuse them); others' fences stay safe with the sticky bit.
+    if (fd >= 0 && fstatat(fd, "", &st, AT_EMPTY_PATH) == 0 && (st.st_mode & 07777) != kDirMode)
+      (void)fchmod(fd, kDirMode);
     common::close_fd(fd);
   }
   return 0;
@@ -168,7 +169,8 @@ void remove(int root, const std::string& node, const std::string& file) {
   const std::string path = node_dir(node) + "/" + file;
   const int dir = open_dir_of(root, path, false);
   if (dir < 0) return;
-  (void)unlinkat(dir, common::split_last(path).second.c_str(), 0);  // a link, never its target
+  (void)real().unlinkat(dir, common::split_last(path).second.c_str(),
+                        0);  // a link, never its target
   common::close_fd(dir);
 }
 
@@ -198,7 +200,7 @@ std::size_t remove_unless(int root, const std::string& node,
         }
         for (const auto& name : files) {
           const std::string file = relative.empty() ? name : relative + "/" + name;
-          if (!keep(file) && unlinkat(dir, name.c_str(), 0) == 0) ++removed;
+          if (!keep(file) && real().unlinkat(dir, name.c_str(), 0) == 0) ++removed;
         }
         for (const auto& name : dirs) {
           if (depth >= 512) break;  // bounds the descriptors held at once

@@ -28,8 +28,9 @@ struct Range {
 bool reserved(const std::string& name);
 
 /// ROOT is a descriptor of the PFS root; every path below it is opened beneath it with no
-/// symbolic link followed (common/beneath.hpp), and the directories made are sticky (mode 01777
-/// less the umask), so users cannot delete or replace each other's fences.
+/// symbolic link followed (common/beneath.hpp), and the directories made are sticky and writable
+/// by all (mode 01777, whatever the umask), so every user can fence and nobody can delete or
+/// replace another's fences.
 
 /// Takes NODE's fence lock (creating the directories and the lock file); the descriptor, or -1
 /// with errno when it cannot.
@@ -37,8 +38,9 @@ int lock(int root, const std::string& node);
 /// Releases a lock taken by lock().
 void unlock(int fd);
 
-/// Makes NODE's fence directories, and adds the sticky bit to those of them that other users
-/// may write and that lack it (when this process may: it owns them, or is root). 0, or errno.
+/// Makes NODE's fence directories and gives each of them mode 01777 (every user's job may fence,
+/// nobody may delete another's fence), also to existing ones with another mode, when this
+/// process may (it owns them, or is root). 0, or errno.
 int prepare(int root, const std::string& node);
 
 /// Appends `range` to the fence of `file` (relative to ROOT), NODE's lock held; false with errno

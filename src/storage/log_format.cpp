@@ -59,6 +59,29 @@ bool write_log_header(int fd, const std::string& target) {
   return write_exact(fd, header.data(), header.size(), 0);
 }
 
+uint64_t append_name_record(int fd, uint64_t at, NameRecord kind, const std::string& data) {
+  RecordHeader header;
+  header.magic = kNameMagic;
+  header.offset = static_cast<uint64_t>(kind);
+  header.length = data.size();
+  header.checksum = record_checksum(header, data.data());
+  std::vector<char> bytes(sizeof(header) + data.size());
+  std::memcpy(bytes.data(), &header, sizeof(header));
+  std::memcpy(bytes.data() + sizeof(header), data.data(), data.size());
+  if (write_exact(fd, bytes.data(), bytes.size(), at)) return bytes.size();
+  const int error = errno;
+  (void)real().ftruncate64(fd, static_cast<off64_t>(at));
+  errno = error;
+  return 0;
+}
+
+std::string identity_data(uint64_t device, uint64_t inode, const std::string& handle) {
+  std::string data(2 * sizeof(uint64_t), '\0');
+  std::memcpy(data.data(), &device, sizeof(device));
+  std::memcpy(data.data() + sizeof(device), &inode, sizeof(inode));
+  return data + handle;
+}
+
 uint64_t record_checksum(const RecordHeader& header, const void* data) {
   XXH3_state_t state;
   XXH3_64bits_reset(&state);
@@ -107,7 +130,8 @@ void scan_log(int fd, LogScan& scan,
       scan.torn_tail = real().pread64(fd, &probe, 1, static_cast<off64_t>(at)) == 1;
       break;
     }
-    if (record.magic != kRecordMagic || record.length > log_size - at - sizeof(record)) {
+    if ((record.magic != kRecordMagic && record.magic != kNameMagic) ||
+        record.length > log_size - at - sizeof(record)) {
       scan.torn_tail = true;
       break;
     }
@@ -117,10 +141,30 @@ void scan_log(int fd, LogScan& scan,
       scan.torn_tail = true;
       break;
     }
+    at += sizeof(record) + record.length;
+    if (record.magic == kNameMagic) {
+      switch (static_cast<NameRecord>(record.offset)) {
+        case NameRecord::Identity:
+          if (record.length < 2 * sizeof(uint64_t)) break;
+          scan.identified = true;
+          std::memcpy(&scan.device, data.data(), sizeof(scan.device));
+          std::memcpy(&scan.inode, data.data() + sizeof(scan.device), sizeof(scan.inode));
+          scan.handle.assign(data.data() + 2 * sizeof(uint64_t),
+                             record.length - 2 * sizeof(uint64_t));
+          break;
+        case NameRecord::Renamed:
+          if (record.length > 0 && record.length <= 4096)
+            scan.target.assign(data.data(), record.length);
+          break;
+        case NameRecord::Unlinked:
+          scan.unlinked = true;
+          break;
+      }
+      continue;
+    }
     ++scan.records;
     scan.bytes += record.length;
     if (!on_record(record, data.data())) break;
-    at += sizeof(record) + record.length;
   }
 }
 

@@ -101,6 +101,11 @@ namespace harmonia::storage {
   X(fchownat, int, (int, const char*, uid_t, gid_t, int))                           \
   X(truncate, int, (const char*, off_t))                                            \
   X(truncate64, int, (const char*, off64_t))                                        \
+  X(rename, int, (const char*, const char*))                                        \
+  X(renameat, int, (int, const char*, int, const char*))                            \
+  X(renameat2, int, (int, const char*, int, const char*, unsigned int))             \
+  X(unlink, int, (const char*))                                                     \
+  X(unlinkat, int, (int, const char*, int))                                         \
   X(fallocate, int, (int, int, off_t, off_t))                                       \
   X(fallocate64, int, (int, int, off64_t, off64_t))                                 \
   X(posix_fallocate, int, (int, off_t, off_t))                                      \

@@ -88,36 +88,83 @@ std::string quoted(const std::string& s) {
   return out + "\"";
 }
 
-/// Opens the target of a log owned by `owner` for writing (created if missing): never through a
-/// symbolic link at its last part, only a regular file, and, run by root for another user's log,
-/// as that user. The descriptor, or -1 and `why`.
-int open_target(const std::string& path, uid_t owner, std::string& why) {
+/// The target found by its file handle: an O_PATH descriptor, -1 when the handle cannot be
+/// used here (not root, another file system, no handles), or -2 when the file is gone (ESTALE:
+/// deleted, and closed by everyone).
+int open_by_handle(const LogScan& scan) {
+  if (geteuid() != 0 || scan.handle.size() <= sizeof(file_handle)) return -1;
+  // open_by_handle_at wants any descriptor of the file's file system: the nearest existing
+  // directory on the way to the name it had.
+  std::string dir = scan.target;
+  int mount = -1;
+  while (mount < 0 && dir.size() > 1) {
+    dir = dir.substr(0, std::max<std::size_t>(dir.rfind('/'), 1));
+    mount = real().open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  }
+  struct stat st {};
+  if (mount < 0 || fstat(mount, &st) != 0 || st.st_dev != scan.device) {
+    if (mount >= 0) real().close(mount);
+    return -1;
+  }
+  std::string copy = scan.handle;
+  auto* handle = reinterpret_cast<file_handle*>(copy.data());
+  const int fd = handle->handle_bytes == copy.size() - sizeof(file_handle)
+                     ? open_by_handle_at(mount, handle, O_PATH | O_CLOEXEC)
+                     : -1;
+  const int error = errno;
+  real().close(mount);
+  if (fd < 0) return error == ESTALE ? -2 : -1;
+  return fd;
+}
+
+/// Opens the target of a log owned by `owner` for writing: never through a symbolic link at its
+/// last part, only a regular file, and, run by root for another user's log, as that user. A log
+/// that knows its file's identity writes only to that file: found by its handle wherever the
+/// program renamed it (root), else by its latest name and checked by its inode; one that does
+/// not (written before identities were kept) creates a missing file. The descriptor, or -1 and
+/// `why`; `gone` when the file was deleted (nothing to replay).
+int open_target(const LogScan& scan, uid_t owner, std::string& why, bool& gone) {
+  const std::string& path = scan.target;
+  const int by_handle = scan.identified ? open_by_handle(scan) : -1;
+  if (by_handle == -2) {
+    gone = true;
+    return -1;
+  }
   std::optional<harmonia::common::ActAs> as_owner;
   if (geteuid() == 0 && owner != 0) {
     // The owner's groups come from the passwd and group databases: a uid with no entry is
     // refused rather than given groups it may not have.
     if (!getpwuid(owner)) {
+      if (by_handle >= 0) real().close(by_handle);
       why = "refused: cannot act as the log's owner: uid " + std::to_string(owner) +
             " has no passwd entry (its groups are unknown)";
       return -1;
     }
     as_owner.emplace(owner, 0);  // the group: the passwd entry's
     if (!as_owner->ok()) {
+      if (by_handle >= 0) real().close(by_handle);
       why = "refused: cannot act as the log's owner: " + as_owner->why();
       return -1;
     }
   }
   // O_NONBLOCK: a FIFO there cannot hold the recovery (and is refused below).
+  const int flags = O_WRONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC;
   const int fd =
-      real().open(path.c_str(), O_WRONLY | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0644);
+      by_handle >= 0
+          ? real().open(("/proc/self/fd/" + std::to_string(by_handle)).c_str(), flags & ~O_NOFOLLOW)
+          : real().open(path.c_str(), flags | (scan.identified ? 0 : O_CREAT), 0644);
   const int error = errno;
   as_owner.reset();
+  if (by_handle >= 0) real().close(by_handle);
   if (fd < 0) {
     if (error == ELOOP)
       why = "refused: " + path + " is a symbolic link (never followed)";
     else if (owner != geteuid() && (error == EACCES || error == EPERM))
       why = "refused: uid " + std::to_string(owner) + ", the log's owner, may not write " + path +
             " (" + std::strerror(error) + ")";
+    else if (error == ENOENT && scan.identified)
+      why = "refused: " + path + " is gone (renamed or deleted by another program); the log " +
+            "stays: run harmonia-recover as root to find the file by its handle";
     else
       why = "error: cannot write " + path + ": " + std::strerror(error);
     return -1;
@@ -126,6 +173,13 @@ int open_target(const std::string& path, uid_t owner, std::string& why) {
   if (fstatat(fd, "", &st, AT_EMPTY_PATH) != 0 || !S_ISREG(st.st_mode)) {
     real().close(fd);
     why = "refused: " + path + " is not a regular file";
+    return -1;
+  }
+  if (scan.identified && (st.st_ino != scan.inode || st.st_dev != scan.device)) {
+    real().close(fd);
+    why = "refused: " + path + " is not the file the program wrote (renamed or replaced by " +
+          "another program since); the log stays: run harmonia-recover as root to find the " +
+          "file by its handle";
     return -1;
   }
   return fd;
@@ -191,12 +245,18 @@ int main(int argc, char** argv) {
       ++failures;
     } else {
       status = "replayed";
+      // First what the program did to the file's name (it may come after data records), then
+      // the data, to the file it names.
+      LogScan names;
+      scan_log(fd, names, [](const RecordHeader&, const char*) { return true; });
       int target = -1;
-      bool write_failed = false;
+      bool write_failed = false, gone = names.unlinked;
       std::string open_failed;
       scan_log(fd, scan, [&](const RecordHeader& record, const char* data) {
+        if (gone) return false;
         if (target < 0 && open_failed.empty())
-          target = open_target(scan.target, owner, open_failed);
+          target = open_target(names, owner, open_failed, gone);
+        if (gone) return false;
         size_t done = 0;
         while (target >= 0 && done < record.length) {
           const ssize_t n = real().pwrite64(target, data + done, record.length - done,
@@ -209,10 +269,15 @@ int main(int argc, char** argv) {
         return !write_failed;
       });
       real().close(fd);
+      if (scan.error.empty()) scan.target = names.target;  // where its data belongs now
       if (!scan.error.empty()) {
         status = "error: " + scan.error;
         scan.target.clear();  // whatever the damaged header said is not a path to trust
         ++failures;
+      } else if (gone) {
+        status = names.unlinked ? "dropped: the program deleted " + scan.target
+                                : "dropped: " + scan.target + " was deleted since";
+        unlinkat(dir_fd, log.file.c_str(), 0);  // a deleted file never comes back
       } else if (!open_failed.empty()) {
         status = open_failed;  // the log stays for its owner, or for a fixed target
         ++failures;

@@ -2,6 +2,8 @@
 // capacity, recovery of the logs after a crash, and the names and offsets it refuses.
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -9,6 +11,7 @@
 #include <fstream>
 #include <iterator>
 #include <random>
+#include <thread>
 
 #include "bbd/store.hpp"
 #include "storage/fences.hpp"
@@ -119,21 +122,6 @@ TEST_F(StoreTest, DrainsFollowTheJobsAsked) {
   EXPECT_EQ(store->stats().held_by_job.count("job-a"), 1u);
 }
 
-TEST_F(StoreTest, APfsThatFailsKeepsTheDataHeldForTheNextDrain) {
-  auto store = open();
-  ASSERT_EQ(store->write("dir/f", 0, "data", "", why_), Status::Ok);
-  // The first write made the file (as its writer); the PFS then loses the directory.
-  EXPECT_TRUE(fs::exists(pfs() / "dir/f"));
-  fs::remove_all(pfs() / "dir");
-  std::ofstream(pfs() / "dir") << "a file where the directory should be";
-  EXPECT_EQ(store->drain("", why_), Status::Error);
-  EXPECT_NE(why_.find("dir"), std::string::npos) << why_;
-  EXPECT_EQ(store->stats().used, 4u);
-  fs::remove(pfs() / "dir");
-  ASSERT_EQ(store->drain("", why_), Status::Ok) << why_;
-  EXPECT_EQ(pfs_file("dir/f"), "data");
-}
-
 TEST_F(StoreTest, NamesThatLeaveTheRootAndImpossibleOffsetsAreRefused) {
   auto store = open();
   for (const std::string& name : std::vector<std::string>{
@@ -170,15 +158,41 @@ struct Dir {
   int fd;
 };
 
+/// The name of the fences of `path`: its inode (fences are kept by file, not by name).
+std::string fence_name(const fs::path& path) {
+  struct stat st {};
+  return stat(path.c_str(), &st) == 0 ? std::to_string(st.st_ino) : "no such file";
+}
+
 /// The fence clients leave for node "n:1" on `file` (docs/buffer-nodes.md, "Fences").
 void fence(const fs::path& pfs, const std::string& file, std::uint64_t offset,
            std::uint64_t length) {
-  ASSERT_TRUE(fences::append(Dir(pfs).fd, "n:1", file, {offset, length}));
+  ASSERT_TRUE(fences::append(Dir(pfs).fd, "n:1", fence_name(pfs / file), {offset, length}));
 }
 
 /// The ranges node "n:1" would skip in `file` (owned by this process's user).
 std::vector<fences::Range> fenced(const fs::path& pfs, const std::string& file) {
-  return fences::read(Dir(pfs).fd, "n:1", file, geteuid());
+  return fences::read(Dir(pfs).fd, "n:1", fence_name(pfs / file), geteuid());
+}
+
+/// While one lives, files of this process may not grow past `bytes`: writes beyond fail with
+/// EFBIG, as on a PFS that refuses them.
+struct FileSizeLimit {
+  explicit FileSizeLimit(rlim_t bytes) {
+    signal(SIGXFSZ, SIG_IGN);
+    getrlimit(RLIMIT_FSIZE, &saved);
+    rlimit limited = saved;
+    limited.rlim_cur = bytes;
+    setrlimit(RLIMIT_FSIZE, &limited);
+  }
+  ~FileSizeLimit() { setrlimit(RLIMIT_FSIZE, &saved); }
+  rlimit saved{};
+};
+
+/// The inode of `path`, as a client's fstat gives it to the node.
+std::uint64_t inode_of(const fs::path& path) {
+  struct stat st {};
+  return stat(path.c_str(), &st) == 0 ? st.st_ino : 0;
 }
 
 }  // namespace
@@ -204,37 +218,158 @@ TEST_F(StoreTest, FencesOfFilesTheNodeHoldsNothingOfAreDropped) {
   auto store = open();
   ASSERT_EQ(store->write("held", 0, "x", "", why_), Status::Ok);
   fence(pfs(), "held", 0, 1);
-  fence(pfs(), "sub/gone", 0, 1);
+  ASSERT_TRUE(fences::append(Dir(pfs()).fd, "n:1", "4242424242", {0, 1}));  // a file gone
   // A link planted among the fences is neither followed nor removed through.
-  fs::create_directories(pfs() / ".harmonia/fences/n:1/sub");
   std::ofstream(root_ / "victim") << std::string(64, 'v');
-  fs::create_symlink(root_ / "victim", pfs() / ".harmonia/fences/n:1/sub/link");
+  fs::create_symlink(root_ / "victim", pfs() / ".harmonia/fences/n:1/link");
   store->set_fence_node("n:1");
   EXPECT_EQ(fenced(pfs(), "held").size(), 1u);
-  EXPECT_TRUE(fenced(pfs(), "sub/gone").empty());
-  EXPECT_TRUE(fenced(pfs(), "sub/link").empty());
+  EXPECT_TRUE(fences::read(Dir(pfs()).fd, "n:1", "4242424242", geteuid()).empty());
+  EXPECT_TRUE(fs::is_symlink(pfs() / ".harmonia/fences/n:1/link"));
   EXPECT_TRUE(fs::exists(root_ / "victim"));
   EXPECT_EQ(store->write(".harmonia/fences/n:1/held", 0, "x", "", why_), Status::Invalid)
       << "clients cannot write the fences";
 }
 
-TEST_F(StoreTest, OfTwoLogsOfOneFileTheOlderDrainsFirstAtRecovery) {
+TEST_F(StoreTest, APfsThatFailsKeepsTheDataHeldForTheNextDrain) {
+  auto store = open();
+  ASSERT_EQ(store->write("dir/f", 0, "data", "", why_), Status::Ok);
+  // The first write made the file (as its writer); the PFS then refuses to let it grow.
+  EXPECT_TRUE(fs::exists(pfs() / "dir/f"));
+  {
+    const FileSizeLimit full(2);
+    EXPECT_EQ(store->drain("", why_), Status::Error);
+  }
+  EXPECT_NE(why_.find("dir/f"), std::string::npos) << why_;
+  EXPECT_EQ(store->stats().used, 4u);
+  ASSERT_EQ(store->drain("", why_), Status::Ok) << why_;
+  EXPECT_EQ(pfs_file("dir/f"), "data");
+}
+
+TEST_F(StoreTest, AFileKeepsItsSegmentsInOrderThroughAFailedDrainAndARestart) {
   {
     auto store = open();
     ASSERT_EQ(store->write("f", 0, "older", "", why_), Status::Ok);
-  }
-  // A newer log of the same file, as when deleting the older one failed after its drain.
-  fs::copy_file(device() / "0.bblog", device() / "7.bblog");
-  {
-    std::fstream newer(device() / "7.bblog", std::ios::in | std::ios::out | std::ios::binary);
-    newer.seekp(-5, std::ios::end);
-    newer << "newer";  // same length: only the checksum of that record is now wrong
-  }
+    {
+      const FileSizeLimit full(2);
+      ASSERT_EQ(store->drain("", why_), Status::Error);
+    }
+    // The failed drain sealed the first segment: this write goes to a second one.
+    ASSERT_EQ(store->write("f", 0, "newer", "", why_), Status::Ok);
+    EXPECT_EQ(logs().size(), 2u);
+  }  // the node dies
   auto store = open();
-  EXPECT_EQ(pfs_file("f"), "older") << "the older log drained at once";
+  EXPECT_EQ(store->stats().used, 10u);
   EXPECT_EQ(store->stats().files, 1u);
-  EXPECT_EQ(store->stats().used, 0u) << "the newer log's only record is torn, so dropped";
-  EXPECT_FALSE(fs::exists(device() / "0.bblog"));
+  std::string out;
+  ASSERT_EQ(store->read("f", 0, 5, out, why_), Status::Ok);
+  EXPECT_EQ(out, "newer");
+  ASSERT_EQ(store->drain("", why_), Status::Ok) << why_;
+  EXPECT_EQ(pfs_file("f"), "newer") << "the later segment's write lands last";
+  EXPECT_TRUE(logs().empty());
+}
+
+TEST_F(StoreTest, DataFollowsItsFileThroughARenameAndVanishesWithADeletedOne) {
+  std::ofstream(pfs() / "out.tmp") << "";
+  std::ofstream(pfs() / "scratch") << "";
+  fs::permissions(pfs() / "out.tmp", fs::perms::owner_read | fs::perms::owner_write);
+  auto store = open();
+  ASSERT_EQ(store->write({"out.tmp", inode_of(pfs() / "out.tmp")}, 0, "checkpoint", "job", why_),
+            Status::Ok)
+      << why_;
+  ASSERT_EQ(store->write({"scratch", inode_of(pfs() / "scratch")}, 0, "temporary", "job", why_),
+            Status::Ok);
+  // The atomic save: the file renamed over its target after its close; the scratch file gone.
+  std::ofstream(pfs() / "out") << "old version";
+  fs::rename(pfs() / "out.tmp", pfs() / "out");
+  fs::remove(pfs() / "scratch");
+  ASSERT_EQ(store->drain("", why_), Status::Ok) << why_;
+  EXPECT_EQ(pfs_file("out"), "checkpoint");
+  EXPECT_FALSE(fs::exists(pfs() / "out.tmp")) << "the old name does not come back";
+  EXPECT_FALSE(fs::exists(pfs() / "scratch")) << "a deleted file does not come back";
+  EXPECT_EQ(fs::status(pfs() / "out").permissions() & fs::perms::all,
+            fs::perms::owner_read | fs::perms::owner_write)
+      << "the mode the program created it with";
+  EXPECT_EQ(store->stats().used, 0u);
+}
+
+TEST_F(StoreTest, AWriteForAFileThatIsNoLongerTheOneOpenedIsRefused) {
+  std::ofstream(pfs() / "a") << "";
+  std::ofstream(pfs() / "b") << "";
+  auto store = open();
+  EXPECT_EQ(store->write({"a", inode_of(pfs() / "b")}, 0, "x", "job", why_), Status::Invalid);
+  EXPECT_NE(why_.find("renamed or replaced"), std::string::npos) << why_;
+  EXPECT_EQ(store->write({"gone", 12345}, 0, "x", "job", why_), Status::Invalid)
+      << "a client's file is never made by the node";
+  EXPECT_FALSE(fs::exists(pfs() / "gone"));
+  EXPECT_EQ(store->stats().used, 0u);
+  EXPECT_EQ(store->stats().files, 0u);
+}
+
+TEST_F(StoreTest, AFileRenamedOrDeletedWhileTheNodeWasDownIsFoundByItsHandle) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root: only CAP_DAC_READ_SEARCH opens file handles";
+  std::ofstream(pfs() / "moved.tmp") << "";
+  std::ofstream(pfs() / "deleted") << "";
+  {
+    auto store = open();
+    ASSERT_EQ(store->write({"moved.tmp", inode_of(pfs() / "moved.tmp")}, 0, "data", "", why_),
+              Status::Ok);
+    ASSERT_EQ(store->write({"deleted", inode_of(pfs() / "deleted")}, 0, "gone", "", why_),
+              Status::Ok);
+  }  // the node dies; meanwhile the program renames one file and deletes the other
+  fs::create_directories(pfs() / "final");
+  fs::rename(pfs() / "moved.tmp", pfs() / "final/moved");
+  fs::remove(pfs() / "deleted");
+  auto store = open();
+  EXPECT_EQ(store->stats().used, 4u) << "the deleted file's bytes were dropped at recovery";
+  ASSERT_EQ(store->drain("", why_), Status::Ok) << why_;
+  EXPECT_EQ(pfs_file("final/moved"), "data");
+  EXPECT_FALSE(fs::exists(pfs() / "moved.tmp"));
+  EXPECT_FALSE(fs::exists(pfs() / "deleted"));
+}
+
+TEST_F(StoreTest, AFileNotFoundAgainAfterARestartStaysHeldAsAnOrphan) {
+  std::ofstream(pfs() / "a.tmp") << "";
+  {
+    auto store = open();
+    ASSERT_EQ(store->write({"a.tmp", inode_of(pfs() / "a.tmp")}, 0, "data", "", why_), Status::Ok);
+  }
+  // As on a node that may not open file handles: only the name and inode are left to go by.
+  for (const auto& entry : fs::directory_iterator(device()))
+    if (entry.path().extension() == ".bbfile") {
+      std::ifstream in(entry.path());
+      std::string text((std::istreambuf_iterator<char>(in)), {});
+      const auto at = text.find("\"handle\":\"");
+      const auto end = text.find('"', at + 10);
+      text.erase(at + 10, end - at - 10);
+      std::ofstream(entry.path()) << text;
+    }
+  fs::rename(pfs() / "a.tmp", pfs() / "a");
+  auto store = open();
+  EXPECT_EQ(store->stats().orphaned, 4u);
+  EXPECT_EQ(store->drain("", why_), Status::Error);
+  EXPECT_NE(why_.find("not found again"), std::string::npos) << why_;
+  EXPECT_EQ(pfs_file("a"), "") << "nothing written where the name may now be another file's";
+  EXPECT_FALSE(fs::exists(pfs() / "a.tmp"));
+}
+
+TEST_F(StoreTest, ADrainHoldsUpNoWriteOfAnotherFile) {
+  auto store = open(1ULL << 30);
+  const std::string block(8 << 20, 'a');
+  for (std::uint64_t at = 0; at < (256ULL << 20); at += block.size())
+    ASSERT_EQ(store->write("big", at, block, "job", why_), Status::Ok);
+  std::thread drain([&] {
+    std::string why;
+    EXPECT_EQ(store->drain("big", why), Status::Ok) << why;
+  });
+  while (!store->stats().draining) std::this_thread::yield();
+  ASSERT_EQ(store->write("small", 0, "written while the other drains", "job", why_), Status::Ok);
+  std::string out;
+  ASSERT_EQ(store->read("small", 0, 7, out, why_), Status::Ok);
+  const bool still_draining = store->stats().draining;
+  drain.join();
+  EXPECT_TRUE(still_draining) << "the write and read waited for the whole drain";
+  EXPECT_EQ(fs::file_size(pfs() / "big"), 256ULL << 20);
 }
 
 TEST(Fences, UncoveredPartsOfARange) {

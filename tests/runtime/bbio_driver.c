@@ -143,6 +143,13 @@ int main(int argc, char** argv) {
       (void)old;
     } else if (!strcmp(cmd, "close")) {
       result(cmd, close(fd));
+    } else if (!strcmp(cmd, "rename")) {
+      /* the file gets the name ARG(1); later commands use it */
+      result(cmd, rename(path, ARG(1)));
+      path = ARG(1);
+      i += 1;
+    } else if (!strcmp(cmd, "unlink")) {
+      result(cmd, unlink(path));
     } else if (!strcmp(cmd, "peek")) {
       /* The file's size on disk right now, as another process sees it: a raw system call, which
        * no interposer sees (stat itself shows the size the program wrote). */

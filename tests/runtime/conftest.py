@@ -1,9 +1,12 @@
 """Fixtures for libharmonia tests: run programs with and without the library and compare."""
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from bbio_support import DRIVER, LIBRARY, RECOVER, Compare, Run, preload, run_driver
+from harmonia.buffers import BufferCluster, ClusterSettings
+from modes_support import Modes
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -36,3 +39,17 @@ def compare(tmp_path: Path) -> Compare:
         return plain, staged
 
     return run
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BufferCluster]:
+    """A scheduler and two buffer nodes for a module's tests in buffer mode."""
+    settings = ClusterSettings(tmp_path_factory.mktemp("cluster"), buffers=2,
+                               capacity=256 << 20, flush_threshold=0.5)  # fmt: skip
+    with BufferCluster(settings) as running:
+        yield running
+
+
+@pytest.fixture
+def modes(tmp_path: Path, request: pytest.FixtureRequest) -> Modes:
+    return Modes(tmp_path, request)

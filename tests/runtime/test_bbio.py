@@ -250,6 +250,62 @@ def test_killed_application_is_recovered_from_its_log(
     assert staged.read_bytes() == plain.read_bytes()
 
 
+def test_recovery_writes_to_the_name_the_program_gave_its_file(
+    tmp_path: Path, stage_dir: Path
+) -> None:
+    # The atomic save, killed after the rename: the bytes written before and after it belong to
+    # the new name, and the old one does not come back.
+    plain, staged = tmp_path / "p.tmp", tmp_path / "s.tmp"
+    writes = ["open", "wct", "write", "1000000", "1"]
+    more = ["write", "1000000", "2"]
+    run_driver(plain, [*writes, "rename", str(tmp_path / "p"), *more, "close"])
+    run = run_driver(staged, [*writes, "rename", str(tmp_path / "s"), *more, "kill"],
+                     preload(HARMONIA_STAGE_DIR=str(stage_dir)), check=False)  # fmt: skip
+    assert run.returncode == -signal.SIGKILL
+    result = recover(stage_dir)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert not staged.exists(), "the old name came back"
+    assert (tmp_path / "s").read_bytes() == (tmp_path / "p").read_bytes()
+    assert list(stage_dir.iterdir()) == []
+
+
+def test_recovery_never_brings_back_a_file_the_program_deleted(
+    tmp_path: Path, stage_dir: Path
+) -> None:
+    # The temporary-file pattern, killed while the file is open and nameless.
+    staged = tmp_path / "scratch"
+    run = run_driver(staged, ["open", "wct", "unlink", "write", "2000000", "3", "kill"],
+                     preload(HARMONIA_STAGE_DIR=str(stage_dir)), check=False)  # fmt: skip
+    assert run.returncode == -signal.SIGKILL
+    result = recover(stage_dir)
+    assert result.returncode == 0, result.stdout
+    assert '"status": "dropped: the program deleted' in result.stdout
+    assert not staged.exists()
+    assert list(stage_dir.iterdir()) == []
+
+
+def test_recovery_finds_a_file_another_program_renamed(
+    tmp_path: Path, stage_dir: Path
+) -> None:
+    if os.geteuid() != 0:
+        pytest.skip("needs root: only CAP_DAC_READ_SEARCH opens files by their handles")
+    staged = tmp_path / "out.dat"
+    run = run_driver(staged, ["open", "wct", "write", "300000", "4", "kill"],
+                     preload(HARMONIA_STAGE_DIR=str(stage_dir)), check=False)  # fmt: skip
+    assert run.returncode == -signal.SIGKILL
+    (tmp_path / "moved").mkdir()
+    os.rename(
+        staged, tmp_path / "moved" / "out.dat"
+    )  # by a program the library did not see
+    staged.write_bytes(b"another file took the name")
+    result = recover(stage_dir)
+    assert result.returncode == 0, result.stdout
+    expected = tmp_path / "e.dat"
+    run_driver(expected, ["open", "wct", "write", "300000", "4", "close"])
+    assert (tmp_path / "moved" / "out.dat").read_bytes() == expected.read_bytes()
+    assert staged.read_bytes() == b"another file took the name"
+
+
 def test_torn_tail_is_ignored(tmp_path: Path, stage_dir: Path) -> None:
     staged = tmp_path / "s.bin"
     commands = ["open", "wct", "write", "1000", "1", "write", "1000", "2", "kill"]
@@ -414,18 +470,23 @@ def test_recovery_of_damaged_logs_replays_only_complete_records(
     )
     (log,) = stage.iterdir()
     data = bytearray(log.read_bytes())
-    header = len(data) - 3 * (32 + 1000)
+    # The header (magic, the target's path, a checksum), the record of the file's identity, then
+    # the data records.
+    header = 8 + 4 + len(str(target).encode()) + 8
+    records = len(data) - 3 * (32 + 1000)
     if flip is not None and flip < len(data):
         data[flip] ^= 0xFF
-    del data[min(cut + header, len(data)) :]
+    del data[min(cut + records, len(data)) :]
     log.write_bytes(bytes(data))
     result = recover(stage)
     # A record header's 4 reserved bytes (after its magic) carry nothing: flipping them is harmless.
-    harmless = flip is not None and flip >= header and 4 <= (flip - header) % 1032 < 8
-    damaged_at = min(
-        cut + header, flip if flip is not None and not harmless else len(data)
+    harmless = flip is not None and (
+        (flip >= records and 4 <= (flip - records) % 1032 < 8) or 4 <= flip - header < 8
     )
-    complete = 0 if damaged_at < header else min(3, (damaged_at - header) // 1032)
+    damaged_at = min(
+        cut + records, flip if flip is not None and not harmless else len(data)
+    )
+    complete = 0 if damaged_at < records else min(3, (damaged_at - records) // 1032)
     if damaged_at < header:  # the header itself is damaged: reported, nothing written
         assert result.returncode == 1 and "error" in result.stdout
         assert target.stat().st_size == 0

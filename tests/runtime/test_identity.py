@@ -337,13 +337,15 @@ def test_path_escapes_are_refused_for_users(
     ):
         reply = _call(sock, bb_write(name, b"escape"))
         assert reply.get(2, 0) != BB_OK, (name, reply)
-    # A directory swapped for a link between the write and its drain: the drain refuses it.
+    # A directory swapped for a link between the write and its drain: the drain writes through
+    # the descriptor opened at the write, to the file deleted with its directory, never through
+    # the link.
     (pfs / "shared/run").mkdir()
     (pfs / "shared/run").chmod(0o777)
     assert _call(sock, bb_write("shared/run/out.dat", b"data")).get(2, 0) == BB_OK
     shutil.rmtree(pfs / "shared/run")
     (pfs / "shared/run").symlink_to(outside)
-    assert _call(sock, bb_drain("shared/run/out.dat")).get(2, 0) != BB_OK
+    _call(sock, bb_drain("shared/run/out.dat"))
     assert list(outside.iterdir()) == []
 
 

@@ -21,6 +21,7 @@
 #include <deque>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <thread>
 #include <vector>
@@ -240,28 +241,42 @@ class Agent {
   }
 
   /// Before this process opens `path`: asks the daemon to have every other process write out
-  /// what it stages of the file, and waits until they did (or the daemon's wait passed).
-  void settle_elsewhere(const std::string& path, dev_t device, ino_t inode) {
+  /// what it stages of the file, and the buffer nodes drain what they hold of it (`buffered`),
+  /// and waits until they did (or the daemon's wait passed). -1 (EIO) when a node holding bytes
+  /// of it stayed down, or the daemon went away while the nodes drained it.
+  int settle_elsewhere(const std::string& path, dev_t device, ino_t inode, bool buffered) {
     std::unique_lock lock(mutex_);
-    if (!connected_) return;
-    Harmonia__Control__SettleFile body = HARMONIA__CONTROL__SETTLE_FILE__INIT;
-    const std::string safe_path = printable(path.substr(0, 4096));
-    body.path = const_cast<char*>(safe_path.c_str());
-    body.device = device;
-    body.inode = inode;
-    body.host = const_cast<char*>(host_.c_str());
-    const uint64_t seq = post(lock, HARMONIA__CONTROL__ENVELOPE__BODY_SETTLE_FILE,
-                              &Harmonia__Control__Envelope::settle_file, body);
-    changed_.wait_for(lock, std::chrono::duration<double>(kReplyWait),
-                      [&] { return !connected_ || settle_started_.count(seq); });
-    const auto started = settle_started_.find(seq);
-    if (started == settle_started_.end()) return;
-    const auto [id, waiting] = started->second;
-    settle_started_.erase(started);
-    if (waiting == 0) return;
-    changed_.wait_for(lock, std::chrono::duration<double>(kSettleWait),
-                      [&, id = id] { return !connected_ || settle_completed_.count(id); });
-    settle_completed_.erase(id);
+    if (!connected_) return 0;
+    const std::optional<SettleStart> started =
+        start_settle(lock, path, device, inode, buffered, false);
+    if (!started || started->waiting == 0) return 0;
+    // Processes answer within the daemon's own wait; nodes drain as long as the file takes,
+    // and one that is down is waited for HARMONIA_NODE_WAIT (the daemon decides; this bound
+    // only covers a daemon that stops answering).
+    const double bound = started->held ? node_wait_ + lease_ + kSettleWait : kSettleWait;
+    changed_.wait_for(lock, std::chrono::duration<double>(bound),
+                      [&] { return !connected_ || settle_completed_.count(started->id); });
+    const auto completed = settle_completed_.find(started->id);
+    const bool unavailable =
+        started->held && (completed == settle_completed_.end() || completed->second);
+    if (completed != settle_completed_.end()) settle_completed_.erase(completed);
+    if (!unavailable) return 0;
+    report(path + ": " +
+           (completed != settle_completed_.end() || connected_
+                ? "bytes of it are on a buffer node that stayed down (HARMONIA_NODE_WAIT): EIO"
+                : "the scheduler daemon went away while the buffer nodes drained it: EIO"));
+    errno = EIO;
+    return -1;
+  }
+
+  /// A stat of the file with `inode` beneath HARMONIA_BUFFER_ROOT: what the buffer nodes hold
+  /// of it, when they hold any.
+  std::optional<HeldByNodes> held_by_nodes(ino_t inode) {
+    std::unique_lock lock(mutex_);
+    if (!connected_) return std::nullopt;
+    const std::optional<SettleStart> started = start_settle(lock, "", 0, inode, true, true);
+    if (!started || !started->held) return std::nullopt;
+    return HeldByNodes{started->size, started->mtime_ns};
   }
 
   void shutdown() {
@@ -469,6 +484,39 @@ class Agent {
     }
   }
 
+  /// What the daemon answered to a SettleFile.
+  struct SettleStart {
+    uint64_t id = 0;
+    uint32_t waiting = 0;
+    bool held = false;
+    uint64_t size = 0;
+    int64_t mtime_ns = 0;
+  };
+
+  /// Sends SettleFile and waits for its SettleStarted; nothing when the daemon did not answer.
+  std::optional<SettleStart> start_settle(std::unique_lock<std::mutex>& lock,
+                                          const std::string& path, dev_t device, ino_t inode,
+                                          bool buffered, bool stat_only) {
+    Harmonia__Control__SettleFile body = HARMONIA__CONTROL__SETTLE_FILE__INIT;
+    const std::string safe_path = printable(path.substr(0, 4096));
+    body.path = const_cast<char*>(safe_path.c_str());
+    body.device = device;
+    body.inode = inode;
+    body.host = const_cast<char*>(host_.c_str());
+    body.buffered = buffered;
+    body.stat_only = stat_only;
+    body.node_wait = node_wait_;
+    const uint64_t seq = post(lock, HARMONIA__CONTROL__ENVELOPE__BODY_SETTLE_FILE,
+                              &Harmonia__Control__Envelope::settle_file, body);
+    changed_.wait_for(lock, std::chrono::duration<double>(kReplyWait),
+                      [&] { return !connected_ || settle_started_.count(seq); });
+    const auto started = settle_started_.find(seq);
+    if (started == settle_started_.end()) return std::nullopt;
+    const SettleStart out = started->second;
+    settle_started_.erase(started);
+    return out;
+  }
+
   /// Handles one frame from the daemon (mutex held).
   void receive(const uint8_t* data, size_t length) {
     Harmonia__Control__Envelope* e = harmonia__control__envelope__unpack(nullptr, length, data);
@@ -484,12 +532,15 @@ class Agent {
         apply(e->registered->directive);
         if (e->registered->lease_seconds > 0) lease_ = e->registered->lease_seconds;
         break;
-      case HARMONIA__CONTROL__ENVELOPE__BODY_SETTLE_STARTED:
-        settle_started_[e->seq] = {e->settle_started->id, e->settle_started->waiting};
-        apply(e->settle_started->directive);
+      case HARMONIA__CONTROL__ENVELOPE__BODY_SETTLE_STARTED: {
+        const auto* started = e->settle_started;
+        settle_started_[e->seq] = {started->id, started->waiting, started->held != 0,
+                                   started->held_size, started->held_mtime_ns};
+        apply(started->directive);
         break;
+      }
       case HARMONIA__CONTROL__ENVELOPE__BODY_SETTLE_COMPLETE:
-        settle_completed_.insert(e->settle_complete->id);
+        settle_completed_[e->settle_complete->id] = e->settle_complete->unavailable != 0;
         break;
       case HARMONIA__CONTROL__ENVELOPE__BODY_SETTLE_ORDER:
         if (const auto* file = e->settle_order->file) {
@@ -791,8 +842,9 @@ class Agent {
     ino_t inode;
   };
   std::string host_;
-  std::map<uint64_t, std::pair<uint64_t, uint32_t>> settle_started_;  ///< seq -> id, waiting
-  std::set<uint64_t> settle_completed_;
+  std::map<uint64_t, SettleStart> settle_started_;  ///< by the SettleFile's seq
+  std::map<uint64_t, bool> settle_completed_;       ///< by settle id: unavailable
+  double node_wait_ = environment().config.node_wait;
   std::deque<SettleOrder> settle_orders_;
   bool settler_started_ = false;
   std::condition_variable settle_signal_;
@@ -888,8 +940,14 @@ std::vector<uint32_t> servers() {
   return a ? a->servers() : std::vector<uint32_t>{};
 }
 
-void settle_elsewhere(const std::string& path, dev_t device, ino_t inode) {
-  if (Agent* a = get()) a->settle_elsewhere(path, device, inode);
+int settle_elsewhere(const std::string& path, dev_t device, ino_t inode, bool buffered) {
+  Agent* a = get();
+  return a ? a->settle_elsewhere(path, device, inode, buffered) : 0;
+}
+
+std::optional<HeldByNodes> held_by_nodes(ino_t inode) {
+  Agent* a = get();
+  return a ? a->held_by_nodes(inode) : std::nullopt;
 }
 
 bool begin_read_phase() {

@@ -11,6 +11,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -65,10 +66,21 @@ std::uint64_t directive_version();
 Directive directive();
 /// The PFS servers the daemon wants new files on (indices; empty: all of them).
 std::vector<uint32_t> servers();
-/// Before this process opens the file `path` (device, inode on this host): every other process
-/// of any job writes out what it stages of it first (open-to-open coherence across processes;
-/// docs/staging-library.md). Waits at most about 2.5 s.
-void settle_elsewhere(const std::string& path, dev_t device, ino_t inode);
+/// Before this process opens the file `path` (device, inode on this host), or changes it by
+/// path: every other process of any job writes out what it stages of it first, and, for a file
+/// beneath HARMONIA_BUFFER_ROOT (`buffered`), the buffer nodes drain what they hold of it
+/// (close-to-open coherence; docs/staging-library.md). Waits about 2.5 s for processes, and for
+/// nodes as long as their drain takes (a node that is down: HARMONIA_NODE_WAIT). 0, or -1 with
+/// EIO when bytes of the file stayed on a node that is down.
+int settle_elsewhere(const std::string& path, dev_t device, ino_t inode, bool buffered);
+/// What the buffer nodes hold of a file (a stat shows it over what the PFS says).
+struct HeldByNodes {
+  std::uint64_t size = 0;     ///< the file's size as written
+  std::int64_t mtime_ns = 0;  ///< the time of its last write
+};
+/// For a stat of the file with `inode` beneath HARMONIA_BUFFER_ROOT: what the buffer nodes hold
+/// of it, as the scheduler daemon knows it (one round trip); nothing without a daemon.
+std::optional<HeldByNodes> held_by_nodes(ino_t inode);
 /// A read-only open of a file of HARMONIA_PREFETCH: when the process is in no phase, begins its
 /// read phase (PhaseBegin.read) and waits, as a write phase's first write does, while the daemon
 /// holds the phase back for its nodes (never once the daemon is gone). In the read phase already

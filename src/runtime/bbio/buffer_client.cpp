@@ -38,9 +38,12 @@ namespace wire = harmonia::control;
 constexpr std::uint64_t kMaxPiece = 8ULL << 20;
 /// A node that failed is not tried again for this long (the write goes through meanwhile).
 constexpr double kRetryDead = 5.0;
-/// A read of a staged-in copy waits this long for each reply: the PFS holds the same bytes, so
-/// a node that hangs must not hang the reader.
-constexpr double kCopyReadWait = 5.0;
+/// A node that does not accept a connection, take a request's bytes or answer it within this
+/// many seconds is treated as down, whether it died, hangs (SIGSTOP) or accepts and never
+/// replies: the writes go through to the PFS (fenced), reads and closes wait for it as for a
+/// dead node (HARMONIA_NODE_WAIT). A drain, which takes as long as its bytes, is bounded by
+/// HARMONIA_NODE_WAIT instead.
+constexpr double kNodeTimeout = 5.0;
 /// Replies larger than this are garbage (a read's reply carries at most one piece).
 constexpr std::size_t kMaxReply = kMaxPiece + (64 << 10);
 
@@ -52,7 +55,11 @@ double now() {
 
 class TcpChannel final : public Channel {
  public:
-  explicit TcpChannel(int fd) : fd_(fd) {}
+  explicit TcpChannel(int fd) : fd_(fd) {
+    // A send blocked this long (the node stopped reading) fails.
+    const timeval timeout{static_cast<time_t>(kNodeTimeout), 0};
+    setsockopt(fd_, SOL_SOCKET, SO_SNDTIMEO, &timeout, sizeof(timeout));
+  }
   ~TcpChannel() override { real().close(fd_); }
 
   bool send(const std::string& frame, const char* payload, std::size_t length) override {
@@ -94,7 +101,7 @@ class TcpChannel final : public Channel {
 
  private:
   int fd_;
-  double wait_limit_ = 0;
+  double wait_limit_ = kNodeTimeout;
 };
 
 struct Node {
@@ -194,13 +201,13 @@ Outcome receive_reply(Node& node, const std::string& address, const Ticket& tick
 /// HARMONIA_BUFFER_ROOT, resolved; "" when unset or missing.
 const std::string& buffer_root() { return environment().buffer_root; }
 
-// What this process left on which node, per file (relative name): `sent`, the nodes that
-// acknowledged writes of the file and have not drained it since; `lost`, the nodes that may hold
-// this process's writes of the file (acknowledged, or sent and never answered) and whose
-// connection failed since. A lost node's data of the file may be older than what this process
-// writes elsewhere now: such writes are fenced.
+// What this process left on which node, per file (by inode: the data follows the file through
+// renames): `sent`, the nodes that acknowledged writes of the file and have not drained it since;
+// `lost`, the nodes that may hold this process's writes of the file (acknowledged, or sent and
+// never answered) and whose connection failed since. A lost node's data of the file may be older
+// than what this process writes elsewhere now: such writes are fenced.
 std::mutex ledger_mutex;
-using Ledger = std::map<std::string, std::set<std::string>>;
+using Ledger = std::map<std::uint64_t, std::set<std::string>>;
 Ledger& sent() {
   static auto* ledger = new Ledger;  // used until exit
   return *ledger;
@@ -211,8 +218,7 @@ Ledger& lost() {
 }
 
 /// `requested`: the request reached the node's socket (it may have been carried out).
-void note_outcome(const std::string& file, const std::string& address, Outcome outcome,
-                  bool requested) {
+void note_outcome(std::uint64_t file, const std::string& address, Outcome outcome, bool requested) {
   std::lock_guard lock(ledger_mutex);
   if (outcome == Outcome::Ok) {
     sent()[file].insert(address);
@@ -223,7 +229,7 @@ void note_outcome(const std::string& file, const std::string& address, Outcome o
   }
 }
 
-void note_drained(const std::string& file, const std::string& address) {
+void note_drained(std::uint64_t file, const std::string& address) {
   std::lock_guard lock(ledger_mutex);
   for (Ledger* ledger : {&sent(), &lost()}) {
     const auto found = ledger->find(file);
@@ -233,7 +239,7 @@ void note_drained(const std::string& file, const std::string& address) {
   }
 }
 
-bool is_lost(const std::string& file, const std::string& address) {
+bool is_lost(std::uint64_t file, const std::string& address) {
   std::lock_guard lock(ledger_mutex);
   const auto found = lost().find(file);
   return found != lost().end() && found->second.count(address) > 0;
@@ -242,27 +248,35 @@ bool is_lost(const std::string& file, const std::string& address) {
 /// Sends one request to `address` and waits for its reply (the node's channel to itself);
 /// `requested` says whether the request reached the node's socket.
 Outcome ask(const std::string& address, Harmonia__Bb__Request& request, bool& requested,
-            bool retry_now = false) {
+            bool retry_now = false, double wait = kNodeTimeout) {
   Node& node = node_for(address);
   std::lock_guard lock(node.mutex);
   Ticket ticket;
   requested = send_request(node, address, request, ticket, nullptr, 0, retry_now);
-  return requested ? receive_reply(node, address, ticket) : Outcome::Failed;
+  if (!requested) return Outcome::Failed;
+  if (wait != kNodeTimeout) node.channel->limit_wait(wait);
+  const Outcome outcome = receive_reply(node, address, ticket);
+  if (node.channel) node.channel->limit_wait(kNodeTimeout);
+  return outcome;
 }
 
-Outcome drain_one(const std::string& file, const std::string& address, bool retry_now = false) {
+Outcome drain_one(const FileKey& file, const std::string& address, bool retry_now = false) {
+  // A drain's reply comes when its bytes are in the PFS file: as long as they take, within the
+  // wait a read or close gives a node that is down.
+  const double wait = std::max(kNodeTimeout, environment().config.node_wait);
   Harmonia__Bb__Drain drain = HARMONIA__BB__DRAIN__INIT;
-  drain.file = const_cast<char*>(file.c_str());
+  drain.file = const_cast<char*>(file.name.c_str());
+  drain.inode = file.inode;
   Harmonia__Bb__Request request = HARMONIA__BB__REQUEST__INIT;
   request.body_case = HARMONIA__BB__REQUEST__BODY_DRAIN;
   request.drain = &drain;
   bool requested = false;
-  const Outcome outcome = ask(address, request, requested, retry_now);
+  const Outcome outcome = ask(address, request, requested, retry_now, wait);
   // A drained file's fence is gone too (the node consumed it): nothing of it is older any more.
   if (outcome == Outcome::Ok)
-    note_drained(file, address);
+    note_drained(file.inode, address);
   else
-    note_outcome(file, address, outcome, requested);
+    note_outcome(file.inode, address, outcome, requested);
   return outcome;
 }
 
@@ -333,23 +347,26 @@ bool drains_here(const std::string& address) {
 
 }  // namespace
 
-void fence(const std::string& file, off64_t offset, std::size_t length) {
+void fence(const FileKey& file, off64_t offset, std::size_t length) {
   std::vector<std::string> nodes;
   {
     std::lock_guard lock(ledger_mutex);
-    const auto found = lost().find(file);
-    if (file.empty() || length == 0 || found == lost().end()) return;
+    const auto found = lost().find(file.inode);
+    if (file.name.empty() || length == 0 || found == lost().end()) return;
     nodes.assign(found->second.begin(), found->second.end());
   }
+  // Kept by file, as the nodes hold its data: a rename changes nothing.
+  const std::string fence_name = std::to_string(file.inode);
   // Fences are opened beneath the root, with no link followed (common/beneath.hpp).
   const int root = real().open(buffer_root().c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
   for (const auto& node : nodes) {
     // Held only while appending: the node holds it for a whole drain, so the write that follows
     // lands after that drain, or the drain skips it.
     const int fd = root < 0 ? -1 : fences::lock(root, node);
-    if (fd < 0 || !fences::append(root, node, file, {static_cast<std::uint64_t>(offset), length}))
+    if (fd < 0 ||
+        !fences::append(root, node, fence_name, {static_cast<std::uint64_t>(offset), length}))
       // The write goes on: losing the order of one range beats failing the application.
-      report("buffer node " + node + ": cannot fence " + file + " (" + std::strerror(errno) +
+      report("buffer node " + node + ": cannot fence " + file.name + " (" + std::strerror(errno) +
              "); if the node comes back, its drain may overwrite newer bytes");
     fences::unlock(fd);
   }
@@ -365,9 +382,20 @@ std::unique_ptr<Channel> connect_tcp(const std::string& address) {
   if (getaddrinfo(address.substr(0, colon).c_str(), address.substr(colon + 1).c_str(), &hints,
                   &found) != 0)
     return nullptr;
-  const int fd = socket(found->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  const bool ok = fd >= 0 && connect(fd, found->ai_addr, found->ai_addrlen) == 0;
+  // Connected within kNodeTimeout, or not at all: a host that drops the packets must not hold
+  // the write for the kernel's minutes of retries.
+  const int fd = socket(found->ai_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  bool ok =
+      fd >= 0 && (connect(fd, found->ai_addr, found->ai_addrlen) == 0 || errno == EINPROGRESS);
   freeaddrinfo(found);
+  if (ok) {
+    pollfd writable{fd, POLLOUT, 0};
+    int error = 0;
+    socklen_t length = sizeof(error);
+    ok = poll(&writable, 1, static_cast<int>(kNodeTimeout * 1000)) == 1 &&
+         getsockopt(fd, SOL_SOCKET, SO_ERROR, &error, &length) == 0 && error == 0 &&
+         fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK) == 0;
+  }
   if (!ok) {
     if (fd >= 0) real().close(fd);
     return nullptr;
@@ -414,7 +442,7 @@ std::string name_beneath(const std::string& root, const std::string& path) {
   return fences::reserved(name) ? "" : name;
 }
 
-bool write(const std::string& file, const std::string& job, const struct iovec* iov, int count,
+bool write(const FileKey& file, const std::string& job, const struct iovec* iov, int count,
            off64_t offset, const std::vector<std::string>& nodes, std::uint64_t stripe) {
   if (nodes.empty() || stripe == 0) return false;
   for (const auto& address : nodes)
@@ -432,7 +460,7 @@ bool write(const std::string& file, const std::string& job, const struct iovec* 
   // Lost nodes of this grant drain the file first (consuming its fence); if they cannot, the
   // write goes around them, through to the PFS.
   for (const auto& address : nodes)
-    if (is_lost(file, address) && drain_one(file, address) != Outcome::Ok) return false;
+    if (is_lost(file.inode, address) && drain_one(file, address) != Outcome::Ok) return false;
   fence(file, offset, total);
   std::vector<Piece> pieces = cut(offset, total, nodes, stripe);
   {
@@ -441,7 +469,10 @@ bool write(const std::string& file, const std::string& job, const struct iovec* 
     const auto locks = lock_nodes(pieces);
     send_pieces(pieces, [&](Piece& p) {
       Harmonia__Bb__Write body = HARMONIA__BB__WRITE__INIT;
-      body.file = const_cast<char*>(file.c_str());
+      body.file = const_cast<char*>(file.name.c_str());
+      body.inode = file.inode;
+      body.handle.data = reinterpret_cast<std::uint8_t*>(const_cast<char*>(file.handle.data()));
+      body.handle.len = file.handle.size();
       body.offset = p.at;
       body.payload = p.length;
       body.job = const_cast<char*>(job.c_str());
@@ -457,7 +488,7 @@ bool write(const std::string& file, const std::string& job, const struct iovec* 
   bool ok = true;
   std::set<std::string> full;
   for (const auto& p : pieces) {
-    note_outcome(file, *p.address, p.outcome, p.sent);
+    note_outcome(file.inode, *p.address, p.outcome, p.sent);
     if (p.outcome == Outcome::Full) full.insert(*p.address);
     ok = ok && p.outcome == Outcome::Ok;
   }
@@ -466,12 +497,12 @@ bool write(const std::string& file, const std::string& job, const struct iovec* 
   return ok;
 }
 
-bool wrote(const std::string& file) {
+bool wrote(std::uint64_t inode) {
   std::lock_guard lock(ledger_mutex);
-  return sent().count(file) > 0 || lost().count(file) > 0;
+  return sent().count(inode) > 0 || lost().count(inode) > 0;
 }
 
-bool read(const std::string& file, off64_t offset, std::size_t length,
+bool read(const FileKey& file, off64_t offset, std::size_t length,
           const std::vector<std::string>& nodes, std::uint64_t stripe, std::string& out,
           const FileIdentity* identity) {
   if (nodes.empty() || stripe == 0 || length == 0) return false;
@@ -481,13 +512,14 @@ bool read(const std::string& file, off64_t offset, std::size_t length,
       if (!drains_here(address)) return false;
   // A lost node may hold older bytes than the PFS: only the PFS answers for it.
   for (const auto& address : nodes)
-    if (is_lost(file, address)) return false;
+    if (is_lost(file.inode, address)) return false;
   std::vector<Piece> pieces = cut(offset, length, nodes, stripe);
   out.resize(length);
   const auto locks = lock_nodes(pieces);
   send_pieces(pieces, [&](Piece& p) {
     Harmonia__Bb__Read body = HARMONIA__BB__READ__INIT;
-    body.file = const_cast<char*>(file.c_str());
+    body.file = const_cast<char*>(file.name.c_str());
+    body.inode = file.inode;
     body.offset = p.at;
     body.length = p.length;
     Harmonia__Bb__FileIdentity seen = HARMONIA__BB__FILE_IDENTITY__INIT;
@@ -507,11 +539,9 @@ bool read(const std::string& file, off64_t offset, std::size_t length,
   std::string data;
   for (const auto& p : pieces) {
     Node& node = node_for(*p.address);
-    if (identity && node.channel) node.channel->limit_wait(kCopyReadWait);
     // Every reply is read, even after a miss: the channel must stay in step.
     const Outcome outcome =
         p.sent ? receive_reply(node, *p.address, p.ticket, &data) : Outcome::Failed;
-    if (node.channel) node.channel->limit_wait(0);
     if (outcome != Outcome::Ok || data.size() != p.length) {
       ok = false;
       continue;
@@ -521,11 +551,10 @@ bool read(const std::string& file, off64_t offset, std::size_t length,
   return ok;
 }
 
-std::vector<std::string> drain(const std::string& file, std::vector<std::string> nodes,
-                               double wait) {
+std::vector<std::string> drain(const FileKey& file, std::vector<std::string> nodes, double wait) {
   const double deadline = now() + wait;
   for (bool again = false;; again = true) {
-    for (auto& node : lost_nodes(file))
+    for (auto& node : lost_nodes(file.inode))
       if (std::find(nodes.begin(), nodes.end(), node) == nodes.end()) nodes.push_back(node);
     std::vector<std::string> failed;
     for (const auto& address : nodes)
@@ -538,33 +567,47 @@ std::vector<std::string> drain(const std::string& file, std::vector<std::string>
   }
 }
 
-std::vector<std::string> lost_nodes(const std::string& file) {
+std::vector<std::string> lost_nodes(std::uint64_t inode) {
   std::lock_guard lock(ledger_mutex);
-  const auto found = lost().find(file);
+  const auto found = lost().find(inode);
   if (found == lost().end()) return {};
   return {found->second.begin(), found->second.end()};
 }
 
-void check_alive(const std::string& file) {
+bool publish(const FileKey& file) {
   std::vector<std::string> holding;
   {
     std::lock_guard lock(ledger_mutex);
-    const auto found = sent().find(file);
-    if (found == sent().end()) return;
+    const auto found = sent().find(file.inode);
+    if (found == sent().end()) return true;
     holding.assign(found->second.begin(), found->second.end());
   }
+  bool published = true;
   for (const auto& address : holding) {
-    Harmonia__Bb__StatusRequest status = HARMONIA__BB__STATUS_REQUEST__INIT;
+    Harmonia__Bb__Publish body = HARMONIA__BB__PUBLISH__INIT;
     Harmonia__Bb__Request request = HARMONIA__BB__REQUEST__INIT;
-    request.body_case = HARMONIA__BB__REQUEST__BODY_STATUS;
-    request.status = &status;
+    request.body_case = HARMONIA__BB__REQUEST__BODY_PUBLISH;
+    request.publish = &body;
     bool requested = false;
-    if (ask(address, request, requested) != Outcome::Ok)
-      note_outcome(file, address, Outcome::Failed, requested);
+    if (ask(address, request, requested) == Outcome::Ok) continue;
+    published = false;
+    if (!requested || !node_for(address).channel)  // gone, not merely without a scheduler
+      note_outcome(file.inode, address, Outcome::Failed, requested);
   }
+  return published;
 }
 
-bool drained_or_unavailable(const std::string& shown, const std::string& file,
+std::string handle_of(int fd) {
+  std::string bytes(sizeof(file_handle) + MAX_HANDLE_SZ, '\0');
+  auto* handle = reinterpret_cast<file_handle*>(bytes.data());
+  handle->handle_bytes = MAX_HANDLE_SZ;
+  int mount = 0;
+  if (name_to_handle_at(fd, "", handle, &mount, AT_EMPTY_PATH) != 0) return "";
+  bytes.resize(sizeof(file_handle) + handle->handle_bytes);
+  return bytes;
+}
+
+bool drained_or_unavailable(const std::string& shown, const FileKey& file,
                             std::vector<std::string> nodes, double wait) {
   const auto failed = drain(file, std::move(nodes), wait);
   if (failed.empty()) return true;
@@ -574,23 +617,51 @@ bool drained_or_unavailable(const std::string& shown, const std::string& file,
   return false;
 }
 
-bool settle_path(const char* path, double wait) {
-  {
-    // Every open passes here: a process that left nothing on the nodes is done at once.
-    std::lock_guard lock(ledger_mutex);
-    if (sent().empty() && lost().empty()) return true;
+bool holds_any() {
+  std::lock_guard lock(ledger_mutex);
+  return !sent().empty() || !lost().empty();
+}
+
+bool beneath_buffer_root(int dirfd, const char* path, dev_t device) {
+  const std::string& root = buffer_root();
+  if (root.empty() || !path) return false;
+  static const dev_t root_device = [&root] {
+    struct stat64 st {};
+    return real().fstatat64(AT_FDCWD, root.c_str(), &st, 0) == 0 ? st.st_dev : dev_t{0};
+  }();
+  if (device != root_device) return false;
+  std::string absolute;
+  if (path[0] == '/') {
+    absolute = path;
+  } else {
+    char base[PATH_MAX];
+    if (dirfd == AT_FDCWD) {
+      if (!getcwd(base, sizeof(base))) return false;
+      absolute = base;
+    } else {
+      const std::string link = "/proc/self/fd/" + std::to_string(dirfd);
+      const ssize_t n = readlink(link.c_str(), base, sizeof(base) - 1);
+      if (n <= 0) return false;
+      absolute.assign(base, static_cast<std::size_t>(n));
+    }
+    absolute += "/";
+    absolute += path;
   }
-  char resolved[PATH_MAX];
-  if (!realpath(path, resolved)) return true;
-  const std::string name = relative_name(resolved);
-  if (name.empty()) return true;
+  return absolute.size() > root.size() && absolute.compare(0, root.size(), root) == 0 &&
+         absolute[root.size()] == '/';
+}
+
+bool settle_file(const char* path, std::uint64_t inode, double wait) {
   std::vector<std::string> nodes;
   {
     std::lock_guard lock(ledger_mutex);
-    if (const auto found = sent().find(name); found != sent().end())
-      nodes.assign(found->second.begin(), found->second.end());
+    const auto found = sent().find(inode);
+    if (found == sent().end() && !lost().count(inode)) return true;
+    if (found != sent().end()) nodes.assign(found->second.begin(), found->second.end());
   }
-  return drained_or_unavailable(resolved, name, std::move(nodes), wait);
+  char resolved[PATH_MAX];
+  const std::string shown = realpath(path, resolved) ? resolved : path;
+  return drained_or_unavailable(shown, {relative_name(shown), inode, {}}, std::move(nodes), wait);
 }
 
 }  // namespace harmonia::bbio::buffers

@@ -36,11 +36,24 @@ class Channel {
   virtual void limit_wait(double seconds) = 0;
 };
 
-/// Before [offset, offset + length) of `file` (relative to HARMONIA_BUFFER_ROOT) is written
-/// anywhere but the nodes this process lost while they may hold its writes of that file: records
-/// the range as newer than what those nodes hold, so that their drains skip it
-/// (docs/buffer-nodes.md, "Fences"). Nothing to do for a file no lost node may hold.
-void fence(const std::string& file, off64_t offset, std::size_t length);
+/// A file on the buffer nodes: its name relative to HARMONIA_BUFFER_ROOT when it was opened, and
+/// its inode, which the nodes know it by (its data follows it through renames: bb.proto).
+struct FileKey {
+  std::string name;
+  std::uint64_t inode = 0;
+  /// Its file handle (name_to_handle_at): a node finds the file by it even when it was renamed
+  /// or deleted before the first write reached the node. "" where the file system has none.
+  std::string handle;
+};
+
+/// The file handle of the open file `fd`, or "" where the file system or kernel gives none.
+std::string handle_of(int fd);
+
+/// Before [offset, offset + length) of `file` is written anywhere but the nodes this process
+/// lost while they may hold its writes of that file: records the range as newer than what those
+/// nodes hold, so that their drains skip it (docs/buffer-nodes.md, "Fences"). Nothing to do for
+/// a file no lost node may hold.
+void fence(const FileKey& file, off64_t offset, std::size_t length);
 
 /// Opens a TCP channel to "HOST:PORT", or nullptr.
 std::unique_ptr<Channel> connect_tcp(const std::string& address);
@@ -55,7 +68,7 @@ std::string name_beneath(const std::string& root, const std::string& path);
 /// Sends `iov` (`count` pieces) for `offset` of `file` to `nodes`, `stripe` bytes per node in
 /// turn; true when every byte is acknowledged. false: some bytes are not on a node (full or
 /// gone); the caller writes the whole range through to the PFS.
-bool write(const std::string& file, const std::string& job, const struct iovec* iov, int count,
+bool write(const FileKey& file, const std::string& job, const struct iovec* iov, int count,
            off64_t offset, const std::vector<std::string>& nodes, std::uint64_t stripe);
 /// The PFS file as a reader sees it now (fstat): a node serves a staged-in copy of it only while
 /// the copy was made of the same file (bb.proto FileIdentity).
@@ -69,29 +82,40 @@ struct FileIdentity {
 /// per node in turn) into `out`; false when they do not hold all of it, or hold it on a node this
 /// process lost since (the caller then reads the PFS, after draining). With `identity`: reads the
 /// copies staged in for a read phase, which the nodes serve only to a reader of that very file.
-bool read(const std::string& file, off64_t offset, std::size_t length,
+bool read(const FileKey& file, off64_t offset, std::size_t length,
           const std::vector<std::string>& nodes, std::uint64_t stripe, std::string& out,
           const FileIdentity* identity = nullptr);
-/// Whether this process wrote `file` to buffer nodes that may still hold it (or lost them since).
-bool wrote(const std::string& file);
+/// Whether this process wrote the file with `inode` to buffer nodes that may still hold it (or
+/// lost them since).
+bool wrote(std::uint64_t inode);
 /// Drains `file` to the PFS from `nodes` and from every node lost since this process wrote the
 /// file there, and waits for the drains; a node that is down is tried again (at once, then every
 /// 0.2 s) for up to `wait` seconds. Returns the nodes that did not drain it.
-std::vector<std::string> drain(const std::string& file, std::vector<std::string> nodes,
-                               double wait);
+std::vector<std::string> drain(const FileKey& file, std::vector<std::string> nodes, double wait);
 /// drain(), and when a node did not drain the file: says so on stderr for `shown` (the file as
 /// the program names it) and returns false with errno EIO.
-bool drained_or_unavailable(const std::string& shown, const std::string& file,
+bool drained_or_unavailable(const std::string& shown, const FileKey& file,
                             std::vector<std::string> nodes, double wait);
 /// The nodes that may hold this process's writes of `file` and whose connection failed since:
 /// until they drain it, the PFS may lack (or hold older) bytes of it.
-std::vector<std::string> lost_nodes(const std::string& file);
-/// Asks every node holding acknowledged writes of `file` whether it still answers; the ones that
-/// do not join lost_nodes(file).
-void check_alive(const std::string& file);
-/// Before the file at `path` is opened again in this process: drains it from the nodes that may
-/// hold this process's writes of it, so that what the open sees (or truncates) is complete;
-/// false with EIO when a node holding some of it stayed down for `wait` seconds.
-bool settle_path(const char* path, double wait);
+std::vector<std::string> lost_nodes(std::uint64_t inode);
+/// At the file's close: every node holding acknowledged writes of it tells the scheduler what
+/// it holds (bb.proto Publish), so that any process's stat or open after the close finds the
+/// bytes. Nodes that do not answer join lost_nodes(file); false when some node could not
+/// publish (it is down, or has no scheduler): the caller then drains the file itself.
+bool publish(const FileKey& file);
+/// Whether this process left writes on buffer nodes that they may still hold (one lock, no
+/// lookup: every open asks).
+bool holds_any();
+/// Whether the file at `path` (relative to `dirfd`), on the file system `device`, lies beneath
+/// HARMONIA_BUFFER_ROOT, judged without resolving the path (a stat asks it): on the root's file
+/// system and beneath it by name. A path that reaches the root through a symbolic link from
+/// outside it is not recognised.
+bool beneath_buffer_root(int dirfd, const char* path, dev_t device);
+/// Before the file with `inode` (at `path`, for messages) is opened again in this process:
+/// drains it from the nodes that may hold this process's writes of it (it is known by its
+/// inode: renamed since, it is still found), so that what the open sees (or truncates) is
+/// complete; false with EIO when a node holding some of it stayed down for `wait` seconds.
+bool settle_file(const char* path, std::uint64_t inode, double wait);
 
 }  // namespace harmonia::bbio::buffers

@@ -10,9 +10,15 @@
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <climits>
+#include <cstdio>
 #include <mutex>
+#include <string>
 
+#include "runtime/bbio/agent.hpp"
+#include "runtime/bbio/buffer_client.hpp"
 #include "runtime/bbio/prefetched.hpp"
 #include "runtime/bbio/registry.hpp"
 #include "runtime/bbio/wrappers.hpp"
@@ -50,30 +56,79 @@ auto fd_settled(int fd, Call call) -> decltype(call()) {
   return file ? flushed_then(file, call) : call();
 }
 
-/// Runs `call` once the staged file `path` names (relative to `dirfd`), if any, is settled.
+/// Runs `call` once the file `path` names (relative to `dirfd`) is settled: staged here, its
+/// bytes written; staged by other processes or held by buffer nodes, written out and drained
+/// (through the scheduler daemon). -1 with EIO, and no call, when bytes of it stayed on a node
+/// that is down.
 template <class Call>
 auto path_settled(int dirfd, const char* path, int at_flags, Call call) -> decltype(call()) {
   StagedFile* file = found([&] { return staged_path(dirfd, path, at_flags); });
-  return file ? flushed_then(file, call) : call();
+  if (file) return flushed_then(file, call);
+  if (agent::configured() && guarded([&] {
+                               struct stat64 st {};
+                               const int nofollow = at_flags & AT_SYMLINK_NOFOLLOW;
+                               if (!path || real().fstatat64(dirfd, path, &st, nofollow) != 0 ||
+                                   !S_ISREG(st.st_mode))
+                                 return 0;
+                               return settle_elsewhere(dirfd, path, st);
+                             }) != 0)
+    return -1;
+  return call();
 }
 
-/// The real stat call, then the staged file's size and times shown over it.
-template <class Stat, class Call>
-int overlaid(Stat* st, Call call) {
-  const int result = call();
-  if (result != 0 || !any_staged()) return result;
+/// A stat by path shows the size and times the program wrote: staged here, from the staged
+/// file; held by buffer nodes (written by this or another process, closed or not), from what
+/// the scheduler daemon knows of them.
+template <class Stat>
+void overlay_written(int dirfd, const char* path, Stat& st) {
   guarded([&] {
-    if (StagedFile* file = staged_inode(st->st_dev, st->st_ino)) {
+    if (StagedFile* file = any_staged() ? staged_inode(st.st_dev, st.st_ino) : nullptr) {
       std::lock_guard lock(file->mutex);
-      file->overlay(*st);
+      file->overlay(st);
+      return 0;
+    }
+    if (!S_ISREG(st.st_mode) || !agent::configured() ||
+        !buffers::beneath_buffer_root(dirfd, path, st.st_dev))
+      return 0;
+    if (const auto held = agent::held_by_nodes(st.st_ino)) {
+      st.st_size = std::max<off64_t>(st.st_size, static_cast<off64_t>(held->size));
+      const timespec written{static_cast<time_t>(held->mtime_ns / 1'000'000'000),
+                             static_cast<long>(held->mtime_ns % 1'000'000'000)};
+      for (timespec* stamp : {&st.st_mtim, &st.st_ctim})
+        if (written.tv_sec > stamp->tv_sec ||
+            (written.tv_sec == stamp->tv_sec && written.tv_nsec > stamp->tv_nsec))
+          *stamp = written;
     }
     return 0;
   });
+}
+
+/// The real stat call of `path` (relative to `dirfd`), then the size and times written shown
+/// over it.
+template <class Stat, class Call>
+int overlaid(int dirfd, const char* path, Stat* st, Call call) {
+  const int result = call();
+  if (result == 0) overlay_written(dirfd, path, *st);
   return result;
 }
 
 int to_plain_io(int fd) {
   return fd >= 0 ? guarded([&] { return plain_io_fd(fd); }) : 0;
+}
+
+/// A mode with the set-user-ID or set-group-ID bit: the kernel clears them when an unprivileged
+/// process writes the file, at each write, so such a file is not staged.
+bool privileged(mode_t mode) { return (mode & (S_ISUID | S_ISGID)) != 0; }
+
+/// Sends the staged file `path` names, if any, to plain I/O (its bytes are already settled).
+void path_to_plain_io(int dirfd, const char* path, int at_flags) {
+  guarded([&] {
+    if (StagedFile* file = staged_path(dirfd, path, at_flags)) {
+      const auto [device, inode] = file->identity();
+      return plain_io(device, inode);
+    }
+    return 0;
+  });
 }
 
 }  // namespace
@@ -98,37 +153,137 @@ HARMONIA_EXPORT void* mmap64(void* addr, size_t length, int prot, int flags, int
 // ---- stat by path: the size and times the program wrote ---------------------------------
 
 HARMONIA_EXPORT int stat(const char* path, struct stat* st) {
-  return overlaid(st, [&] { return real().stat(path, st); });
+  return overlaid(AT_FDCWD, path, st, [&] { return real().stat(path, st); });
 }
 HARMONIA_EXPORT int stat64(const char* path, struct stat64* st) {
-  return overlaid(st, [&] { return real().stat64(path, st); });
+  return overlaid(AT_FDCWD, path, st, [&] { return real().stat64(path, st); });
 }
 HARMONIA_EXPORT int lstat(const char* path, struct stat* st) {
-  return overlaid(st, [&] { return real().lstat(path, st); });
+  return overlaid(AT_FDCWD, path, st, [&] { return real().lstat(path, st); });
 }
 HARMONIA_EXPORT int lstat64(const char* path, struct stat64* st) {
-  return overlaid(st, [&] { return real().lstat64(path, st); });
+  return overlaid(AT_FDCWD, path, st, [&] { return real().lstat64(path, st); });
 }
 HARMONIA_EXPORT int fstatat(int dirfd, const char* path, struct stat* st, int flags) {
-  return overlaid(st, [&] { return real().fstatat(dirfd, path, st, flags); });
+  return overlaid(dirfd, path, st, [&] { return real().fstatat(dirfd, path, st, flags); });
 }
 HARMONIA_EXPORT int fstatat64(int dirfd, const char* path, struct stat64* st, int flags) {
-  return overlaid(st, [&] { return real().fstatat64(dirfd, path, st, flags); });
+  return overlaid(dirfd, path, st, [&] { return real().fstatat64(dirfd, path, st, flags); });
 }
 
 HARMONIA_EXPORT int statx(int dirfd, const char* path, int flags, unsigned int mask,
                           struct statx* st) {
   const int result = real().statx(dirfd, path, flags, mask, st);
-  if (result != 0 || !any_staged() || !(st->stx_mask & STATX_INO)) return result;
+  if (result != 0 || !(st->stx_mask & STATX_INO) || !(st->stx_mask & STATX_TYPE)) return result;
   guarded([&] {
-    if (StagedFile* file =
-            staged_inode(makedev(st->stx_dev_major, st->stx_dev_minor), st->stx_ino)) {
+    const dev_t device = makedev(st->stx_dev_major, st->stx_dev_minor);
+    if (StagedFile* file = any_staged() ? staged_inode(device, st->stx_ino) : nullptr) {
       std::lock_guard lock(file->mutex);
       file->overlay(*st);
+      return 0;
+    }
+    if (!S_ISREG(st->stx_mode) || !agent::configured() ||
+        !buffers::beneath_buffer_root(dirfd, path, device))
+      return 0;
+    if (const auto held = agent::held_by_nodes(st->stx_ino)) {
+      if (st->stx_mask & STATX_SIZE)
+        st->stx_size = std::max<std::uint64_t>(st->stx_size, held->size);
+      const statx_timestamp written{held->mtime_ns / 1'000'000'000,
+                                    static_cast<std::uint32_t>(held->mtime_ns % 1'000'000'000), 0};
+      for (statx_timestamp* stamp : {&st->stx_mtime, &st->stx_ctime})
+        if (written.tv_sec > stamp->tv_sec ||
+            (written.tv_sec == stamp->tv_sec && written.tv_nsec > stamp->tv_nsec))
+          *stamp = written;
     }
     return 0;
   });
   return result;
+}
+
+// ---- names: a staged file's log follows its renames and deletions ------------------------
+
+namespace {
+
+/// The absolute path `path` (relative to `dirfd`) names now, its links resolved; "" if none.
+std::string resolved_path(int dirfd, const char* path) {
+  std::string spelled = path;
+  if (path[0] != '/' && dirfd != AT_FDCWD)
+    spelled = "/proc/self/fd/" + std::to_string(dirfd) + "/" + spelled;
+  char resolved[PATH_MAX];
+  return realpath(spelled.c_str(), resolved) ? std::string(resolved) : std::string();
+}
+
+/// The staged file the name `path` (relative to `dirfd`) stands for, its last part not followed
+/// (what rename and unlink act on), or nullptr.
+StagedFile* staged_name(int dirfd, const char* path) {
+  return found([&] { return staged_path(dirfd, path, AT_SYMLINK_NOFOLLOW); });
+}
+
+/// A rename by `call` of `from` to `to`: a staged file moved records its new name, one replaced
+/// (its last name gone) records its deletion, and with RENAME_EXCHANGE both swap names.
+template <class Call>
+int renamed(int from_dir, const char* from, int to_dir, const char* to, unsigned int flags,
+            Call call) {
+  if (!any_staged()) return call();
+  StagedFile* source = staged_name(from_dir, from);
+  StagedFile* replaced = staged_name(to_dir, to);
+  const int result = call();
+  if (result != 0 || (!source && !replaced)) return result;
+  guarded([&] {
+    if (source) {
+      const std::string now = resolved_path(to_dir, to);
+      std::lock_guard lock(source->mutex);
+      if (!now.empty()) source->renamed(now);
+    }
+    if (replaced && replaced != source) {
+      std::lock_guard lock(replaced->mutex);
+      if (flags & RENAME_EXCHANGE) {
+        const std::string now = resolved_path(from_dir, from);
+        if (!now.empty()) replaced->renamed(now);
+      } else if (!replaced->has_names()) {
+        replaced->unlinked();
+      }
+    }
+    return 0;
+  });
+  return result;
+}
+
+/// An unlink by `call` of `path`: a staged file that lost its last name records its deletion.
+template <class Call>
+int unlinked(int dirfd, const char* path, Call call) {
+  if (!any_staged()) return call();
+  StagedFile* file = staged_name(dirfd, path);
+  const int result = call();
+  if (result == 0 && file)
+    guarded([&] {
+      std::lock_guard lock(file->mutex);
+      if (!file->has_names()) file->unlinked();
+      return 0;
+    });
+  return result;
+}
+
+}  // namespace
+
+HARMONIA_EXPORT int rename(const char* from, const char* to) {
+  return renamed(AT_FDCWD, from, AT_FDCWD, to, 0, [&] { return real().rename(from, to); });
+}
+HARMONIA_EXPORT int renameat(int from_dir, const char* from, int to_dir, const char* to) {
+  return renamed(from_dir, from, to_dir, to, 0,
+                 [&] { return real().renameat(from_dir, from, to_dir, to); });
+}
+HARMONIA_EXPORT int renameat2(int from_dir, const char* from, int to_dir, const char* to,
+                              unsigned int flags) {
+  return renamed(from_dir, from, to_dir, to, flags,
+                 [&] { return real().renameat2(from_dir, from, to_dir, to, flags); });
+}
+HARMONIA_EXPORT int unlink(const char* path) {
+  return unlinked(AT_FDCWD, path, [&] { return real().unlink(path); });
+}
+HARMONIA_EXPORT int unlinkat(int dirfd, const char* path, int flags) {
+  if (flags & AT_REMOVEDIR) return real().unlinkat(dirfd, path, flags);
+  return unlinked(dirfd, path, [&] { return real().unlinkat(dirfd, path, flags); });
 }
 
 // ---- times, modes, owners: after the writes made before them ----------------------------
@@ -160,14 +315,20 @@ HARMONIA_EXPORT int utime(const char* path, const struct utimbuf* times) {
 }
 
 HARMONIA_EXPORT int fchmod(int fd, mode_t mode) {
-  return fd_settled(fd, [&] { return real().fchmod(fd, mode); });
+  const int result = fd_settled(fd, [&] { return real().fchmod(fd, mode); });
+  if (result == 0 && privileged(mode)) (void)to_plain_io(fd);
+  return result;
 }
 HARMONIA_EXPORT int chmod(const char* path, mode_t mode) {
-  return path_settled(AT_FDCWD, path, 0, [&] { return real().chmod(path, mode); });
+  const int result = path_settled(AT_FDCWD, path, 0, [&] { return real().chmod(path, mode); });
+  if (result == 0 && privileged(mode)) path_to_plain_io(AT_FDCWD, path, 0);
+  return result;
 }
 HARMONIA_EXPORT int fchmodat(int dirfd, const char* path, mode_t mode, int flags) {
-  return path_settled(dirfd, path, flags,
-                      [&] { return real().fchmodat(dirfd, path, mode, flags); });
+  const int result =
+      path_settled(dirfd, path, flags, [&] { return real().fchmodat(dirfd, path, mode, flags); });
+  if (result == 0 && privileged(mode)) path_to_plain_io(dirfd, path, flags);
+  return result;
 }
 HARMONIA_EXPORT int fchown(int fd, uid_t owner, gid_t group) {
   return fd_settled(fd, [&] { return real().fchown(fd, owner, group); });

@@ -561,5 +561,8 @@ __attribute__((destructor)) static void finalize_at_exit() { guarded(finish_proc
 
 /// Loaded: a program that announces a read phase registers at once (agent::start_for_prefetch).
 __attribute__((constructor)) static void announce_at_start() {
-  guarded([] { agent::start_for_prefetch(); });
+  guarded([] {
+    agent::start_for_prefetch();
+    return 0;
+  });
 }

@@ -14,8 +14,11 @@
 
 #include "runtime/bbio/agent.hpp"
 #include "runtime/bbio/staged_file.hpp"
+#include "storage/real.hpp"
 
 namespace harmonia::bbio {
+
+using storage::real;
 
 namespace {
 
@@ -95,9 +98,13 @@ ServerAdapter* server_adapter() {
 }
 
 std::string placed_path(int dirfd, const char* path, int flags) {
-  if (!(flags & O_CREAT) || !path || !*path) return "";
+  if (!(flags & O_CREAT) || !path) return "";
   ServerAdapter* adapter = server_adapter();
   if (!adapter) return "";
+  // A path the kernel cannot read (EFAULT) is left to the real open, which says so.
+  struct stat64 st {};
+  if (real().fstatat64(dirfd, path, &st, AT_SYMLINK_NOFOLLOW) != 0 && errno == EFAULT) return "";
+  if (!*path) return "";
   std::string absolute;
   if (path[0] == '/') {
     absolute = path;

@@ -165,7 +165,7 @@ void opened(int fd, int flags) noexcept {
     // Served only while nothing of this process's own may differ from the copies: no O_DIRECT
     // (its alignment rules are the file system's), nothing written or staged here.
     r.plain = !r.grant->serves(name) || (flags & O_DIRECT) || t.written[index].load() ||
-              buffers::wrote(name) || staged_inode(st.st_dev, st.st_ino) != nullptr;
+              buffers::wrote(st.st_ino) || staged_inode(st.st_dev, st.st_ino) != nullptr;
     r.active = true;
   } catch (...) {
     // Not tracked: its reads are plain.
@@ -257,7 +257,7 @@ ssize_t serve(Reader* reader, int fd, const struct iovec* iov, int count, off64_
     // The directive changed (other nodes, other files, the daemon gone), or the file is this
     // process's own now: the copies may not be what the file holds.
     if (!t || r.grant->version != agent::read_grant_version() || t->written[r.index].load() ||
-        buffers::wrote(name) || staged_inode(r.device, r.identity.inode))
+        buffers::wrote(r.identity.inode) || staged_inode(r.device, r.identity.inode))
       return plain_from_now("the read grant changed, or this process wrote the file");
     struct stat64 st {};
     if (real().fstat64(fd, &st) != 0 || st.st_dev != r.device || !S_ISREG(st.st_mode))
@@ -275,7 +275,8 @@ ssize_t serve(Reader* reader, int fd, const struct iovec* iov, int count, off64_
     const std::shared_ptr<const agent::ReadGrant> grant = r.grant;
     if (!at_position) lock.unlock();  // pread leaves the offset alone: reads may overlap
     std::string data;
-    if (!buffers::read(name, at, length, grant->nodes, grant->stripe, data, &now) ||
+    if (!buffers::read({name, now.inode, {}}, at, length, grant->nodes, grant->stripe, data,
+                       &now) ||
         data.size() != length)
       return plain_from_now("a buffer node did not serve the range");
     if (at_position && real().lseek64(fd, at + static_cast<off64_t>(length), SEEK_SET) < 0)

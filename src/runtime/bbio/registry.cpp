@@ -145,6 +145,11 @@ int plain_io_locked(State& s, dev_t device, ino_t inode) {
   return 0;
 }
 
+std::string path_of_cwd() {
+  char cwd[PATH_MAX];
+  return getcwd(cwd, sizeof(cwd)) ? std::string(cwd) : std::string();
+}
+
 std::string path_of(int fd) {
   char link[64];
   snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
@@ -153,22 +158,28 @@ std::string path_of(int fd) {
   return n > 0 ? std::string(target, static_cast<size_t>(n)) : std::string();
 }
 
-/// Open-to-open coherence: before this process opens an existing regular file (`st`) the
-/// configuration stages, the other processes write out what they stage of it (through the
-/// scheduler daemon).
-void settle_in_other_processes(int dirfd, const char* path, const struct stat64& st) {
+}  // namespace
+
+int settle_elsewhere(int dirfd, const char* path, const struct stat64& st) {
+  if (!agent::configured()) return 0;
+  const bool buffered = buffers::beneath_buffer_root(dirfd, path, st.st_dev);
+  std::string absolute = path;
+  if (path[0] != '/') {
+    const std::string base = dirfd == AT_FDCWD ? path_of_cwd() : path_of(dirfd);
+    if (base.empty()) return 0;
+    absolute = base + "/" + path;
+  }
   char resolved[PATH_MAX];
-  if (path[0] != '/' && dirfd != AT_FDCWD) return;  // no absolute path to give
-  if (!realpath(path, resolved)) return;
-  {
+  if (!realpath(absolute.c_str(), resolved)) return 0;
+  if (!buffered) {
     State& s = state();
     std::lock_guard lock(s.mutex);
-    if (!s.config.wants(resolved)) return;
+    if (!s.config.wants(resolved)) return 0;
   }
-  agent::settle_elsewhere(resolved, st.st_dev, st.st_ino);
+  return agent::settle_elsewhere(resolved, st.st_dev, st.st_ino, buffered);
 }
 
-}  // namespace
+namespace {}  // namespace
 
 StagedFile* staged(int fd) {
   State* s = state_ptr.load(std::memory_order_acquire);
@@ -188,8 +199,10 @@ void consider(int fd, int flags) {
     (void)plain_io_locked(s, st.st_dev, st.st_ino);
     return;
   }
+  // A set-user-ID or set-group-ID file loses those bits when an unprivileged process writes it:
+  // the kernel decides at each write, so its writes go straight to it.
   if (!writes || !in_range(fd) || s.final || !s.config.enabled ||
-      s.plain.count({st.st_dev, st.st_ino}))
+      s.plain.count({st.st_dev, st.st_ino}) || (st.st_mode & (S_ISUID | S_ISGID)))
     return;
   const std::string path = path_of(fd);
   if (path.empty() || path[0] != '/' || !s.config.wants(path)) return;
@@ -251,17 +264,22 @@ int plain_io_fd(int fd) {
 
 int before_open(int dirfd, const char* path, int flags) {
   if (!path) return 0;
-  // What this process left on buffer nodes comes back before the file is opened again.
-  if ((path[0] == '/' || dirfd == AT_FDCWD) &&
-      !buffers::settle_path(path, state().node_wait.load(std::memory_order_relaxed)))
-    return -1;
+  const bool mine = buffers::holds_any();
   const bool others = agent::configured();
-  if (!others && !any_staged()) return 0;
+  if (!mine && !others && !any_staged()) return 0;
   // The file about to be opened, if it exists: another process's or this one's staged file.
+  // The kernel reads the path first: a pointer it cannot read (EFAULT, which the real open then
+  // returns too) is never dereferenced here.
   struct stat64 st {};
   const int at = (flags & O_NOFOLLOW) ? AT_SYMLINK_NOFOLLOW : 0;
-  if (real().fstatat64(dirfd, path, &st, at) != 0 || !S_ISREG(st.st_mode)) return 0;
-  if (others) settle_in_other_processes(dirfd, path, st);
+  const bool exists = real().fstatat64(dirfd, path, &st, at) == 0;
+  if (!exists && errno == EFAULT) return 0;
+  if (!exists || !S_ISREG(st.st_mode)) return 0;
+  // What this process left on buffer nodes comes back before the file is opened again.
+  if (mine &&
+      !buffers::settle_file(path, st.st_ino, state().node_wait.load(std::memory_order_relaxed)))
+    return -1;
+  if (others && settle_elsewhere(dirfd, path, st) != 0) return -1;
   return staged_inode(st.st_dev, st.st_ino) ? plain_io(st.st_dev, st.st_ino) : 0;
 }
 

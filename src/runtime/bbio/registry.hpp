@@ -2,6 +2,8 @@
 // Which application descriptors are staged, and the library-wide state: configuration, the
 // staged files, flush-everything for fork, exec and exit.
 
+#include <sys/stat.h>
+
 #include <string>
 
 #include "runtime/bbio/config.hpp"
@@ -35,6 +37,11 @@ int plain_io_fd(int fd);
 /// stages goes to plain I/O first, so that the new descriptor (and O_TRUNC) sees its bytes in
 /// program order. Returns 0, or -1 with errno when those bytes could not be written.
 int before_open(int dirfd, const char* path, int flags);
+/// Close-to-open coherence: before this process opens the existing regular file `st` at `path`
+/// (relative to `dirfd`), or changes it by path, every other process writes out what it stages
+/// of it, and the buffer nodes drain what they hold of it, through the scheduler daemon. 0, or
+/// -1 with EIO when some of its bytes stayed on a buffer node that is down.
+int settle_elsewhere(int dirfd, const char* path, const struct stat64& st);
 /// Another process is about to open a file (the daemon's SettleOrder): every staged file of it
 /// here is settled, so that the opener sees its bytes; it stays staged. The file is known by its
 /// identity when `same_host`, else by its absolute path.

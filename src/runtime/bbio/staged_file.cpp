@@ -70,7 +70,7 @@ std::unique_ptr<StagedFile> StagedFile::create(int fd, const std::string& path, 
                                                const Config& config, std::string& error) {
   std::unique_ptr<StagedFile> file(new StagedFile());
   file->path_ = path;
-  file->buffer_name_ = buffers::relative_name(path);
+  file->buffer_file_.name = buffers::relative_name(path);
   file->append_ = (flags & O_APPEND) != 0;
   file->capacity_ = config.file_capacity;
   file->node_wait_ = config.node_wait;
@@ -85,21 +85,32 @@ std::unique_ptr<StagedFile> StagedFile::create(int fd, const std::string& path, 
   file->size_ = st.st_size;
   file->device_ = st.st_dev;
   file->inode_ = st.st_ino;
+  file->buffer_file_.inode = st.st_ino;
+  if (!file->buffer_file_.name.empty()) file->buffer_file_.handle = buffers::handle_of(fd);
   file->position_ = real().lseek64(fd, 0, SEEK_CUR);
   file->fd_ = real().fcntl(fd, F_DUPFD_CLOEXEC, 0);
   if (file->fd_ < 0) {
     error = path + ": cannot duplicate its descriptor: " + std::strerror(errno);
     return nullptr;
   }
+  file->opened_path_ = path;
   if (config.stage_dir) {
     file->log_path_ = log_name(*config.stage_dir);
     file->log_fd_ =
         real().open(file->log_path_.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-    if (file->log_fd_ < 0 || !write_log_header(file->log_fd_, path)) {
+    // The file's identity follows the header: recovery writes to this very file, found by its
+    // handle or checked by its inode, never to another that took its name.
+    const uint64_t identity =
+        file->log_fd_ < 0 || !write_log_header(file->log_fd_, path)
+            ? 0
+            : storage::append_name_record(
+                  file->log_fd_, log_header_size(path), storage::NameRecord::Identity,
+                  storage::identity_data(st.st_dev, st.st_ino, buffers::handle_of(fd)));
+    if (identity == 0) {
       error = file->log_path_ + ": cannot create the staging log: " + std::strerror(errno);
       return nullptr;  // the destructor closes and removes what was created
     }
-    file->log_start_ = file->log_end_ = log_header_size(path);
+    file->log_start_ = file->log_end_ = log_header_size(path) + identity;
   }
   return file;
 }
@@ -108,7 +119,7 @@ void StagedFile::release() {
   if (fd_ >= 0) real().close(fd_);
   if (log_fd_ >= 0) real().close(log_fd_);
   // Only an empty log may go: anything left in it is data recovery must still replay.
-  if (!log_path_.empty() && entries_.empty()) unlink(log_path_.c_str());
+  if (!log_path_.empty() && entries_.empty()) real().unlink(log_path_.c_str());
   fd_ = log_fd_ = -1;
   log_path_.clear();
   staged_in_process -= staged_bytes_;  // what stays in the log is recovery's now
@@ -153,7 +164,7 @@ ssize_t StagedFile::write_at(const struct iovec* iov, int count, off64_t offset)
 ssize_t StagedFile::write_direct(const struct iovec* iov, int count, off64_t offset) {
   if (flush() != 0) return -1;
   drain_for_write();
-  buffers::fence(buffer_name_, offset, total_length(iov, count));
+  buffers::fence(buffer_file_, offset, total_length(iov, count));
   const ssize_t n = pwritev_all(fd_, iov, count, offset);
   if (n > 0) {
     size_ = std::max(size_, offset + n);
@@ -167,7 +178,7 @@ const StagedFile::WritePlan& StagedFile::write_plan() {
   agent::Directive directive = agent::directive();
   plan_.decided = true;
   plan_.directive = directive.version;
-  plan_.nodes = buffer_name_.empty() || directive.grant.nodes.empty()
+  plan_.nodes = buffer_file_.name.empty() || directive.grant.nodes.empty()
                     ? nullptr
                     : std::make_shared<const agent::Grant>(std::move(directive.grant));
   plan_.through = write_through_ || !directive.stage;
@@ -179,7 +190,7 @@ ssize_t StagedFile::stage(const struct iovec* iov, int count, off64_t offset) {
   const size_t total = total_length(iov, count);
   if (total == 0) return 0;
   agent::before_write(total);
-  if (!buffer_name_.empty() && !write_through_) {
+  if (!buffer_file_.name.empty() && !write_through_) {
     if (total < kGather && gather(iov, count, offset, total)) return static_cast<ssize_t>(total);
     if (push_gathered() != 0) return -1;  // what was gathered lands before this write
     if (write_to_buffers(iov, count, offset, total)) return static_cast<ssize_t>(total);
@@ -265,15 +276,15 @@ bool StagedFile::write_to_buffers(const struct iovec* iov, int count, off64_t of
     buffer_nodes_ = grant.nodes;
     buffer_stripe_ = grant.stripe;
   }
-  if (!buffers::write(buffer_name_, grant.job, iov, count, offset, grant.nodes, grant.stripe))
+  if (!buffers::write(buffer_file_, grant.job, iov, count, offset, grant.nodes, grant.stripe))
     return false;
   held_back(offset, total);
   return true;
 }
 
 void StagedFile::drain_for_write() {
-  if (!buffer_name_.empty() && !buffer_nodes_.empty())
-    (void)buffers::drain(buffer_name_, std::move(buffer_nodes_), 0);
+  if (!buffer_file_.name.empty() && !buffer_nodes_.empty())
+    (void)buffers::drain(buffer_file_, std::move(buffer_nodes_), 0);
   buffer_nodes_.clear();
   buffer_stripe_ = 0;
 }
@@ -281,8 +292,8 @@ void StagedFile::drain_for_write() {
 bool StagedFile::drain_needed(std::vector<std::string> nodes) {
   buffer_nodes_.clear();
   buffer_stripe_ = 0;
-  return buffer_name_.empty() ||
-         buffers::drained_or_unavailable(path_, buffer_name_, std::move(nodes), node_wait_);
+  return buffer_file_.name.empty() ||
+         buffers::drained_or_unavailable(path_, buffer_file_, std::move(nodes), node_wait_);
 }
 
 ssize_t StagedFile::read_held(const struct iovec* iov, int count, off64_t offset) {
@@ -301,7 +312,7 @@ ssize_t StagedFile::read_held(const struct iovec* iov, int count, off64_t offset
   const size_t length = std::min<size_t>(asked, static_cast<size_t>(size_ - at));
   std::string data;
   try {
-    if (!buffers::read(buffer_name_, at, length, buffer_nodes_, buffer_stripe_, data))
+    if (!buffers::read(buffer_file_, at, length, buffer_nodes_, buffer_stripe_, data))
       return kNotHeld;
   } catch (const std::bad_alloc&) {
     return kNotHeld;
@@ -323,11 +334,13 @@ int StagedFile::settle() {
 
 int StagedFile::close_flush() {
   if (flush() != 0) return -1;
-  if (buffer_name_.empty()) return 0;
-  buffers::check_alive(buffer_name_);
-  // The nodes that answer keep their data (they drain as the scheduler orders); lost ones must
-  // come back and drain it, or the close reports that the file lacks bytes. The file is
-  // released after this: its stripe map is not needed any more.
+  if (buffer_file_.name.empty()) return 0;
+  // Close-to-open: after the close, every process finds the bytes, through the scheduler that
+  // now knows what the nodes hold of the file (they publish it), or in the PFS file (drained
+  // here when a node cannot publish). Lost nodes must come back and drain it, or the close
+  // reports that the file lacks bytes. The file is released after this: its stripe map is not
+  // needed any more.
+  if (!buffers::publish(buffer_file_)) return drain_needed(std::move(buffer_nodes_)) ? 0 : -1;
   return drain_needed({}) ? 0 : -1;
 }
 
@@ -451,7 +464,7 @@ bool StagedFile::write_entries(const std::vector<size_t>& which) {
   } else {
     for (size_t k : which) iov.push_back({const_cast<char*>(entries_[k].data), entries_[k].length});
   }
-  buffers::fence(buffer_name_, entries_[which.front()].offset,
+  buffers::fence(buffer_file_, entries_[which.front()].offset,
                  total_length(iov.data(), static_cast<int>(iov.size())));
   return pwritev_all(fd_, iov.data(), static_cast<int>(iov.size()),
                      entries_[which.front()].offset) >= 0;
@@ -523,9 +536,47 @@ void StagedFile::flushed() {
     // Everything reached the file: the records must not be replayed again.
     (void)real().ftruncate64(log_fd_, static_cast<off64_t>(log_start_));
     log_end_ = log_start_;
+    append_name_state();
   }
   (void)real().lseek64(fd_, position_, SEEK_SET);
   agent::after_flush(staged_total());
+}
+
+void StagedFile::append_name_state() {
+  if (log_fd_ < 0) return;
+  // A record that cannot be written leaves recovery with the older name: reported, not fatal
+  // (the data still reaches the file at the next flush).
+  const auto append = [this](storage::NameRecord kind, const std::string& data) {
+    const uint64_t n = storage::append_name_record(log_fd_, log_end_, kind, data);
+    if (n == 0)
+      report(log_path_ + ": cannot record the rename or deletion of " + path_ + " (" +
+             std::strerror(errno) + "); a recovery would use the older name");
+    log_end_ += n;
+  };
+  if (path_ != opened_path_) append(storage::NameRecord::Renamed, path_);
+  if (deleted_) append(storage::NameRecord::Unlinked, "");
+}
+
+void StagedFile::renamed(const std::string& path) {
+  path_ = path;
+  if (log_fd_ < 0) return;
+  const uint64_t n =
+      storage::append_name_record(log_fd_, log_end_, storage::NameRecord::Renamed, path);
+  if (n == 0)
+    report(log_path_ + ": cannot record the rename of " + opened_path_ + " to " + path + " (" +
+           std::strerror(errno) + "); a recovery would use the older name");
+  log_end_ += n;
+}
+
+bool StagedFile::has_names() const {
+  struct stat64 st {};
+  return real().fstat64(fd_, &st) != 0 || st.st_nlink > 0;
+}
+
+void StagedFile::unlinked() {
+  deleted_ = true;
+  if (log_fd_ >= 0)
+    log_end_ += storage::append_name_record(log_fd_, log_end_, storage::NameRecord::Unlinked, "");
 }
 
 off64_t StagedFile::seek(off64_t offset, int whence) {

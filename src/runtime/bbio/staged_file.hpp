@@ -18,6 +18,7 @@
 
 #include "harmonia/bbio.h"
 #include "runtime/bbio/agent.hpp"
+#include "runtime/bbio/buffer_client.hpp"
 #include "runtime/bbio/config.hpp"
 
 namespace harmonia::bbio {
@@ -64,6 +65,13 @@ class StagedFile {
   void adopt_file_offset();
   /// The file was truncated to `length` (after a flush).
   void truncated(off64_t length) { size_ = length; }
+  /// The program renamed the file to `path` (absolute): the log says so, so that recovery
+  /// writes to it under its new name.
+  void renamed(const std::string& path);
+  /// The program deleted the file's last name: the log says so, and recovery replays nothing.
+  void unlinked();
+  /// Whether the file still has a name (its link count, from fstat).
+  bool has_names() const;
   /// Any write from now on goes straight to the file (after what is staged).
   void write_through() {
     write_through_ = true;
@@ -134,6 +142,9 @@ class StagedFile {
   bool flush_scheduled(int& result);
   /// After every entry reached the file: forget them, empty the log, restore the offset.
   void flushed();
+  /// Appends to the log what the program did to the file's name since the log was made
+  /// (renamed, deleted): after the log is emptied, so that recovery still knows.
+  void append_name_state();
   void append_to_memory(const struct iovec* iov, int count, off64_t offset);
   /// `total` bytes at `offset` were taken (staged, gathered or on the nodes), not yet in the
   /// file: the logical size, the time of the last write and the phase detector learn of them.
@@ -153,7 +164,7 @@ class StagedFile {
 
   int fd_ = -1;  ///< our own descriptor for the same open file description
   std::string path_;
-  std::string buffer_name_;                ///< relative to HARMONIA_BUFFER_ROOT; "": not buffered
+  buffers::FileKey buffer_file_;           ///< its name "" when not under HARMONIA_BUFFER_ROOT
   std::vector<std::string> buffer_nodes_;  ///< nodes holding its data (one stripe map)
   std::uint64_t buffer_stripe_ = 0;        ///< bytes per node in turn on buffer_nodes_
   bool append_ = false;
@@ -182,6 +193,8 @@ class StagedFile {
   int log_fd_ = -1;
   std::string log_path_;
   uint64_t log_start_ = 0, log_end_ = 0;
+  std::string opened_path_;  ///< the path the log's header names
+  bool deleted_ = false;     ///< the program deleted the file's last name
 };
 
 /// Bytes staged in this process, over all files.

@@ -11,11 +11,17 @@
 
 namespace harmonia::bbio {
 
-/// Runs `body` (which returns -1/errno on failure) and turns exceptions into EIO.
+/// Runs `body` (which returns -1/errno on failure) and turns exceptions into EIO. When it
+/// succeeds, errno is left as the program set it: the library's own calls on the way (a stat, a
+/// lookup that found nothing) must not show through, as some programs read errno after
+/// successful calls (netCDF after a read).
 template <class Body>
 auto guarded(Body body) -> decltype(body()) {
+  const int program_errno = errno;
   try {
-    return body();
+    const auto result = body();
+    if (result != static_cast<decltype(result)>(-1)) errno = program_errno;
+    return result;
   } catch (...) {
     errno = EIO;
     return static_cast<decltype(body())>(-1);
