@@ -1,6 +1,7 @@
-"""The hooks behind burst_buffer.lua (docs/slurm.md): `python -m harmonia.slurm_bb CONFIG HOOK
-ARGS...`, run by slurmctld as SlurmUser. Each prints what Slurm shows and exits non-zero on
-failure. Kept free of heavy imports: job_process, paths and pools run while slurmctld waits.
+"""The asynchronous hooks behind burst_buffer.lua (docs/slurm.md): `python -m harmonia.slurm_bb
+CONFIG HOOK ARGS...`, run by slurmscriptd as SlurmUser; each prints what Slurm shows (one line on
+failure) and exits non-zero on failure. The directives are read in slurmctld by harmonia_bb.lua,
+which hands `setup` the job's request as JSON; the later hooks read it from the job's state.
 
 A job's buffer space is `<pfs>/.harmonia-jobs/<job id>` ($HARMONIA_BB in the job): writes there
 go through libharmonia to the buffer nodes under the job's key (`slurm-<id>`, which libharmonia
@@ -10,33 +11,38 @@ drains the job's files from every node to the PFS and then moves them to their d
 import json
 import os
 import pwd
-import re
 import shutil
+import stat
 import subprocess
 import sys
 import time
+import traceback
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-DIRECTIVE = "#BB_LUA"
-UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40, "P": 1 << 50}
-JOBDW_KEYS = ("pool", "capacity", "io", "access", "priority", "hint", "node_agent")
-STAGE_KEYS = ("source", "destination", "type")
+from harmonia.units import format_size
+
 BB_VARIABLE = "$HARMONIA_BB"
-# The stage-in copier, run under libharmonia: reads the source, writes the target in 4 MiB pieces.
+STATUS_DEADLINE = 0.5  # seconds bbstat waits for harmonia-schedd and each node
+DIRECTORY = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+# The stage-in copier, run as the job's user under libharmonia: reads the source, writes the
+# target in 4 MiB pieces; on failure one line, the file at fault and why.
 _COPY = """
 import os, sys
-os.makedirs(os.path.dirname(sys.argv[2]), exist_ok=True)
-src = os.open(sys.argv[1], os.O_RDONLY)
-dst = os.open(sys.argv[2], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-copied = 0
-while chunk := os.read(src, 4 << 20):
-    view = memoryview(chunk)
-    while view:
-        n = os.write(dst, view)
-        view, copied = view[n:], copied + n
-os.close(dst)
+try:
+    os.makedirs(os.path.dirname(sys.argv[2]), exist_ok=True)
+    src = os.open(sys.argv[1], os.O_RDONLY)
+    dst = os.open(sys.argv[2], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    copied = 0
+    while chunk := os.read(src, 4 << 20):
+        view = memoryview(chunk)
+        while view:
+            n = os.write(dst, view)
+            view, copied = view[n:], copied + n
+    os.close(dst)
+except OSError as error:
+    sys.exit(f"{error.filename or sys.argv[2]}\\t{error.strerror}")
 print(copied)
 """
 
@@ -54,7 +60,7 @@ class Stage:
 
 @dataclass
 class Request:
-    """A job's directives."""
+    """A job's directives, as harmonia_bb.lua read them."""
 
     capacity: int = 0  # reserved through Slurm for the whole job; 0: none
     io: int = 0  # the job's declared output, for the policy's shares; 0: the capacity
@@ -62,162 +68,99 @@ class Request:
     priority: int = 0
     hint: str = "flushable"
     access: str = "striped"
-    node_agent: bool = False  # one harmonia-agentd per node speaks for the ranks
+    node_agent: bool = False
     ntasks: int = 1
     stage_in: list[Stage] = field(default_factory=list)
     stage_out: list[Stage] = field(default_factory=list)
 
-
-def parse_size(text: str) -> int:
-    """Slurm's capacity syntax: a whole number of bytes with an optional K, M, G, T or P
-    (binary) suffix, as burst_buffer/lua itself reads it."""
-    match = re.fullmatch(r"(\d+)([KMGTP]?)(?:i?B)?", text.strip(), re.IGNORECASE)
-    if not match:
-        raise ValueError(f"{text!r} is not a size (e.g. 512M, 2G, 1048576)")
-    return int(match.group(1)) * UNITS[match.group(2).upper()]
-
-
-def _inside_bb(path: str, where: str) -> str:
-    """A path in the job's buffer space ($HARMONIA_BB/...), as a relative path."""
-    if not path.startswith(BB_VARIABLE + "/"):
-        raise ValueError(f"{where}={path}: must be inside the job's buffers, {BB_VARIABLE}/...")
-    relative = path[len(BB_VARIABLE) + 1 :].strip("/")
-    parts = relative.split("/")
-    if not relative or any(p in ("", ".", "..") for p in parts):
-        raise ValueError(f"{where}={path}: needs a plain relative path after {BB_VARIABLE}/")
-    return relative
-
-
-def parse_directives(script: str, config: dict[str, Any]) -> Request:
-    """The job script's #BB_LUA lines (before its first command, like #SBATCH); raises
-    HookError naming the line and the key at fault."""
-    request = Request()
-    seen_jobdw = False
-    total = int(config["capacity"]) * int(config["buffers"])
-    for number, raw in enumerate(script.splitlines(), start=1):
-        line = raw.strip()
-        if line.startswith("#SBATCH"):
-            tasks = re.search(r"(?:-n\s*|--ntasks[= ])(\d+)", line)
-            if tasks:
-                request.ntasks = max(1, int(tasks.group(1)))
-        if not line.startswith(DIRECTIVE):
-            if line and not line.startswith("#"):
-                break
-            continue
-        where = f"line {number}: {line}"
-        words = line[len(DIRECTIVE) :].split()
-        if not words:
-            raise HookError(f"{where}: expected jobdw, stage_in or stage_out")
-        verb, pairs = words[0], {}
-        for word in words[1:]:
-            key, equals, value = word.partition("=")
-            if not equals or not value:
-                raise HookError(f"{where}: {word!r}: expected key=value")
-            if key in pairs:
-                raise HookError(f"{where}: {key} given twice")
-            pairs[key] = value
+    @staticmethod
+    def from_json(text: str) -> "Request":
+        """The JSON harmonia_bb.lua writes (sizes as strings; an empty list may be {})."""
         try:
-            if verb == "jobdw":
-                if seen_jobdw:
-                    raise ValueError("a second jobdw: one per job")
-                seen_jobdw = True
-                _jobdw(request, pairs, total, config)
-            elif verb in ("stage_in", "stage_out"):
-                _stage(request, verb, pairs)
-            else:
-                raise ValueError(
-                    f"unknown directive {verb!r} (expected jobdw, stage_in, stage_out)"
-                )
-        except ValueError as error:
-            raise HookError(f"{where}: {error}") from None
-    if (request.stage_in or request.stage_out) and not seen_jobdw:
-        raise HookError(f"{DIRECTIVE} stage_in/stage_out need a `{DIRECTIVE} jobdw` line")
-    return request
+            data = json.loads(text)
+            return Request(
+                capacity=int(data["capacity"]), io=int(data["io"]), pool=str(data["pool"]),
+                priority=int(data["priority"]), hint=str(data["hint"]),
+                access=str(data["access"]), node_agent=bool(data["node_agent"]),
+                ntasks=int(data["ntasks"]),
+                stage_in=[Stage(**s) for s in data["stage_in"] or []],
+                stage_out=[Stage(**s) for s in data["stage_out"] or []],
+            )  # fmt: skip
+        except (ValueError, KeyError, TypeError) as error:
+            raise HookError(
+                f"the request harmonia_bb.lua passed is not readable: {error}"
+            ) from None
 
 
-def _jobdw(request: Request, pairs: dict[str, str], total: int, config: dict[str, Any]) -> None:
-    for key in pairs:
-        if key not in JOBDW_KEYS:
-            raise ValueError(f"unknown key {key!r} (expected {', '.join(JOBDW_KEYS)})")
-    # DataWarp reserves for the whole job, so it needs the capacity; Harmonia's policies grant
-    # phases as they come, so there a job may only declare its output (io=) and Slurm then
-    # holds none of the pool for it.
-    if "capacity" not in pairs and (config["mode"] == "datawarp" or "io" not in pairs):
-        needs = "in DataWarp mode" if config["mode"] == "datawarp" else "(or io=SIZE)"
-        raise ValueError(f"capacity=SIZE is required {needs}")
-    for key in ("capacity", "io"):
-        if key not in pairs:
+def relative_in_bb(path: str) -> str:
+    """`$HARMONIA_BB/a/b` -> `a/b` (harmonia_bb.lua has refused anything else)."""
+    return path.removeprefix(BB_VARIABLE + "/").strip("/")
+
+
+# Paths beneath a directory, no link followed ---------------------------------------------------
+def open_beneath(dirfd: int, relative: str) -> int:
+    """The directory `relative` beneath `dirfd`, opened one part at a time with O_NOFOLLOW (as
+    src/common/beneath.cpp without openat2): a link anywhere on the way is ELOOP."""
+    fd = os.dup(dirfd)
+    for part in relative.split("/"):
+        if part in ("", "."):
             continue
-        text = pairs[key]
-        if text.startswith("-"):
-            raise ValueError(f"{key}={text}: must not be negative")
-        size = parse_size(text)
-        if size <= 0:
-            raise ValueError(f"{key}={text}: must be more than 0 bytes")
-        if key == "capacity" and size > total:
-            raise ValueError(f"{key}={text}: more than the {total} bytes all buffer nodes hold")
-        setattr(request, key, size)
-    request.pool = pairs.get("pool", "")
-    if request.capacity and request.pool != config["pool"]:
-        raise ValueError(f"pool={request.pool or '(missing)'}: expected pool={config['pool']}")
-    if not request.capacity and "pool" in pairs:
-        raise ValueError("pool= needs capacity=SIZE (Slurm accounts a pool by capacity)")
-    access = pairs.get("access", "striped")
-    if access != "striped":
-        raise ValueError(
-            f"access={access}: only striped (one namespace shared by the job's nodes) is offered"
-        )
+        try:
+            inner = os.open(part, DIRECTORY, dir_fd=fd)
+        finally:
+            os.close(fd)
+        fd = inner
+    return fd
+
+
+def _unlink_beneath(directory: Path, relative: str) -> None:
+    """Removes directory/relative without following any link on the way (the job's user may
+    have swapped a directory for a link to elsewhere); a path that is not there is left."""
+    parent, _, name = relative.rpartition("/")
     try:
-        request.priority = int(pairs.get("priority", "0"))
-    except ValueError:
-        raise ValueError(f"priority={pairs['priority']}: expected an integer") from None
-    if not -1000000 <= request.priority <= 1000000:
-        raise ValueError(f"priority={request.priority}: expected -1000000 to 1000000")
-    request.hint = pairs.get("hint", "flushable")
-    if request.hint not in ("cached", "flushable"):
-        raise ValueError(f"hint={request.hint}: expected cached or flushable")
-    agent = pairs.get("node_agent", "no")
-    if agent not in ("yes", "no"):
-        raise ValueError(f"node_agent={agent}: expected yes or no")
-    request.node_agent = agent == "yes"
+        top = os.open(directory, DIRECTORY)
+    except OSError:
+        return
+    try:
+        fd = open_beneath(top, parent)
+    except OSError:
+        return  # gone, or a link or non-directory on the way: nothing of ours to remove
+    finally:
+        os.close(top)
+    try:
+        os.unlink(name, dir_fd=fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
 
 
-def _stage(request: Request, verb: str, pairs: dict[str, str]) -> None:
-    for key in pairs:
-        if key not in STAGE_KEYS:
-            raise ValueError(f"unknown key {key!r} (expected {', '.join(STAGE_KEYS)})")
-    for key in ("source", "destination"):
-        if key not in pairs:
-            raise ValueError(f"{key}=PATH is required")
-    for key in ("source", "destination"):
-        rest = pairs[key].removeprefix(BB_VARIABLE + "/")
-        if "$" in rest:
-            raise ValueError(f"{key}={pairs[key]}: variables are not expanded here "
-                             f"(only a leading {BB_VARIABLE}/)")  # fmt: skip
-    kind = pairs.get("type", "file")
-    if kind not in ("file", "directory"):
-        raise ValueError(f"type={kind}: expected file or directory")
-    if verb == "stage_in":
-        source = pairs["source"]
-        if not source.startswith("/"):
-            raise ValueError(f"source={source}: must be an absolute path")
-        if kind == "file" and not Path(source).is_file():
-            raise ValueError(f"source={source}: no such file")
-        if kind == "directory" and not Path(source).is_dir():
-            raise ValueError(f"source={source}: no such directory")
-        _inside_bb(pairs["destination"], "destination")
-        request.stage_in.append(Stage(source, pairs["destination"], kind))
-    else:
-        destination = pairs["destination"]
-        if not destination.startswith("/"):
-            raise ValueError(f"destination={destination}: must be an absolute path")
-        if not Path(destination).parent.is_dir():
-            raise ValueError(f"destination={destination}: its directory does not exist")
-        _inside_bb(pairs["source"], "source")
-        request.stage_out.append(Stage(pairs["source"], destination, kind))
+def _files_below(directory: Path) -> list[Path]:
+    """Every regular file under `directory`, by descriptor (os.fwalk): links are never followed
+    nor listed, even one swapped in while walking; the job's user controls what is there."""
+    files = []
+    try:
+        for root, _dirs, names, fd in os.fwalk(directory, follow_symlinks=False):
+            for name in names:
+                try:
+                    if stat.S_ISREG(os.stat(name, dir_fd=fd, follow_symlinks=False).st_mode):
+                        files.append(Path(root) / name)
+                except FileNotFoundError:
+                    pass
+    except OSError:
+        return []
+    return sorted(files)
 
 
-# Per-job state ---------------------------------------------------------------------------------
+def _has_files(directory: Path) -> bool:
+    """Whether anything but empty directories is under `directory` (links not followed)."""
+    return any(
+        names or any(os.path.islink(os.path.join(root, d)) for d in dirs)
+        for root, dirs, names, _fd in os.fwalk(directory, follow_symlinks=False)
+    )
+
+
+# The hooks -------------------------------------------------------------------------------------
 class Hooks:
     def __init__(self, config: dict[str, Any]) -> None:
         self.config = config
@@ -239,70 +182,62 @@ class Hooks:
         return data
 
     def save(self, job_id: str, state: dict[str, Any]) -> None:
-        path = self.state_path(job_id)
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(state, indent=1))
-        tmp.replace(path)
+        _write_json(self.state_path(job_id), state)
 
-    def request(self, job_script: str) -> Request:
-        try:
-            text = Path(job_script).read_text(errors="replace")
-        except OSError as error:
-            raise HookError(f"cannot read the job script {job_script}: {error.strerror}") from None
-        return parse_directives(text, self.config)
+    def request(self, state: dict[str, Any]) -> Request:
+        data = dict(state["request"])
+        data["stage_in"] = [Stage(**s) for s in data["stage_in"]]
+        data["stage_out"] = [Stage(**s) for s in data["stage_out"]]
+        return Request(**data)
 
     def log(self, job_id: str, line: str) -> None:
-        with (self.state_dir / f"{job_id}.log").open("a") as out:
-            out.write(f"{time.strftime('%H:%M:%S')} {line}\n")
+        """One line in the job's log (`state`/JOB.log) and, for events an admin looks for
+        across jobs, pass `job_id` "" to write `state`/harmonia-bb.log."""
+        name = f"{job_id}.log" if job_id else "harmonia-bb.log"
+        with (self.state_dir / name).open("a") as out:
+            out.write(f"{time.strftime('%Y-%m-%d %H:%M:%S')} {line}\n")
 
-    # The hooks -----------------------------------------------------------------------------------
-    def job_process(self, job_script: str, *_ids: str) -> str:
-        self.request(job_script)  # raises naming the directive at fault
-        return ""
-
-    def setup(self, job_id: str, uid: str, gid: str, pool: str, size: str, job_script: str) -> str:
-        request = self.request(job_script)
+    # Set-up and stage-in -------------------------------------------------------------------------
+    def setup(
+        self, job_id: str, uid: str, gid: str, pool: str, size: str, request_json: str
+    ) -> str:
+        request = Request.from_json(request_json)
         directory = self.job_dir(job_id)
         directory.mkdir(parents=True, exist_ok=True)
         os.chown(directory, int(uid), int(gid))
         directory.chmod(0o700)
         self.save(job_id, {"job": job_id, "uid": int(uid), "gid": int(gid),
                            "request": asdict(request), "pool": pool, "size": size,
-                           "staged_in": 0, "stage": "setup", "dir": str(directory)})  # fmt: skip
+                           "staged_in": 0, "stage": "setup", "dir": str(directory),
+                           "setup_at": time.time()})  # fmt: skip
         self.log(job_id, f"setup: {directory}, {request.capacity} bytes in pool {pool}")
         return ""
 
-    def job_env(self, job_id: str, request: Request) -> dict[str, str]:
-        directory = self.job_dir(job_id)
-        env = {
-            "HARMONIA_BB": str(directory),
+    def job_env(self, job_id: str) -> dict[str, str]:
+        """What stage-in's copier needs of the job's environment (harmonia_bb.lua's job_env
+        gives the job all of it)."""
+        directory = str(self.job_dir(job_id))
+        return {
+            "HARMONIA_BB": directory,
             "LD_PRELOAD": self.config["libharmonia"],
             "HARMONIA_SCHEDD": self.config["schedd"],
             "HARMONIA_BUFFER_ROOT": str(self.pfs),
-            "HARMONIA_STAGE_INCLUDE": str(directory),
-            "HARMONIA_PRIORITY": str(request.priority),
-            "HARMONIA_HINT": request.hint,
-            # DataWarp reserves this x ranks for the whole job; Harmonia sizes phases by it.
-            "HARMONIA_BYTES_PER_PROCESS": str(
-                max(1, (request.io or request.capacity) // request.ntasks)
-            ),
+            "HARMONIA_STAGE_INCLUDE": directory,
+            "HARMONIA_JOB": f"slurm-{job_id}",
         }
-        if request.node_agent:  # read by the node-agent TaskProlog (harmonia-node-agent.sh)
-            env["HARMONIA_NODE_AGENT"] = "1"
-        return env
 
-    def data_in(self, job_id: str, job_script: str, *_ids: str) -> str:
+    def data_in(self, job_id: str) -> str:
         # Slurm 22.05 passes no user to data_in: the job's user is the one setup recorded.
         state = self.load(job_id)
         if not state:
             raise HookError(f"job {job_id}: data_in before setup")
         uid, gid = state["uid"], state["gid"]
-        request = self.request(job_script)
-        env = {**os.environ, **self.job_env(job_id, request), "HARMONIA_JOB": f"slurm-{job_id}"}
+        request = self.request(state)
+        env = {**os.environ, **self.job_env(job_id)}
         directory = self.job_dir(job_id)
         staged, copies = 0, []
         for stage in request.stage_in:
-            target = directory / _inside_bb(stage.destination, "destination")
+            target = directory / relative_in_bb(stage.destination)
             source = Path(stage.source)
             below = _files_below(source) if stage.type == "directory" else []
             files = (
@@ -313,6 +248,9 @@ class Hooks:
             for src, dst in files:
                 staged += self._copy_through_buffers(src, dst, env, uid, gid)
                 copies.append(str(dst.relative_to(directory)))
+                # What was copied so far is removed by teardown, even when a later copy fails.
+                state.update(staged_in=staged, copies=copies)
+                self.save(job_id, state)
             self.log(job_id, f"stage_in {stage.source} -> {target}: {len(files)} file(s)")
         state.update(staged_in=staged, stage="data_in", copies=copies)
         self.save(job_id, state)
@@ -324,20 +262,24 @@ class Hooks:
         """Copies `source` to `target` under libharmonia, as the job's user: the bytes land on
         the buffer nodes under the job's key. A plain descriptor, not dd's or cp's: libharmonia
         leaves writes to descriptors 0-2 and copy_file_range to plain I/O. Returns the bytes."""
-        size = source.stat().st_size
         done = subprocess.run(
             [_system_python(), "-c", _COPY, str(source), str(target)],
             env=env, capture_output=True, text=True, timeout=3600, **_as_user(uid, gid),
         )  # fmt: skip
         if done.returncode != 0:
-            raise HookError(f"stage_in {source}: copy failed: {done.stderr.strip()[-500:]}")
+            at, _, why = done.stderr.strip().rpartition("\n")[2].partition("\t")
+            if not why:  # not the copier's own line (the interpreter could not start)
+                why, at = done.stderr.strip().replace("\n", " ")[-300:], str(target)
+            shown = source if at == str(source) else f"{source} -> {at}"
+            raise HookError(f"stage_in {shown}: {why}")
         # The PFS file may still be empty: the nodes hold the bytes until they drain.
         copied = int(done.stdout.strip() or -1)
+        size = source.stat().st_size
         if copied != size:
             raise HookError(f"stage_in {source}: {copied} of {size} bytes copied")
         return size
 
-    def real_size(self, job_id: str, *_ids: str) -> str:
+    def real_size(self, job_id: str) -> str:
         state = self.load(job_id)
         if not state:
             return ""
@@ -346,15 +288,9 @@ class Hooks:
         # Harmonia grants phases as they come: until then the job holds what it staged in.
         return str(max(1, int(state.get("staged_in", 0))))
 
-    def paths(self, job_id: str, job_script: str, path_file: str, *_ids: str) -> str:
-        request = self.request(job_script)
-        with open(path_file, "a") as out:
-            for key, value in self.job_env(job_id, request).items():
-                out.write(f"{key}={value}\n")
-        return ""
-
-    def pre_run(self, job_id: str, job_script: str, *_ids: str) -> str:
-        status = self.schedd_status()
+    # The job runs ---------------------------------------------------------------------------------
+    def pre_run(self, job_id: str) -> str:
+        status = self.schedd_status(timeout=20)
         buffers = status.get("buffers", [])
         down = [str(b.get("index")) for b in buffers if not b.get("connected")]
         if not buffers or down:
@@ -366,12 +302,12 @@ class Hooks:
         self.save(job_id, state)
         return ""
 
-    def post_run(self, job_id: str, job_script: str, *_ids: str) -> str:
+    def post_run(self, job_id: str) -> str:
         # The job's processes are gone; wait until the scheduler has let them go, so that no
         # phase of theirs is still open when its data is drained.
         key = f"slurm-{job_id}"
         deadline = time.monotonic() + 30
-        while any(j.get("job") == key for j in self.schedd_status().get("jobs", [])):
+        while any(j.get("job") == key for j in self.schedd_status(timeout=20).get("jobs", [])):
             if time.monotonic() > deadline:
                 self.log(job_id, "post_run: harmonia-schedd still lists the job after 30 s")
                 break
@@ -381,28 +317,29 @@ class Hooks:
         self.save(job_id, state)
         return ""
 
-    def data_out(self, job_id: str, job_script: str, *_ids: str) -> str:
-        request = self.request(job_script)
+    # Stage-out and teardown ----------------------------------------------------------------------
+    def data_out(self, job_id: str) -> str:
         state = self.load(job_id)
         if not state:
             raise HookError(f"job {job_id}: data_out without setup")
+        request = self.request(state)
         drained = self.drain_job(job_id)
         directory = self.job_dir(job_id)
         moved = 0
         for stage in request.stage_out:
-            source = directory / _inside_bb(stage.source, "source")
+            source = directory / relative_in_bb(stage.source)
             destination = Path(stage.destination)
             if stage.type == "file" and not source.is_file():
                 raise HookError(f"stage_out source={stage.source}: the job wrote no such file")
             if stage.type == "directory" and not source.is_dir():
                 raise HookError(f"stage_out source={stage.source}: the job made no such directory")
-            moved += self._persist(source, destination, state)
+            moved += self._persist(stage, source, destination, state)
             self.log(job_id, f"stage_out {source} -> {destination}")
         state.update(stage="staged_out", drained_files=drained, staged_out=moved)
         self.save(job_id, state)
         return ""
 
-    def _persist(self, source: Path, destination: Path, state: dict[str, Any]) -> int:
+    def _persist(self, stage: Stage, source: Path, destination: Path, state: dict[str, Any]) -> int:
         """Moves `source` to `destination` as the job's user (_MOVE); returns the bytes."""
         done = subprocess.run(
             [_system_python(), "-c", _MOVE, str(source), str(destination)],
@@ -410,18 +347,20 @@ class Hooks:
             **_as_user(state["uid"], state["gid"]),
         )  # fmt: skip
         if done.returncode != 0:
-            raise HookError(f"stage_out to {destination}: {done.stderr.strip()[-500:]}")
+            why = done.stderr.strip().rpartition("\n")[2] or f"exit status {done.returncode}"
+            raise HookError(f"stage_out {stage.source} to {destination}: {why}")
         return int(done.stdout.strip())
 
-    def teardown(self, job_id: str, job_script: str, *_rest: str) -> str:
+    def teardown(self, job_id: str, hurry: str = "false") -> str:
         directory = self.job_dir(job_id)
+        state = self.load(job_id)
         # Whatever the job got acknowledged reaches the PFS, cancelled or failed alike.
         self.drain_job(job_id)
         # Stage-in's copies of PFS files go; the job's own files stay unless staged out.
-        for copy in self.load(job_id).get("copies", []):
+        for copy in state.get("copies", []):
             _unlink_beneath(directory, copy)
         if not directory.exists() or not _has_files(directory):
-            shutil.rmtree(directory, ignore_errors=True)
+            self._remove_space(job_id)
             self.log(job_id, "teardown: buffer space released")
         else:
             # Files no stage_out moved (cancelled, failed, or not asked for) are never deleted:
@@ -430,14 +369,36 @@ class Hooks:
         self.state_path(job_id).unlink(missing_ok=True)
         return ""
 
+    def _remove_space(self, job_id: str) -> None:
+        """Removes `jobs`/JOB and what is in it, by descriptor (links are removed, never
+        followed)."""
+        try:
+            jobs = os.open(self.pfs, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+            try:
+                parent = open_beneath(jobs, str(self.jobs_root.relative_to(self.pfs)))
+            finally:
+                os.close(jobs)
+        except OSError:
+            return
+        try:
+            shutil.rmtree(job_id, dir_fd=parent)
+        except FileNotFoundError:
+            pass
+        finally:
+            os.close(parent)
+
     # Talking to the daemons ----------------------------------------------------------------------
-    def schedd_status(self) -> dict[str, Any]:
-        done = subprocess.run(
-            [self.config["schedctl"], "--address", self.config["schedd"], "status", "--compact"],
-            capture_output=True, text=True, check=False, timeout=20,
-        )  # fmt: skip
+    def schedd_status(self, timeout: float) -> dict[str, Any]:
+        command = [self.config["schedctl"], "--address", self.config["schedd"], "status",
+                   "--compact"]  # fmt: skip
+        try:
+            done = subprocess.run(command, capture_output=True, text=True, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            raise HookError(f"harmonia-schedd at {self.config['schedd']} does not answer "
+                            f"within {timeout:g} s") from None  # fmt: skip
         if done.returncode != 0:
-            raise HookError(f"harmonia-schedd at {self.config['schedd']} does not answer")
+            raise HookError(f"harmonia-schedd at {self.config['schedd']} does not answer: "
+                            f"{done.stderr.strip()[-200:]}")  # fmt: skip
         status: dict[str, Any] = json.loads(done.stdout)
         return status
 
@@ -445,21 +406,6 @@ class Hooks:
         root = Path(self.config["node_ports_dir"])
         ports = sorted(root.glob("bb*.port"), key=lambda p: int(p.stem[2:]))
         return [f"127.0.0.1:{p.read_text().strip()}" for p in ports]
-
-    def node_statuses(self) -> list[dict[str, Any]]:
-        """Each node's own status, with the bytes it holds per job under `used_by`."""
-        out = []
-        for address in self.node_addresses():
-            done = subprocess.run(
-                [self.config["bbctl"], "--node", address, "status"],
-                capture_output=True, text=True, check=False, timeout=20,
-            )  # fmt: skip
-            if done.returncode != 0:
-                raise HookError(f"buffer node {address} does not answer: {done.stderr.strip()}")
-            status = json.loads(done.stdout)
-            status["address"] = address
-            out.append(status)
-        return out
 
     def drain_job(self, job_id: str) -> int:
         """Drains every file of the job's buffer space from every node, and waits."""
@@ -478,37 +424,149 @@ class Hooks:
                                     f"{(done.stderr or done.stdout).strip()}")  # fmt: skip
         return len(files)
 
-    def pools(self) -> str:
-        # Slurm counts a pool in units of its granularity: whole MiB here.
-        total = int(self.config["capacity"]) * int(self.config["buffers"])
-        return json.dumps({"pools": [
-            {"id": self.config["pool"], "quantity": total >> 20, "granularity": 1 << 20}
-        ]})  # fmt: skip
+    def status(self, *args: str) -> str:
+        """`scontrol show bbstat [json]`: every node's state and each job's use, within about
+        STATUS_DEADLINE seconds whatever a node or harmonia-schedd does."""
+        report = self.gather_status(STATUS_DEADLINE)
+        return json.dumps(report, indent=1) if "json" in args else render_status(report)
 
-    def status(self, *_args: str) -> str:
-        """`scontrol show bbstat`: the pool's nodes (as they report themselves) and each job."""
-        status = self.schedd_status()
-        connected = {b.get("address"): b.get("connected") for b in status.get("buffers", [])}
-        lines = [f"Harmonia pool {self.config['pool']}: mode {self.config['mode']} "
-                 f"(policy {status.get('policy') or self.config['policy']})",
-                 "node  address               capacity         held     received      drained"
-                 "  state"]  # fmt: skip
-        for k, node in enumerate(self.node_statuses()):
-            state = "DOWN" if not connected.get(node["address"]) else (
-                "draining" if node.get("draining") else "up")  # fmt: skip
-            lines.append(f"bb{k:<3} {node['address']:<20} {int(node['capacity']):>10} "
-                         f"{int(node['used']):>12} {int(node['received_bytes']):>12} "
-                         f"{int(node['drained_bytes']):>12}  {state}")  # fmt: skip
-        lines.append("job       stage         capacity    staged_in  processes  phases")
-        running = {j.get("job"): j for j in status.get("jobs", [])}
-        for path in sorted(self.state_dir.glob("*.json")):
-            job = json.loads(path.read_text())
-            live = running.get(f"slurm-{job['job']}", {})
-            capacity, staged = int(job["request"]["capacity"]), int(job.get("staged_in", 0))
-            lines.append(f"{job['job']:<9} {job.get('stage', ''):<11} {capacity:>10} "
-                         f"{staged:>12} {int(live.get('processes', 0)):>10} "
-                         f"{int(live.get('phases', 0)):>7}")  # fmt: skip
-        return "\n".join(lines)
+    def gather_status(self, deadline: float) -> dict[str, Any]:
+        """Asks harmonia-schedd and every node at once, each for at most `deadline` seconds:
+        a node that is dead (nothing to connect to) or hung (stopped, overloaded) is named, never
+        waited for."""
+        addresses = self.node_addresses()
+        commands = {"schedd": [self.config["schedctl"], "--address", self.config["schedd"],
+                               "status", "--compact"]}  # fmt: skip
+        for k, address in enumerate(addresses):
+            commands[f"bb{k}"] = [self.config["bbctl"], "--node", address, "status"]
+        answers = _ask_all(commands, deadline)
+        schedd, schedd_problem = answers["schedd"]
+        seen = {b.get("address"): b for b in (schedd or {}).get("buffers", [])}
+        nodes = []
+        for k, address in enumerate(addresses):
+            answer, problem = answers[f"bb{k}"]
+            view = seen.get(address, {})
+            if answer is None:
+                state = "down" if problem.startswith("no answer") else "dead"
+                problem = _process_note(Path(self.config["node_ports_dir"]) / f"bb{k}.pid",
+                                        problem)  # fmt: skip
+            elif schedd is not None and not view.get("connected"):
+                state, problem = "down", "not connected to harmonia-schedd"
+            else:
+                state = "draining" if answer.get("draining") or view.get("draining") else "up"
+            nodes.append({"node": f"bb{k}", "address": address, "state": state,
+                          "reason": problem or "", **{key: int(answer[key]) for key in
+                          ("capacity", "used", "received_bytes", "drained_bytes", "files")
+                          if answer and key in answer}})  # fmt: skip
+        live = {j.get("job"): j for j in (schedd or {}).get("jobs", [])}
+        jobs = []
+        for path in sorted(self.state_dir.glob("*.json"), key=lambda p: p.stem.zfill(12)):
+            try:
+                job = json.loads(path.read_text())
+            except (OSError, ValueError):
+                continue  # being rewritten
+            running = live.get(f"slurm-{job['job']}", {})
+            jobs.append({"job": job["job"], "user": _user_name(job.get("uid")),
+                         "stage": job.get("stage", ""),
+                         "capacity": int(job["request"]["capacity"]),
+                         "io": int(job["request"]["io"]),
+                         "staged_in": int(job.get("staged_in", 0)),
+                         "staged_out": int(job.get("staged_out", 0)),
+                         "processes": int(running.get("processes", 0)),
+                         "phases": int(running.get("phases", 0))})  # fmt: skip
+        return {"pool": self.config["pool"], "mode": self.config["mode"],
+                "policy": (schedd or {}).get("policy") or self.config.get("policy", ""),
+                "schedd": "up" if schedd is not None else f"not answering: {schedd_problem}",
+                "nodes": nodes, "jobs": jobs}  # fmt: skip
+
+
+def _ask_all(commands: dict[str, list[str]], deadline: float) -> dict[str, tuple[Any, str]]:
+    """Runs every command at once; each one's JSON answer, or None and why not (a command still
+    running at the deadline is killed: "no answer within ...")."""
+    started = time.monotonic()
+    running = {}
+    answers: dict[str, tuple[Any, str]] = {}
+    for name, command in commands.items():
+        try:
+            running[name] = subprocess.Popen(command, stdout=subprocess.PIPE,
+                                             stderr=subprocess.PIPE, text=True)  # fmt: skip
+        except OSError as error:
+            answers[name] = (None, f"cannot run {command[0]}: {error.strerror}")
+    for name, process in running.items():
+        try:
+            out, err = process.communicate(timeout=max(0.0, started + deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.communicate()
+            answers[name] = (None, f"no answer within {deadline:g} s")
+            continue
+        if process.returncode != 0:
+            lines = err.strip().splitlines() or [f"exit status {process.returncode}"]
+            answers[name] = (None, lines[-1].rpartition(": ")[2])
+            continue
+        try:
+            answers[name] = (json.loads(out), "")
+        except ValueError:
+            answers[name] = (None, "an answer that is not JSON")
+    return answers
+
+
+def _process_note(pid_file: Path, problem: str) -> str:
+    """`problem`, with what a node on this host is doing when its PID file says (stopped, not
+    running)."""
+    try:
+        pid = int(pid_file.read_text().strip())
+    except (OSError, ValueError):
+        return problem  # a node elsewhere
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rpartition(") ")[2][:1]
+    except OSError:
+        return f"{problem}; pid {pid} not running"
+    notes = {"T": "stopped", "t": "stopped", "Z": "exited", "D": "waiting on I/O"}
+    return f"{problem}; pid {pid} {notes[state]}" if state in notes else problem
+
+
+def _user_name(uid: Any) -> str:
+    try:
+        return pwd.getpwuid(int(uid)).pw_name
+    except (KeyError, TypeError, ValueError):
+        return str(uid)
+
+
+def render_status(report: dict[str, Any]) -> str:
+    """bbstat's table."""
+
+    def size(value: Any) -> str:
+        return format_size(value) if isinstance(value, int) and value else "-"
+
+    lines = [f"Harmonia pool {report['pool']}: mode {report['mode']} (policy {report['policy']}); "
+             f"harmonia-schedd {report['schedd']}",
+             f"{'node':<5} {'address':<21} {'state':<9} {'capacity':>10} {'held':>10} "
+             f"{'received':>10} {'drained':>10} {'files':>6}  reason"]  # fmt: skip
+    for n in report["nodes"]:
+        files = str(n["files"]) if "files" in n else "-"
+        lines.append(f"{n['node']:<5} {n['address']:<21} {n['state']:<9} "
+                     f"{size(n.get('capacity')):>10} {size(n.get('used')):>10} "
+                     f"{size(n.get('received_bytes')):>10} {size(n.get('drained_bytes')):>10} "
+                     f"{files:>6}  {n['reason']}".rstrip())  # fmt: skip
+    lines.append(
+        f"{'job':<9} {'user':<10} {'stage':<11} {'capacity':>10} {'io':>10} "
+        f"{'staged_in':>10} {'staged_out':>10} {'processes':>9} {'phases':>6}"
+    )
+    for j in report["jobs"]:
+        lines.append(
+            f"{j['job']:<9} {j['user']:<10} {j['stage']:<11} {size(j['capacity']):>10} "
+            f"{size(j['io']):>10} {size(j['staged_in']):>10} "
+            f"{size(j['staged_out']):>10} {j['processes']:>9} {j['phases']:>6}"
+        )
+    return "\n".join(lines)
+
+
+def _write_json(path: Path, data: dict[str, Any]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(data, indent=1))
+    tmp.replace(path)
 
 
 def _as_user(uid: int, gid: int) -> dict[str, Any]:
@@ -523,51 +581,16 @@ def _as_user(uid: int, gid: int) -> dict[str, Any]:
     return {"user": uid, "group": gid, "extra_groups": groups}
 
 
-def _unlink_beneath(directory: Path, relative: str) -> None:
-    """Removes directory/relative without following any link on the way (the job's user may
-    have swapped a directory for a link to elsewhere); a path that is not there is left."""
-    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
-    try:
-        parts = relative.split("/")
-        for part in parts[:-1]:
-            inner = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=fd)
-            os.close(fd)
-            fd = inner
-        os.unlink(parts[-1], dir_fd=fd)
-    except OSError:
-        pass  # gone, or a link or non-directory on the way: nothing of ours to remove
-    finally:
-        os.close(fd)
-
-
 def _system_python() -> str:
     """A Python the job's user may run (the venv's may live under root's home)."""
     return "/usr/bin/python3" if Path("/usr/bin/python3").exists() else sys.executable
 
 
-def _has_files(directory: Path) -> bool:
-    """Whether anything but empty directories is under `directory` (links not followed)."""
-    return any(
-        names or any((Path(root) / d).is_symlink() for d in dirs)
-        for root, dirs, names in os.walk(directory, followlinks=False)
-    )
-
-
-def _files_below(directory: Path) -> list[Path]:
-    """Every regular file under `directory`, symbolic links never followed nor listed: the
-    job's user controls what is there, and the hooks run as SlurmUser."""
-    return sorted(
-        Path(root) / name
-        for root, _dirs, names in os.walk(directory, followlinks=False)
-        for name in names
-        if not (Path(root) / name).is_symlink()
-    )
-
-
 # The stage-out mover, run as the job's user (never as SlurmUser: the user names the
 # destination, and only the kernel's permission checks may decide where their files go). Moves a
 # drained file or directory durably: a rename on one file system, else a copy fsynced before the
-# source goes. A directory destination must not exist yet. Prints the bytes moved.
+# source goes. A directory destination must not exist yet. Prints the bytes moved; on failure
+# one line, why.
 _MOVE = """
 import errno, os, shutil, sys
 source, destination = sys.argv[1], sys.argv[2]
@@ -579,7 +602,7 @@ def fsync(path):
         os.close(fd)
 is_dir = os.path.isdir(source) and not os.path.islink(source)
 if is_dir and os.path.lexists(destination):
-    sys.exit(f"destination={destination}: exists; a directory is staged out to a new name")
+    sys.exit("exists; a directory is staged out to a new name")
 files = [source] if not is_dir else [os.path.join(d, f) for d, _, fs in os.walk(source) for f in fs]
 size = sum(os.lstat(f).st_size for f in files)
 def move():
@@ -603,9 +626,12 @@ def move():
 try:
     move()
 except OSError as error:
-    sys.exit(f"{error.filename}: {error.strerror}")
+    sys.exit(error.strerror)
 print(size)
 """
+
+HOOKS = ("setup", "data_in", "real_size", "pre_run", "post_run", "data_out", "teardown",
+         "status")  # fmt: skip
 
 
 def main(argv: list[str]) -> int:
@@ -619,18 +645,21 @@ def main(argv: list[str]) -> int:
         return 1
     hooks = Hooks(config)
     hook = argv[1]
-    known = ("job_process", "setup", "data_in", "real_size", "paths", "pre_run", "post_run",
-             "data_out", "teardown", "pools", "status")  # fmt: skip
-    if hook not in known:
-        print(f"unknown hook {hook!r}")
+    if hook not in HOOKS:
+        print(f"unknown hook {hook!r} (expected {', '.join(HOOKS)})")
         return 2
     try:
         said = getattr(hooks, hook)(*argv[2:])
     except HookError as error:
         print(error)
         return 1
-    except (OSError, subprocess.SubprocessError, ValueError, KeyError) as error:
-        print(f"{hook}: {error}")
+    except Exception as error:  # noqa: BLE001 - Slurm shows one line; the log keeps the rest
+        job = argv[2] if len(argv) > 2 and argv[2].isdigit() else ""
+        try:
+            hooks.log(job, f"{hook} failed:\n{traceback.format_exc()}")
+        except OSError:
+            pass
+        print(f"{hook}: {type(error).__name__}: {error}")
         return 1
     if said:
         print(said)

@@ -130,7 +130,14 @@ def test_stage_in_and_out_go_through_the_buffer_nodes(cluster: Cluster) -> None:
     [
         ("#BB_LUA jobdw pool=harmonia capacity=16M colour=blue", "unknown key 'colour'"),
         ("#BB_LUA jobdw pool=harmonia capacity=-5G", "capacity=-5G: must not be negative"),
-        ("#BB_LUA jobdw pool=harmonia capacity=900P", "capacity=900P: more than"),
+        ("#BB_LUA jobdw pool=harmonia capacity=4G", "capacity=4G: more than"),
+        # Slurm's own check would say only "Burst Buffer request invalid" to these three.
+        ("#BB_LUA jobdw pool=harmonia capacity=0", "capacity=0: must be more than 0 bytes"),
+        ("#BB_LUA jobdw pool=other capacity=16M", "pool=other: expected pool=harmonia"),
+        ("#BB_LUA jobdw pool=harmonia capacity=16777217T", "capacity=16777217T: too large"),
+        ("#DW jobdw type=scratch access_mode=striped capacity=0", "capacity=0: must be more"),
+        ("#DW jobdw type=cache access_mode=striped capacity=16M", "type=cache: only"),
+        ("#DW persistentdw name=project", "persistent buffers are not offered"),
         (("#BB_LUA jobdw pool=harmonia capacity=16M\n"
           "#BB_LUA stage_in source=/nonexistent/in.dat destination=$HARMONIA_BB/in.dat"),
          "source=/nonexistent/in.dat: no such file"),
@@ -229,10 +236,40 @@ def test_directory_stage_in_and_a_symlink_to_root_in_the_job_space(
     assert all(n["used"] == 0 for n in cluster.nodes())
 
 
-def test_stage_out_runs_with_the_users_permissions(cluster: Cluster) -> None:
+def test_a_failed_stage_in_names_the_file_and_frees_the_space(cluster: Cluster) -> None:
+    """A file the job's user may not read is checked at submission as root (it exists) but
+    copied as the user: stage-in fails with one line naming it and the cause, Slurm holds the
+    job with that reason and tears its space down (Flags=TeardownFailure)."""
+    secret = cluster.pfs / "secret.dat"
+    secret.write_bytes(b"root's")
+    secret.chmod(0o600)
+    job = cluster.submit(
+        "#BB_LUA jobdw pool=harmonia capacity=16M\n"
+        f"#BB_LUA stage_in source={secret} destination=$HARMONIA_BB/secret.dat\ntrue\n",
+        "secret",
+    )
+    wait(lambda: cluster.torn_down(job), f"job {job}'s teardown")
+    shown = cluster.scontrol("show", "job", job, "-o")
+    # The reason (spaces shown as _) and the SystemComment (sacct's too) name file and cause.
+    assert "Reason=burst_buffer/lua:_slurm_bb_data_in:_stage_in_" in shown
+    assert f"data_in: stage_in {secret}: Permission denied" in shown
+    assert "JobState=PENDING" in shown and "Priority=0" in shown  # held, as Slurm does
+    assert "Traceback" not in shown
+    assert not (cluster.pfs / ".harmonia-jobs" / job).exists()
+    wait(
+        lambda: "UsedSpace=0" in cluster.scontrol("show", "burst"),
+        "the pool's space freed",
+    )
+    subprocess.run(["scancel", job], env=cluster.env, check=True, timeout=30)
+
+
+def test_a_failed_stage_out_names_the_destination_and_frees_the_space(
+    cluster: Cluster,
+) -> None:
     """The hooks run as root, but the user names the destination: a directory the user may not
-    write gets nothing. Slurm holds a job whose stage-out failed in STAGE_OUT, the reason naming
-    the destination, until `scancel --hurry`; teardown then keeps the bytes in the job's space."""
+    write gets nothing. The failure is one line naming the destination and the cause, the job
+    is torn down (Flags=TeardownFailure: the pool's space is free again) and its bytes are kept
+    in its space."""
     closed = cluster.pfs / "root-only"
     closed.mkdir(mode=0o755)
     job = cluster.submit(
@@ -241,14 +278,22 @@ def test_stage_out_runs_with_the_users_permissions(cluster: Cluster) -> None:
         + WRITER.format(name="denied", blocks=1, block=BLOCK),
         "denied",
     )
-    wait(lambda: cluster.job_state(job) == "STAGE_OUT" and "Permission_denied" in
-         cluster.scontrol("show", "job", job, "-o"), "the failed stage-out")  # fmt: skip
-    assert f"{closed}/denied.dat" in cluster.scontrol("show", "job", job, "-o")
-    subprocess.run(["scancel", "--hurry", job], env=cluster.env, check=True, timeout=30)
     wait(lambda: cluster.torn_down(job), f"job {job}'s teardown")
+    shown = cluster.scontrol("show", "job", job, "-o")
+    assert (
+        "Reason=burst_buffer/lua:_slurm_bb_data_out:_stage_out_$HARMONIA_BB/" in shown
+    )
+    assert (
+        f"data_out: stage_out $HARMONIA_BB/denied.dat to {closed}/denied.dat: Permission denied"
+        in shown
+    )
     assert not (closed / "denied.dat").exists()
     kept = cluster.pfs / ".harmonia-jobs" / job / "denied.dat"
     assert kept.read_bytes() == expected("denied", 1)
+    wait(
+        lambda: "UsedSpace=0" in cluster.scontrol("show", "burst"),
+        "the pool's space freed",
+    )
 
 
 def test_failed_job_is_torn_down_and_keeps_its_bytes(cluster: Cluster) -> None:

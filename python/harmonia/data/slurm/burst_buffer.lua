@@ -1,29 +1,52 @@
 --[[
 Harmonia's burst buffers behind Slurm's burst_buffer/lua plugin (docs/slurm.md).
 
-Install beside slurm.conf (with BurstBufferType=burst_buffer/lua) and point the two settings
-below at Harmonia's hook configuration and at a Python that has the harmonia package;
-`harmonia cluster up` writes both for its own cluster. Every hook runs
-`python -m harmonia.slurm_bb CONFIG HOOK ARGS...`, which talks to harmonia-schedd and the
-harmonia-bbd buffer nodes; a hook that fails returns its message to Slurm (sbatch prints
-job_process's, the others land in the job's reason and slurmctld's log).
+Install beside slurm.conf (BurstBufferType=burst_buffer/lua), with harmonia_bb.lua and
+harmonia-bb.json (the settings) in the same directory. The hooks slurmctld runs itself, holding
+its locks (job_process, pools, paths), answer here, in this process, from harmonia_bb.lua; the
+others run in slurmscriptd, which kills them after burst_buffer.conf's timeouts, and start
+`python -m harmonia.slurm_bb harmonia-bb.json HOOK ARGS...`, which talks to harmonia-schedd and
+the harmonia-bbd buffer nodes. A hook that fails returns a one-line message: sbatch prints
+job_process's; the others become the job's reason (scontrol show job) and land in
+slurmctld's log.
 --]]
 
-HARMONIA_BB_CONFIG = "/etc/slurm/harmonia-bb.json"
-HARMONIA_PYTHON = "/usr/bin/python3"
+local HERE = debug.getinfo(1, "S").source:match("^@(.*)/[^/]*$") or "."
+local CONFIG = HERE .. "/harmonia-bb.json"
+
+-- harmonia_bb.lua and the settings, or nil and why not (a missing lua-posix, a bad JSON file).
+local function load()
+	local ok, harmonia = pcall(dofile, HERE .. "/harmonia_bb.lua")
+	if not ok then
+		return nil, nil, "harmonia_bb.lua: " .. tostring(harmonia)
+	end
+	local read, config = harmonia.try(harmonia.read_config, CONFIG)
+	if not read then
+		return nil, nil, config
+	end
+	return harmonia, config
+end
+
+local function failed(hook, message)
+	slurm.log_error("harmonia burst buffer %s failed: %s", hook, message)
+	return slurm.ERROR, message
+end
 
 local function quote(text)
 	return "'" .. string.gsub(tostring(text), "'", "'\\''") .. "'"
 end
 
--- Runs one hook; returns Slurm's code and the hook's output (its message on failure).
+-- Runs harmonia.slurm_bb's hook (only from the asynchronous hooks); Slurm's code and the
+-- hook's output, on one line (the job's reason shows it).
 local function run(hook, ...)
-	local command = quote(HARMONIA_PYTHON) .. " -m harmonia.slurm_bb " ..
-		quote(HARMONIA_BB_CONFIG) .. " " .. hook
-	local count = select("#", ...)
-	local args = {...}
-	for i = 1, count do
-		command = command .. " " .. quote(args[i] == nil and "" or args[i])
+	local harmonia, config, why = load()
+	if not harmonia then
+		return failed(hook, why)
+	end
+	local command = quote(config.python) .. " -m harmonia.slurm_bb " .. quote(CONFIG) .. " " .. hook
+	for i = 1, select("#", ...) do
+		local arg = select(i, ...)
+		command = command .. " " .. quote(arg == nil and "" or arg)
 	end
 	local out = os.tmpname()
 	local status = os.execute(command .. " >" .. quote(out) .. " 2>&1 </dev/null")
@@ -34,58 +57,107 @@ local function run(hook, ...)
 		file:close()
 	end
 	os.remove(out)
-	text = string.gsub(text, "%s+$", "")
 	if status ~= 0 then
-		slurm.log_error("harmonia burst buffer %s failed: %s", hook, text)
-		return slurm.ERROR, text
+		text = text:gsub("^%s+", ""):gsub("%s+$", ""):gsub("%s*\n%s*", "; ")
+		return failed(hook, text ~= "" and text or ("exit status " .. tostring(status)))
 	end
-	return slurm.SUCCESS, text
+	return slurm.SUCCESS, (text:gsub("%s+$", ""))
 end
 
-function slurm_bb_job_process(job_script, uid, gid)
-	local rc, text = run("job_process", job_script, uid, gid)
-	if rc ~= slurm.SUCCESS then
-		return rc, text
+-- The job's request from its script, in this process; nil and the refusal on a bad one.
+local function request_of(harmonia, config, job_script)
+	local ok, request = harmonia.try(function()
+		return harmonia.parse(harmonia.read_script(job_script), config)
+	end)
+	if not ok then
+		return nil, request
 	end
-	return rc
+	return request
+end
+
+-- Synchronous: slurmctld waits, holding its locks. No program is started. --------------------
+
+function slurm_bb_job_process(job_script)
+	local harmonia, config, why = load()
+	if not harmonia then
+		return failed("job_process", why)
+	end
+	local request, refused = request_of(harmonia, config, job_script)
+	if not request then
+		return slurm.ERROR, refused
+	end
+	return slurm.SUCCESS
 end
 
 function slurm_bb_pools()
-	return run("pools")
+	local harmonia, config, why = load()
+	if not harmonia then
+		return failed("pools", why)
+	end
+	return slurm.SUCCESS, harmonia.pools(config)
 end
+
+function slurm_bb_paths(job_id, job_script, path_file)
+	local harmonia, config, why = load()
+	if not harmonia then
+		return failed("paths", why)
+	end
+	local request, refused = request_of(harmonia, config, job_script)
+	if not request then
+		return failed("paths", refused)
+	end
+	local ok, problem = harmonia.try(harmonia.write_paths, path_file,
+		harmonia.job_env(config, job_id, request))
+	if not ok then
+		return failed("paths", problem)
+	end
+	return slurm.SUCCESS
+end
+
+-- Asynchronous: slurmscriptd runs these and kills them after the configured timeout. ----------
 
 function slurm_bb_setup(job_id, uid, gid, pool, bb_size, job_script)
-	return run("setup", job_id, uid, gid, pool, bb_size, job_script)
+	local harmonia, config, why = load()
+	if not harmonia then
+		return failed("setup", why)
+	end
+	local request, refused = request_of(harmonia, config, job_script)
+	if not request then
+		return failed("setup", refused)
+	end
+	return run("setup", job_id, uid, gid, pool, bb_size, harmonia.request_json(request))
 end
 
-function slurm_bb_data_in(job_id, job_script, uid, gid)
-	return run("data_in", job_id, job_script, uid, gid)
+function slurm_bb_data_in(job_id, job_script)
+	return run("data_in", job_id)
 end
 
-function slurm_bb_real_size(job_id, uid, gid)
-	return run("real_size", job_id, uid, gid)
+function slurm_bb_real_size(job_id)
+	return run("real_size", job_id)
 end
 
-function slurm_bb_paths(job_id, job_script, path_file, uid, gid)
-	return run("paths", job_id, job_script, path_file, uid, gid)
+function slurm_bb_pre_run(job_id, job_script)
+	return run("pre_run", job_id)
 end
 
-function slurm_bb_pre_run(job_id, job_script, uid, gid)
-	return run("pre_run", job_id, job_script, uid, gid)
+function slurm_bb_post_run(job_id, job_script)
+	return run("post_run", job_id)
 end
 
-function slurm_bb_post_run(job_id, job_script, uid, gid)
-	return run("post_run", job_id, job_script, uid, gid)
+function slurm_bb_data_out(job_id, job_script)
+	return run("data_out", job_id)
 end
 
-function slurm_bb_data_out(job_id, job_script, uid, gid)
-	return run("data_out", job_id, job_script, uid, gid)
+function slurm_bb_job_teardown(job_id, job_script, hurry)
+	return run("teardown", job_id, hurry)
 end
 
-function slurm_bb_job_teardown(job_id, job_script, hurry, uid, gid)
-	return run("teardown", job_id, job_script, hurry, uid, gid)
-end
-
-function slurm_bb_get_status(uid, gid, ...)
-	return run("status", uid, gid, ...)
+-- `scontrol show bbstat [json]`: always succeeds (Slurm prints only "Error running
+-- slurm_bb_get_status" otherwise); a node or daemon that does not answer is named in the text.
+function slurm_bb_get_status(...)
+	local rc, text = run("status", ...)
+	if rc ~= slurm.SUCCESS then
+		return slurm.SUCCESS, "harmonia: bbstat failed: " .. text .. "\n"
+	end
+	return rc, text .. "\n"
 end
