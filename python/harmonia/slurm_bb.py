@@ -8,6 +8,7 @@ go through libharmonia to the buffer nodes under the job's key (`slurm-<id>`, wh
 takes from SLURM_JOB_ID). Stage-in copies through the same path before the job starts; stage-out
 drains the job's files from every node to the PFS and then moves them to their destinations."""
 
+import errno
 import json
 import os
 import pwd
@@ -98,6 +99,22 @@ def relative_in_bb(path: str) -> str:
 
 
 # Paths beneath a directory, no link followed ---------------------------------------------------
+def _why(error: OSError, dirfd: int = -1, name: str = "") -> str:
+    """Why opening `name` beneath `dirfd` failed (O_NOFOLLOW | O_DIRECTORY on a link gives
+    ENOTDIR, as src/common/beneath.cpp's link_or sorts out)."""
+    if error.errno in (errno.ELOOP, errno.ENOTDIR) and dirfd >= 0:
+        try:
+            if stat.S_ISLNK(os.stat(name, dir_fd=dirfd, follow_symlinks=False).st_mode):
+                return "is a symbolic link (not followed)"
+        except OSError:
+            pass
+    if error.errno == errno.ELOOP:
+        return "is a symbolic link (not followed)"
+    if error.errno == errno.ENOTDIR:
+        return "is not a directory"
+    return error.strerror or str(error)
+
+
 def open_beneath(dirfd: int, relative: str) -> int:
     """The directory `relative` beneath `dirfd`, opened one part at a time with O_NOFOLLOW (as
     src/common/beneath.cpp without openat2): a link anywhere on the way is ELOOP."""
@@ -111,6 +128,38 @@ def open_beneath(dirfd: int, relative: str) -> int:
             os.close(fd)
         fd = inner
     return fd
+
+
+def _private_dir(dirfd: int, name: str, mode: int, shown: Path) -> tuple[int, bool]:
+    """`name` beneath `dirfd`, made with `mode` when missing, opened without following a link;
+    the descriptor and whether it was made now."""
+    made = False
+    try:
+        os.mkdir(name, mode, dir_fd=dirfd)
+        made = True
+    except FileExistsError:
+        pass
+    except OSError as error:
+        raise HookError(f"{shown}: cannot make it: {_why(error)}") from None
+    try:
+        fd = os.open(name, DIRECTORY, dir_fd=dirfd)
+    except OSError as error:
+        why = _why(error, dirfd, name)
+        raise HookError(f"{shown}: {why}; refusing to make job directories there") from None
+    if made:
+        os.fchmod(fd, mode)  # not the umask's
+    return fd, made
+
+
+def _admin_only(fd: int, shown: Path) -> None:
+    """Refuses a directory another user could write or own: they could swap what is in it."""
+    info = os.fstat(fd)
+    if info.st_uid != os.geteuid() or info.st_mode & 0o022:
+        raise HookError(
+            f"{shown}: owned by uid {info.st_uid}, mode {stat.S_IMODE(info.st_mode):04o}; "
+            f"job directories are made only under directories of uid {os.geteuid()} that no one "
+            "else may write"
+        )
 
 
 def _unlink_beneath(directory: Path, relative: str) -> None:
@@ -202,16 +251,59 @@ class Hooks:
         self, job_id: str, uid: str, gid: str, pool: str, size: str, request_json: str
     ) -> str:
         request = Request.from_json(request_json)
-        directory = self.job_dir(job_id)
-        directory.mkdir(parents=True, exist_ok=True)
-        os.chown(directory, int(uid), int(gid))
-        directory.chmod(0o700)
+        directory = self.make_job_space(job_id, int(uid), int(gid))
         self.save(job_id, {"job": job_id, "uid": int(uid), "gid": int(gid),
                            "request": asdict(request), "pool": pool, "size": size,
                            "staged_in": 0, "stage": "setup", "dir": str(directory),
                            "setup_at": time.time()})  # fmt: skip
         self.log(job_id, f"setup: {directory}, {request.capacity} bytes in pool {pool}")
         return ""
+
+    def make_job_space(self, job_id: str, uid: int, gid: int) -> Path:
+        """`jobs`/JOB, made beneath the PFS root with no link followed (the job's user must not
+        get another directory chowned to them): every directory from the PFS root down to
+        `jobs` is SlurmUser's and writable by no one else, the PFS root itself only writable by
+        others with the sticky bit; JOB is the user's, mode 0700."""
+        if not job_id.isdigit():
+            raise HookError(f"job id {job_id!r}: expected a number")
+        try:
+            relative = self.jobs_root.relative_to(self.pfs)
+        except ValueError:
+            raise HookError(f"jobs={self.jobs_root}: must be beneath pfs={self.pfs}") from None
+        try:
+            fd = os.open(self.pfs, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        except OSError as error:
+            raise HookError(f"pfs={self.pfs}: {_why(error)}") from None
+        try:
+            info = os.fstat(fd)
+            if info.st_mode & 0o022 and not info.st_mode & stat.S_ISVTX:
+                raise HookError(
+                    f"{self.pfs}: writable by others (mode {stat.S_IMODE(info.st_mode):04o}) "
+                    f"without the sticky bit: another user could replace {relative}"
+                )
+            shown = self.pfs
+            for part in relative.parts:
+                shown = shown / part
+                # 0711: users reach their own job's directory but list no one's.
+                inner, _ = _private_dir(fd, part, 0o711, shown)
+                os.close(fd)
+                fd = inner
+                _admin_only(fd, shown)
+            space, made = _private_dir(fd, job_id, 0o700, shown / job_id)
+            try:
+                owner = os.fstat(space).st_uid
+                if not made and owner not in (uid, os.geteuid()):
+                    raise HookError(
+                        f"{shown / job_id}: holds uid {owner}'s files, left by an earlier job "
+                        f"{job_id}; remove them first"
+                    )
+                os.fchown(space, uid, gid)
+                os.fchmod(space, 0o700)
+            finally:
+                os.close(space)
+        finally:
+            os.close(fd)
+        return self.job_dir(job_id)
 
     def job_env(self, job_id: str) -> dict[str, str]:
         """What stage-in's copier needs of the job's environment (harmonia_bb.lua's job_env
