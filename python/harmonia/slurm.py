@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from harmonia.simulator import find_tool
+from harmonia.slurm_bb import RETENTION_HOURS
 
 POOL = "harmonia"  # the burst-buffer pool Slurm accounts the buffer nodes' capacity in
 STATE_FILE = "cluster.json"
@@ -41,6 +42,7 @@ class SlurmSettings:
     # A failed stage-in or stage-out keeps the job's buffer space claimed (held job, or job in
     # STAGE_OUT) until scancel; by default Slurm tears it down (Flags=TeardownFailure).
     keep_on_failure: bool = False
+    retention_hours: float = RETENTION_HOURS  # files no stage-out moved are kept this long
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "directory", self.directory.absolute())
@@ -351,6 +353,7 @@ PartitionName=harmonia Nodes=ALL Default=YES MaxTime=INFINITE State=UP
             "nodes": [f"127.0.0.1:{p}" for p in ports],
             "node_ports_dir": str(self.buffers_dir),
             "python": state.python,
+            "retention_hours": self.settings.retention_hours,
             **state.tools,
         }
 

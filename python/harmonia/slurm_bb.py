@@ -6,7 +6,8 @@ which hands `setup` the job's request as JSON; the later hooks read it from the 
 A job's buffer space is `<pfs>/.harmonia-jobs/<job id>` ($HARMONIA_BB in the job): writes there
 go through libharmonia to the buffer nodes under the job's key (`slurm-<id>`, which libharmonia
 takes from SLURM_JOB_ID). Stage-in copies through the same path before the job starts; stage-out
-drains the job's files from every node to the PFS and then moves them to their destinations."""
+drains the job's files from every node to the PFS and then moves them to their destinations.
+Files no stage-out moved are kept for the configured retention, then removed."""
 
 import errno
 import json
@@ -25,6 +26,7 @@ from typing import Any
 from harmonia.units import format_size
 
 BB_VARIABLE = "$HARMONIA_BB"
+RETENTION_HOURS = 168  # how long files no stage-out moved are kept, unless the settings say
 STATUS_DEADLINE = 0.5  # seconds bbstat waits for harmonia-schedd and each node
 DIRECTORY = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 # The stage-in copier, run as the job's user under libharmonia: reads the source, writes the
@@ -216,12 +218,16 @@ class Hooks:
         self.state_dir = Path(config["state"])
         self.pfs = Path(config["pfs"])
         self.jobs_root = Path(config["jobs"])
+        self.retention_hours = float(config.get("retention_hours", RETENTION_HOURS))
 
     def job_dir(self, job_id: str) -> Path:
         return self.jobs_root / job_id
 
     def state_path(self, job_id: str) -> Path:
         return self.state_dir / f"{job_id}.json"
+
+    def kept_path(self, job_id: str) -> Path:
+        return self.state_dir / "kept" / f"{job_id}.json"
 
     def load(self, job_id: str) -> dict[str, Any]:
         path = self.state_path(job_id)
@@ -241,7 +247,7 @@ class Hooks:
 
     def log(self, job_id: str, line: str) -> None:
         """One line in the job's log (`state`/JOB.log) and, for events an admin looks for
-        across jobs, pass `job_id` "" to write `state`/harmonia-bb.log."""
+        across jobs (retention, failures), pass `job_id` "" to write `state`/harmonia-bb.log."""
         name = f"{job_id}.log" if job_id else "harmonia-bb.log"
         with (self.state_dir / name).open("a") as out:
             out.write(f"{time.strftime('%Y-%m-%d %H:%M:%S')} {line}\n")
@@ -295,7 +301,7 @@ class Hooks:
                 if not made and owner not in (uid, os.geteuid()):
                     raise HookError(
                         f"{shown / job_id}: holds uid {owner}'s files, left by an earlier job "
-                        f"{job_id}; remove them first"
+                        f"{job_id}; `python -m harmonia.slurm_bb CONFIG purge` removes them"
                     )
                 os.fchown(space, uid, gid)
                 os.fchmod(space, 0o700)
@@ -455,10 +461,16 @@ class Hooks:
             self._remove_space(job_id)
             self.log(job_id, "teardown: buffer space released")
         else:
-            # Files no stage_out moved (cancelled, failed, or not asked for) are never deleted:
-            # drained, they stay on the PFS for the user.
-            self.log(job_id, f"teardown: files not staged out stay in {directory}")
+            # Files no stage_out moved (cancelled, failed, or not asked for) are kept, drained
+            # to the PFS, for the retention time; a later teardown or `purge` removes them.
+            until = time.time() + self.retention_hours * 3600
+            _write_json(self.kept_path(job_id), {"job": job_id, "uid": state.get("uid"),
+                                                 "kept_at": time.time()})  # fmt: skip
+            self.log(job_id, f"teardown: files not staged out stay in {directory} until "
+                     f"{time.strftime('%Y-%m-%d %H:%M', time.localtime(until))} "
+                     f"(retention {self.retention_hours:g} h)")  # fmt: skip
         self.state_path(job_id).unlink(missing_ok=True)
+        self.purge(exclude=job_id)
         return ""
 
     def _remove_space(self, job_id: str) -> None:
@@ -478,6 +490,29 @@ class Hooks:
             pass
         finally:
             os.close(parent)
+
+    def purge(self, older_than_hours: str = "", exclude: str = "") -> str:
+        """Removes the kept files of jobs torn down more than the retention time ago (or
+        `older_than_hours`), one log line each in `state`/harmonia-bb.log; what it removed."""
+        hours = float(older_than_hours) if older_than_hours else self.retention_hours
+        removed = []
+        for record in sorted((self.state_dir / "kept").glob("*.json")):
+            job_id = record.stem
+            try:
+                kept = json.loads(record.read_text())
+            except (OSError, ValueError):
+                continue
+            age = time.time() - float(kept.get("kept_at", 0))
+            if job_id == exclude or age < hours * 3600:
+                continue
+            self._remove_space(job_id)
+            record.unlink(missing_ok=True)
+            line = (f"retention: removed {self.job_dir(job_id)} (uid {kept.get('uid')}, "
+                    f"kept {age / 3600:.1f} h, retention {hours:g} h)")  # fmt: skip
+            self.log("", line)
+            self.log(job_id, line)
+            removed.append(line)
+        return "\n".join(removed)
 
     # Talking to the daemons ----------------------------------------------------------------------
     def schedd_status(self, timeout: float) -> dict[str, Any]:
@@ -566,10 +601,13 @@ class Hooks:
                          "staged_out": int(job.get("staged_out", 0)),
                          "processes": int(running.get("processes", 0)),
                          "phases": int(running.get("phases", 0))})  # fmt: skip
+        kept = sorted((p.stem for p in (self.state_dir / "kept").glob("*.json")),
+                      key=lambda j: j.zfill(12))  # fmt: skip
         return {"pool": self.config["pool"], "mode": self.config["mode"],
                 "policy": (schedd or {}).get("policy") or self.config.get("policy", ""),
                 "schedd": "up" if schedd is not None else f"not answering: {schedd_problem}",
-                "nodes": nodes, "jobs": jobs}  # fmt: skip
+                "nodes": nodes, "jobs": jobs, "kept": kept,
+                "retention_hours": self.retention_hours}  # fmt: skip
 
 
 def _ask_all(commands: dict[str, list[str]], deadline: float) -> dict[str, tuple[Any, str]]:
@@ -651,6 +689,11 @@ def render_status(report: dict[str, Any]) -> str:
             f"{size(j['io']):>10} {size(j['staged_in']):>10} "
             f"{size(j['staged_out']):>10} {j['processes']:>9} {j['phases']:>6}"
         )
+    if report["kept"]:
+        lines.append(
+            f"kept (not staged out, removed after {report['retention_hours']:g} h): "
+            f"jobs {', '.join(report['kept'])}"
+        )
     return "\n".join(lines)
 
 
@@ -723,7 +766,7 @@ print(size)
 """
 
 HOOKS = ("setup", "data_in", "real_size", "pre_run", "post_run", "data_out", "teardown",
-         "status")  # fmt: skip
+         "status", "purge")  # fmt: skip
 
 
 def main(argv: list[str]) -> int:

@@ -7,6 +7,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -294,6 +295,41 @@ def test_a_failed_stage_out_names_the_destination_and_frees_the_space(
         lambda: "UsedSpace=0" in cluster.scontrol("show", "burst"),
         "the pool's space freed",
     )
+
+
+def test_files_not_staged_out_are_removed_after_the_retention_time(
+    cluster: Cluster,
+) -> None:
+    """A job's files that no stage_out moved are kept for the retention time (7 days here): the
+    next teardown removes those kept longer, with a log line, and leaves the rest; `harmonia
+    cluster purge` removes them on demand."""
+    spaces = cluster.pfs / ".harmonia-jobs"
+    jobs = []
+    for name in ("kept-old", "kept-new"):
+        job = cluster.submit(
+            "#BB_LUA jobdw io=4M\n" + WRITER.format(name=name, blocks=1, block=BLOCK),
+            name,
+        )
+        wait(lambda job=job: cluster.torn_down(job), f"job {job}'s teardown")
+        jobs.append(job)
+        if name == "kept-old":  # as if it had been torn down 8 days ago
+            record = cluster.dir / "jobs" / "kept" / f"{job}.json"
+            kept = json.loads(record.read_text())
+            record.write_text(
+                json.dumps({**kept, "kept_at": kept["kept_at"] - 8 * 86400})
+            )
+    old, new = jobs
+    assert not (spaces / old).exists()  # removed by the second job's teardown
+    assert (spaces / new / "kept-new.dat").read_bytes() == expected("kept-new", 1)
+    log = (cluster.dir / "jobs" / "harmonia-bb.log").read_text()
+    assert f"retention: removed {spaces / old} (uid" in log and "retention 168 h" in log
+    done = subprocess.run(
+        [sys.executable, "-m", "harmonia", "cluster", "purge", "--dir", str(cluster.dir),
+         "--older-than", "0"],
+        capture_output=True, text=True, check=True, timeout=60,
+    )  # fmt: skip
+    assert f"retention: removed {spaces / new}" in done.stdout
+    assert not (spaces / new).exists()
 
 
 def test_failed_job_is_torn_down_and_keeps_its_bytes(cluster: Cluster) -> None:

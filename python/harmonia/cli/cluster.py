@@ -11,6 +11,7 @@ from harmonia.cli import EXIT_FAILED, EXIT_INVALID, fail
 from harmonia.names import policy_names
 from harmonia.simulator import SimulatorNotFound
 from harmonia.slurm import SlurmCluster, SlurmClusterError, SlurmSettings
+from harmonia.slurm_bb import RETENTION_HOURS, HookError, Hooks
 from harmonia.units import parse_size
 
 cluster = typer.Typer(help="A Slurm cluster with Harmonia's burst buffers on this machine.",
@@ -34,6 +35,22 @@ def up(
     policy: Annotated[str, typer.Option(help="Harmonia mode's buffer policy.")] = "max-bandwidth",
     controller_port: Annotated[int, typer.Option(help="slurmctld's port; 0: a free one.")] = 0,
     node_port: Annotated[int, typer.Option(help="The first slurmd's port; 0: free ones.")] = 0,
+    keep_on_failure: Annotated[
+        bool,
+        typer.Option(
+            help="Keep a job's buffer space after a failed stage-in or stage-out "
+            "(burst_buffer.conf without Flags=TeardownFailure): the job stays held or "
+            "in STAGE_OUT until scancel."
+        ),
+    ] = False,
+    retention_hours: Annotated[
+        float,
+        typer.Option(
+            min=0,
+            help="Hours the files of a job that were not staged out are kept "
+            "before a teardown or `harmonia cluster purge` removes them.",
+        ),
+    ] = RETENTION_HOURS,
 ) -> None:
     """Start munged, harmonia-schedd with BUFFERS harmonia-bbd nodes, slurmctld and NODES slurmd
     with their configuration generated in --dir; again on a running cluster, do nothing."""
@@ -52,7 +69,8 @@ def up(
     settings = SlurmSettings(
         directory, nodes=nodes, cpus=cpus, buffers=buffers, capacity=size,
         policy="datawarp" if mode == "datawarp" else policy,
-        controller_port=controller_port, node_port=node_port,
+        controller_port=controller_port, node_port=node_port, keep_on_failure=keep_on_failure,
+        retention_hours=retention_hours,
     )  # fmt: skip
     try:
         SlurmCluster(settings).up(progress=lambda line: typer.echo(f"harmonia cluster: {line}"))
@@ -94,3 +112,22 @@ def status(
                        f"{'running' if daemon['running'] else 'NOT RUNNING'}")  # fmt: skip
     if not found["daemons"] or not all(d["running"] for d in found["daemons"].values()):
         raise typer.Exit(EXIT_FAILED)
+
+
+@cluster.command()
+def purge(
+    directory: Directory = Path("harmonia-cluster"),
+    older_than: Annotated[
+        float | None,
+        typer.Option(min=0, help="Hours; default: the cluster's --retention-hours."),
+    ] = None,
+) -> None:
+    """Remove the kept files of jobs torn down without staging them out, older than the
+    retention time; each removal is a line here and in jobs/harmonia-bb.log."""
+    config = directory / "etc" / "harmonia-bb.json"
+    try:
+        hooks = Hooks(json.loads(config.read_text()))
+        removed = hooks.purge("" if older_than is None else str(older_than))
+    except (OSError, ValueError, HookError) as error:
+        fail([f"harmonia cluster purge: {config}: {error}"], EXIT_FAILED)
+    typer.echo(removed or "harmonia cluster purge: nothing older than the retention time")
