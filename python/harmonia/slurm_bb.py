@@ -652,7 +652,7 @@ def _process_note(pid_file: Path, problem: str) -> str:
         state = Path(f"/proc/{pid}/stat").read_text().rpartition(") ")[2][:1]
     except OSError:
         return f"{problem}; pid {pid} not running"
-    notes = {"T": "stopped", "t": "stopped", "Z": "exited", "D": "waiting on I/O"}
+    notes = {"T": "stopped", "t": "stopped", "Z": "not running", "D": "waiting on I/O"}
     return f"{problem}; pid {pid} {notes[state]}" if state in notes else problem
 
 

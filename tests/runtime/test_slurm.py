@@ -6,9 +6,11 @@ import hashlib
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -330,6 +332,60 @@ def test_files_not_staged_out_are_removed_after_the_retention_time(
     )  # fmt: skip
     assert f"retention: removed {spaces / new}" in done.stdout
     assert not (spaces / new).exists()
+
+
+def test_bbstat_names_a_killed_and_a_stopped_node_within_a_second(
+    cluster: Cluster,
+) -> None:
+    """While a job holds bytes on the nodes, one node is killed (SIGKILL, `harmonia up` held
+    so it does not restart it yet) and one stopped (SIGSTOP): bbstat answers within a second,
+    naming each; once they are back the job ends and its bytes are whole."""
+    release = cluster.out / "release-faults"
+    job = cluster.submit(
+        "#BB_LUA jobdw io=8M\n"
+        + WRITER.format(name="faults", blocks=2, block=BLOCK)
+        + f"while [ ! -e {release} ]; do sleep 0.2; done\n",
+        "faults",
+    )
+    output = cluster.out / "faults.out"
+    wait(
+        lambda: output.exists() and "written" in output.read_text(), "the job's writes"
+    )
+    manager = json.loads((cluster.dir / "cluster.json").read_text())["pids"]["harmonia"]
+    killed, stopped = (
+        int((cluster.cluster.buffers_dir / f"bb{k}.pid").read_text()) for k in (0, 1)
+    )
+    os.kill(manager, signal.SIGSTOP)
+    try:
+        os.kill(killed, signal.SIGKILL)
+        os.kill(stopped, signal.SIGSTOP)
+        wait(lambda: not pid_alive(killed), "the killed node to be gone")
+        started = time.monotonic()
+        shown = cluster.scontrol("show", "bbstat")
+        took = time.monotonic() - started
+    finally:
+        os.kill(stopped, signal.SIGCONT)
+        os.kill(manager, signal.SIGCONT)
+    assert took < 1.0, f"bbstat took {took:.2f} s"
+    rows = {line.split()[0]: line for line in shown.splitlines() if line[:2] == "bb"}
+    assert " dead " in rows["bb0"] and "Connection refused" in rows["bb0"], shown
+    assert f"pid {killed} not running" in rows["bb0"]
+    assert " down " in rows["bb1"] and "no answer within 0.5 s" in rows["bb1"], shown
+    assert f"pid {stopped} stopped" in rows["bb1"]
+    assert any(
+        line.split()[:3] == [job, USER, "running"] for line in shown.splitlines()
+    ), shown
+    # `harmonia up` restarts the killed node; the job ends and teardown drains its bytes.
+    wait(lambda: shown_up(cluster), "both nodes up again")
+    release.touch()
+    wait(lambda: cluster.torn_down(job), f"job {job}'s teardown")
+    kept = cluster.pfs / ".harmonia-jobs" / job / "faults.dat"
+    assert kept.read_bytes() == expected("faults", 2)
+
+
+def shown_up(cluster: Cluster) -> bool:
+    rows = [line.split() for line in cluster.scontrol("show", "bbstat").splitlines()]
+    return [row[2] for row in rows if row and row[0][:2] == "bb"] == ["up", "up"]
 
 
 def test_failed_job_is_torn_down_and_keeps_its_bytes(cluster: Cluster) -> None:
