@@ -10,7 +10,7 @@ packages=(build-essential cmake ninja-build pkg-config libsimgrid-dev nlohmann-j
           libcli11-dev libgtest-dev libbenchmark-dev libxxhash-dev clang-format clang-tidy fio openmpi-bin
           libopenmpi-dev libprotobuf-dev protobuf-compiler libprotobuf-c-dev protobuf-c-compiler gfortran
           sqlite3 ccache slurmctld slurmd slurm-client munge libmunge-dev iproute2)
-packages+=(lua5.1 lua-posix lua-cjson)  # burst_buffer.lua's reader (docs/slurm.md)
+packages+=(lua5.1 lua-posix lua-cjson slurmdbd mariadb-server)  # burst_buffer.lua, cluster --accounting
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -418,7 +418,9 @@ def test_slurmctld_restart_mid_job(cluster: Cluster) -> None:
         lambda: output.exists() and "written" in output.read_text(), "the job's writes"
     )
     old = json.loads((cluster.dir / "cluster.json").read_text())["pids"]["slurmctld"]
-    new = cluster.cluster.restart_controller()
+    new = cluster.cluster.restart(["slurmctld"], progress=lambda _line: None).pids[
+        "slurmctld"
+    ]
     assert new != old and not pid_alive(old)
     wait(lambda: cluster.torn_down(job), f"job {job}'s teardown after the restart", 150)
     wait(lambda: cluster.job_state(job) == "COMPLETED", "job state COMPLETED")
@@ -449,9 +451,13 @@ def test_up_again_is_a_no_op_and_a_taken_port_is_refused(cluster: Cluster) -> No
 
 def test_datawarp_mode_holds_a_job_until_the_reservation_is_free() -> None:
     """DataWarp mode: the capacity is reserved for the whole job, so of two jobs asking 160 MiB
-    of a 256 MiB pool the second waits (BurstBufferResources) until the first is torn down."""
+    of a 256 MiB pool the second waits (BurstBufferResources) until the first is torn down.
+    This cluster keeps a failed stage's space (--keep-on-failure): a job whose stage-out
+    failed stays in STAGE_OUT, its space claimed, until `scancel --hurry`."""
     dw = running(
-        lambda d: Cluster(d, capacity=128 << 20, policy="datawarp"),
+        lambda d: Cluster(
+            d, capacity=128 << 20, policy="datawarp", keep_on_failure=True
+        ),
         "harmonia-slurm-test-dw-",
     )
     with dw as c:
@@ -477,3 +483,23 @@ def test_datawarp_mode_holds_a_job_until_the_reservation_is_free() -> None:
             kept = c.pfs / ".harmonia-jobs" / job / f"dw{k}.dat"
             assert kept.read_bytes() == expected(f"dw{k}", 8)
         assert all(n["used"] == 0 for n in c.nodes())
+        closed = c.pfs / "root-only"
+        closed.mkdir(mode=0o755)
+        job = c.submit(
+            "#BB_LUA jobdw pool=harmonia capacity=16M\n"
+            f"#BB_LUA stage_out source=$HARMONIA_BB/kept.dat destination={closed}/kept.dat\n"
+            + WRITER.format(name="kept", blocks=1, block=BLOCK),
+            "kept",
+        )
+        wait(lambda: c.job_state(job) == "STAGE_OUT" and "Permission_denied" in
+             c.scontrol("show", "job", job, "-o"), "the failed stage-out")  # fmt: skip
+        assert "UsedSpace=16MiB" in c.scontrol("show", "burst")  # still claimed
+        subprocess.run(["scancel", "--hurry", job], env=c.env, check=True, timeout=30)
+        wait(lambda: c.torn_down(job), f"job {job}'s teardown")
+        assert (c.pfs / ".harmonia-jobs" / job / "kept.dat").read_bytes() == expected(
+            "kept", 1
+        )
+        wait(
+            lambda: "UsedSpace=0" in c.scontrol("show", "burst"),
+            "the pool's space freed",
+        )

@@ -1,5 +1,5 @@
-"""`harmonia cluster up|down|status`: a Slurm cluster on this machine whose burst buffers are
-Harmonia's buffer nodes (docs/slurm.md)."""
+"""`harmonia cluster up|restart|down|status|purge`: a Slurm cluster on this machine whose burst
+buffers are Harmonia's buffer nodes (docs/slurm.md)."""
 
 import json
 from pathlib import Path
@@ -51,6 +51,13 @@ def up(
             "before a teardown or `harmonia cluster purge` removes them.",
         ),
     ] = RETENTION_HOURS,
+    accounting: Annotated[
+        bool,
+        typer.Option(
+            help="Run slurmdbd on a MariaDB of the cluster's own (in --dir): sacct "
+            "shows each job, its burst-buffer space as the bb/lua TRES."
+        ),
+    ] = False,
 ) -> None:
     """Start munged, harmonia-schedd with BUFFERS harmonia-bbd nodes, slurmctld and NODES slurmd
     with their configuration generated in --dir; again on a running cluster, do nothing."""
@@ -70,7 +77,7 @@ def up(
         directory, nodes=nodes, cpus=cpus, buffers=buffers, capacity=size,
         policy="datawarp" if mode == "datawarp" else policy,
         controller_port=controller_port, node_port=node_port, keep_on_failure=keep_on_failure,
-        retention_hours=retention_hours,
+        retention_hours=retention_hours, accounting=accounting,
     )  # fmt: skip
     try:
         SlurmCluster(settings).up(progress=lambda line: typer.echo(f"harmonia cluster: {line}"))
@@ -83,9 +90,30 @@ def up(
 
 
 @cluster.command()
+def restart(
+    daemons: Annotated[
+        list[str] | None,
+        typer.Argument(
+            help="munged, harmonia, mariadb, slurmdbd, slurmctld, slurmd (each), "
+            "slurmd-hnK or hnK, supervisor; none: all."
+        ),
+    ] = None,
+    directory: Directory = Path("harmonia-cluster"),
+) -> None:
+    """Stop (when running) and start DAEMONS, recording their PIDs; a node drained because its
+    slurmd would not restart is resumed."""
+    try:
+        SlurmCluster(SlurmSettings(directory)).restart(
+            daemons or [], progress=lambda line: typer.echo(f"harmonia cluster: {line}")
+        )
+    except SlurmClusterError as error:
+        fail([f"harmonia cluster restart: {error}"], EXIT_FAILED)
+
+
+@cluster.command()
 def down(directory: Directory = Path("harmonia-cluster")) -> None:
-    """Stop the daemons `up` started in --dir (by their recorded PIDs), draining the buffer
-    nodes to the PFS first."""
+    """Stop everything the cluster runs: its jobs (cancelled; their buffers drained), every
+    daemon, restarted ones included, and any process of it left behind."""
     problems = SlurmCluster(SlurmSettings(directory)).down(
         progress=lambda line: typer.echo(f"harmonia cluster: {line}")
     )
@@ -98,19 +126,26 @@ def status(
     directory: Directory = Path("harmonia-cluster"),
     as_json: Annotated[bool, typer.Option("--json", help="As JSON.")] = False,
 ) -> None:
-    """Which daemons run, on which ports; exit 1 when any recorded one is not running."""
+    """Which daemons run (restarted by hand too), and each node's state; exit 1 when a daemon
+    is not running."""
     found = SlurmCluster(SlurmSettings(directory)).status()
     if not found:
         fail([f"harmonia cluster status: no cluster in {directory}"], EXIT_FAILED)
     if as_json:
         typer.echo(json.dumps(found, indent=2))
     else:
-        typer.echo(f"cluster in {found['directory']} (policy {found['policy']}), "
+        typer.echo(f"cluster in {found['directory']} (policy {found['policy']}"
+                   f"{', accounting' if found['accounting'] else ''}), "
                    f"SLURM_CONF={found['slurm_conf']}")  # fmt: skip
         for name, daemon in found["daemons"].items():
-            typer.echo(f"  {name:<14} pid {daemon['pid']:<8} "
-                       f"{'running' if daemon['running'] else 'NOT RUNNING'}")  # fmt: skip
-    if not found["daemons"] or not all(d["running"] for d in found["daemons"].values()):
+            state = "running" if daemon["running"] else "NOT RUNNING"
+            if daemon["running"] and not daemon["recorded"]:
+                state += " (restarted outside harmonia cluster)"
+            typer.echo(f"  {name:<14} pid {daemon['pid'] or '-':<8} {state}")
+        for name, node in found["nodes"].items():
+            reason = f"  {node['reason']}" if node.get("reason") else ""
+            typer.echo(f"  node {name:<9} {node.get('state', 'unknown')}{reason}")
+    if not all(d["running"] for d in found["daemons"].values()):
         raise typer.Exit(EXIT_FAILED)
 
 
