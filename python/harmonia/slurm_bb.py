@@ -335,6 +335,7 @@ class Hooks:
         directory = self.job_dir(job_id)
         staged, copies = 0, []
         for stage in request.stage_in:
+            before = staged
             target = directory / relative_in_bb(stage.destination)
             source = Path(stage.source)
             below = _files_below(source) if stage.type == "directory" else []
@@ -349,7 +350,8 @@ class Hooks:
                 # What was copied so far is removed by teardown, even when a later copy fails.
                 state.update(staged_in=staged, copies=copies)
                 self.save(job_id, state)
-            self.log(job_id, f"stage_in {stage.source} -> {target}: {len(files)} file(s)")
+            self.log(job_id, f"stage_in {stage.source} -> {target}: {len(files)} file(s), "
+                     f"{staged - before} bytes")  # fmt: skip
         state.update(staged_in=staged, stage="data_in", copies=copies)
         self.save(job_id, state)
         return ""
@@ -431,8 +433,9 @@ class Hooks:
                 raise HookError(f"stage_out source={stage.source}: the job wrote no such file")
             if stage.type == "directory" and not source.is_dir():
                 raise HookError(f"stage_out source={stage.source}: the job made no such directory")
-            moved += self._persist(stage, source, destination, state)
-            self.log(job_id, f"stage_out {source} -> {destination}")
+            size = self._persist(stage, source, destination, state)
+            moved += size
+            self.log(job_id, f"stage_out {source} -> {destination}: {size} bytes")
         state.update(stage="staged_out", drained_files=drained, staged_out=moved)
         self.save(job_id, state)
         return ""
@@ -457,16 +460,18 @@ class Hooks:
         # Stage-in's copies of PFS files go; the job's own files stay unless staged out.
         for copy in state.get("copies", []):
             _unlink_beneath(directory, copy)
+        done = (f"teardown: staged in {state.get('staged_in', 0)} bytes, staged out "
+                f"{state.get('staged_out', 0)} bytes")  # fmt: skip
         if not directory.exists() or not _has_files(directory):
             self._remove_space(job_id)
-            self.log(job_id, "teardown: buffer space released")
+            self.log(job_id, f"{done}; buffer space released")
         else:
             # Files no stage_out moved (cancelled, failed, or not asked for) are kept, drained
             # to the PFS, for the retention time; a later teardown or `purge` removes them.
             until = time.time() + self.retention_hours * 3600
             _write_json(self.kept_path(job_id), {"job": job_id, "uid": state.get("uid"),
                                                  "kept_at": time.time()})  # fmt: skip
-            self.log(job_id, f"teardown: files not staged out stay in {directory} until "
+            self.log(job_id, f"{done}; files not staged out stay in {directory} until "
                      f"{time.strftime('%Y-%m-%d %H:%M', time.localtime(until))} "
                      f"(retention {self.retention_hours:g} h)")  # fmt: skip
         self.state_path(job_id).unlink(missing_ok=True)
@@ -666,8 +671,11 @@ def _user_name(uid: Any) -> str:
 def render_status(report: dict[str, Any]) -> str:
     """bbstat's table."""
 
-    def size(value: Any) -> str:
-        return format_size(value) if isinstance(value, int) and value else "-"
+    def size(value: Any, zero: str = "-") -> str:
+        """People's units; `zero` for 0 (a job's "-": none asked), "-" for a node's unknown."""
+        if not isinstance(value, int):
+            return "-"
+        return format_size(value) if value else zero
 
     lines = [f"Harmonia pool {report['pool']}: mode {report['mode']} (policy {report['policy']}); "
              f"harmonia-schedd {report['schedd']}",
@@ -676,8 +684,9 @@ def render_status(report: dict[str, Any]) -> str:
     for n in report["nodes"]:
         files = str(n["files"]) if "files" in n else "-"
         lines.append(f"{n['node']:<5} {n['address']:<21} {n['state']:<9} "
-                     f"{size(n.get('capacity')):>10} {size(n.get('used')):>10} "
-                     f"{size(n.get('received_bytes')):>10} {size(n.get('drained_bytes')):>10} "
+                     f"{size(n.get('capacity'), '0 B'):>10} {size(n.get('used'), '0 B'):>10} "
+                     f"{size(n.get('received_bytes'), '0 B'):>10} "
+                     f"{size(n.get('drained_bytes'), '0 B'):>10} "
                      f"{files:>6}  {n['reason']}".rstrip())  # fmt: skip
     lines.append(
         f"{'job':<9} {'user':<10} {'stage':<11} {'capacity':>10} {'io':>10} "

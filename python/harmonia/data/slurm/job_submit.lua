@@ -9,7 +9,9 @@ first: it translates each #DW line of the script into its #BB_LUA line and refus
 directive with a message sbatch prints, all in this process (no program is started).
 
 Install beside slurm.conf with harmonia_bb.lua and harmonia-bb.json. A site with a
-job_submit.lua of its own calls harmonia_job_submit(job_desc) from its slurm_job_submit.
+job_submit.lua of its own installs this one as harmonia_job_submit.lua beside it, dofile()s it
+and calls harmonia_job_submit(job_desc) from its own slurm_job_submit (this file defines
+slurm_job_submit only where none is defined yet).
 --]]
 
 local HERE = debug.getinfo(1, "S").source:match("^@(.*)/[^/]*$") or "."
@@ -40,10 +42,14 @@ function harmonia_job_submit(job_desc)
 	return slurm.SUCCESS
 end
 
-function slurm_job_submit(job_desc, part_list, submit_uid)
-	return harmonia_job_submit(job_desc)
+if slurm_job_submit == nil then
+	function slurm_job_submit(job_desc, part_list, submit_uid)
+		return harmonia_job_submit(job_desc)
+	end
 end
 
-function slurm_job_modify(job_desc, job_rec, part_list, modify_uid)
-	return slurm.SUCCESS
+if slurm_job_modify == nil then
+	function slurm_job_modify(job_desc, job_rec, part_list, modify_uid)
+		return slurm.SUCCESS
+	end
 end
