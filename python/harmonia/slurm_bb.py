@@ -164,20 +164,28 @@ def _admin_only(fd: int, shown: Path) -> None:
         )
 
 
+def _dir_beneath(root: Path, relative: str) -> int | None:
+    """The directory root/relative opened as open_beneath does (the root itself as given);
+    None when it is not there or a link or non-directory is on the way."""
+    try:
+        top = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        return open_beneath(top, relative)
+    except OSError:
+        return None
+    finally:
+        os.close(top)
+
+
 def _unlink_beneath(directory: Path, relative: str) -> None:
     """Removes directory/relative without following any link on the way (the job's user may
     have swapped a directory for a link to elsewhere); a path that is not there is left."""
     parent, _, name = relative.rpartition("/")
-    try:
-        top = os.open(directory, DIRECTORY)
-    except OSError:
-        return
-    try:
-        fd = open_beneath(top, parent)
-    except OSError:
+    fd = _dir_beneath(directory, parent)
+    if fd is None:
         return  # gone, or a link or non-directory on the way: nothing of ours to remove
-    finally:
-        os.close(top)
     try:
         os.unlink(name, dir_fd=fd)
     except OSError:
@@ -481,13 +489,8 @@ class Hooks:
     def _remove_space(self, job_id: str) -> None:
         """Removes `jobs`/JOB and what is in it, by descriptor (links are removed, never
         followed)."""
-        try:
-            jobs = os.open(self.pfs, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-            try:
-                parent = open_beneath(jobs, str(self.jobs_root.relative_to(self.pfs)))
-            finally:
-                os.close(jobs)
-        except OSError:
+        parent = _dir_beneath(self.pfs, str(self.jobs_root.relative_to(self.pfs)))
+        if parent is None:
             return
         try:
             shutil.rmtree(job_id, dir_fd=parent)

@@ -239,8 +239,8 @@ def test_datawarp_scripts_of_the_usual_shapes_are_translated(tmp_path: Path) -> 
          "#DW jobdw type=scratch access_mode=striped capacity=0: capacity=0: must be more than 0"),
         ("#DW jobdw capacity=1G pool=wlm_pool", "pool=wlm_pool: the only pool is harmonia"),
         ("#DW jobdw capacity=1G type=cache", "type=cache: only type=scratch"),
-        ("#DW jobdw capacity=1G access_mode=private", "access_mode=private: only striped"),
-        ("#DW jobdw capacity=1G access_mode=striped,private", "access_mode=striped,private"),
+        ("#DW jobdw capacity=1G access_mode=private", "access=private: only striped"),
+        ("#DW jobdw capacity=1G access_mode=striped,private", "access=striped,private: only"),
         ("#DW jobdw capacity=1G max_mds=yes", "unknown key 'max_mds'"),
         ("#DW jobdw capacity=1G\n#DW stage_in type=list source=/etc/hostname "
          "destination=$DW_JOB_STRIPED/x", "type=list is not offered"),

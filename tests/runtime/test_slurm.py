@@ -40,6 +40,18 @@ class Cluster(SlurmJobs):
     def submit(self, body: str, name: str) -> str:
         return self.submit_script(name, self.script(body, name))
 
+    def submit_stage_out_to_root_only(self, name: str) -> str:
+        """A job writing `name`.dat and staging it out into a directory its user may not
+        write (`pfs`/root-only): the stage-out fails with Permission denied."""
+        closed = self.pfs / "root-only"
+        closed.mkdir(mode=0o755, exist_ok=True)
+        return self.submit(
+            "#BB_LUA jobdw pool=harmonia capacity=16M\n"
+            f"#BB_LUA stage_out source=$HARMONIA_BB/{name}.dat destination={closed}/{name}.dat\n"
+            + WRITER.format(name=name, blocks=1, block=BLOCK),
+            name,
+        )
+
     def torn_down(self, job: str) -> bool:
         """Teardown ran: the hooks' state for the job is gone."""
         return (
@@ -273,14 +285,8 @@ def test_a_failed_stage_out_names_the_destination_and_frees_the_space(
     write gets nothing. The failure is one line naming the destination and the cause, the job
     is torn down (Flags=TeardownFailure: the pool's space is free again) and its bytes are kept
     in its space."""
+    job = cluster.submit_stage_out_to_root_only("denied")
     closed = cluster.pfs / "root-only"
-    closed.mkdir(mode=0o755)
-    job = cluster.submit(
-        "#BB_LUA jobdw pool=harmonia capacity=16M\n"
-        f"#BB_LUA stage_out source=$HARMONIA_BB/denied.dat destination={closed}/denied.dat\n"
-        + WRITER.format(name="denied", blocks=1, block=BLOCK),
-        "denied",
-    )
     wait(lambda: cluster.torn_down(job), f"job {job}'s teardown")
     shown = cluster.scontrol("show", "job", job, "-o")
     assert (
@@ -483,14 +489,7 @@ def test_datawarp_mode_holds_a_job_until_the_reservation_is_free() -> None:
             kept = c.pfs / ".harmonia-jobs" / job / f"dw{k}.dat"
             assert kept.read_bytes() == expected(f"dw{k}", 8)
         assert all(n["used"] == 0 for n in c.nodes())
-        closed = c.pfs / "root-only"
-        closed.mkdir(mode=0o755)
-        job = c.submit(
-            "#BB_LUA jobdw pool=harmonia capacity=16M\n"
-            f"#BB_LUA stage_out source=$HARMONIA_BB/kept.dat destination={closed}/kept.dat\n"
-            + WRITER.format(name="kept", blocks=1, block=BLOCK),
-            "kept",
-        )
+        job = c.submit_stage_out_to_root_only("kept")
         wait(lambda: c.job_state(job) == "STAGE_OUT" and "Permission_denied" in
              c.scontrol("show", "job", job, "-o"), "the failed stage-out")  # fmt: skip
         assert "UsedSpace=16MiB" in c.scontrol("show", "burst")  # still claimed

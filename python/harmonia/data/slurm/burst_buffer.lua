@@ -64,26 +64,27 @@ local function run(hook, ...)
 	return slurm.SUCCESS, (text:gsub("%s+$", ""))
 end
 
--- The job's request from its script, in this process; nil and the refusal on a bad one.
-local function request_of(harmonia, config, job_script)
+-- harmonia_bb.lua, the settings and the job's request from its script, read in this process;
+-- nil and why not on a bad one.
+local function request_of(job_script)
+	local harmonia, config, why = load()
+	if not harmonia then
+		return nil, nil, nil, why
+	end
 	local ok, request = harmonia.try(function()
 		return harmonia.parse(harmonia.read_script(job_script), config)
 	end)
 	if not ok then
-		return nil, request
+		return nil, nil, nil, request
 	end
-	return request
+	return harmonia, config, request
 end
 
 -- Synchronous: slurmctld waits, holding its locks. No program is started. --------------------
 
 function slurm_bb_job_process(job_script)
-	local harmonia, config, why = load()
+	local harmonia, _, _, refused = request_of(job_script)
 	if not harmonia then
-		return failed("job_process", why)
-	end
-	local request, refused = request_of(harmonia, config, job_script)
-	if not request then
 		return slurm.ERROR, refused
 	end
 	return slurm.SUCCESS
@@ -98,12 +99,8 @@ function slurm_bb_pools()
 end
 
 function slurm_bb_paths(job_id, job_script, path_file)
-	local harmonia, config, why = load()
+	local harmonia, config, request, refused = request_of(job_script)
 	if not harmonia then
-		return failed("paths", why)
-	end
-	local request, refused = request_of(harmonia, config, job_script)
-	if not request then
 		return failed("paths", refused)
 	end
 	local ok, problem = harmonia.try(harmonia.write_paths, path_file,
@@ -117,12 +114,8 @@ end
 -- Asynchronous: slurmscriptd runs these and kills them after the configured timeout. ----------
 
 function slurm_bb_setup(job_id, uid, gid, pool, bb_size, job_script)
-	local harmonia, config, why = load()
+	local harmonia, _, request, refused = request_of(job_script)
 	if not harmonia then
-		return failed("setup", why)
-	end
-	local request, refused = request_of(harmonia, config, job_script)
-	if not request then
 		return failed("setup", refused)
 	end
 	return run("setup", job_id, uid, gid, pool, bb_size, harmonia.request_json(request))

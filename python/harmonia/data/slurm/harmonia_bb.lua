@@ -59,14 +59,20 @@ function M.try(fn, ...)
 	return false, "harmonia: " .. tostring(problem)
 end
 
--- The configuration the hooks share with harmonia.slurm_bb (harmonia-bb.json).
-function M.read_config(path)
+-- The file at `path`, read; a refusal says what it is for (`what`) and why not.
+local function read_file(path, what)
 	local file, why = io.open(path, "r")
 	if not file then
-		refuse("Harmonia's burst-buffer configuration: " .. why)
+		refuse("cannot read " .. what .. ": " .. why)
 	end
 	local text = file:read("*a")
 	file:close()
+	return text
+end
+
+-- The configuration the hooks share with harmonia.slurm_bb (harmonia-bb.json).
+function M.read_config(path)
+	local text = read_file(path, "Harmonia's burst-buffer configuration")
 	local ok, config = pcall(cjson.decode, text)
 	if not ok or type(config) ~= "table" then
 		refuse(path .. ": not a JSON object: " .. tostring(config))
@@ -206,16 +212,13 @@ local function translate_body(body, config, where)
 			if kind ~= "scratch" then
 				refuse("type=" .. kind .. ": only type=scratch (a job's own buffer) is offered")
 			end
-			local mode = given.access_mode or "striped"
-			if mode ~= "striped" then
-				refuse("access_mode=" .. mode .. ": only striped (one namespace shared by the job's "
-					.. "nodes) is offered")
-			end
 			local pool = given.pool or config.pool
 			if pool ~= config.pool then
 				refuse("pool=" .. pool .. ": the only pool is " .. config.pool)
 			end
-			return line("jobdw", "pool=" .. pool, "capacity=" .. given.capacity, "access=striped")
+			-- access_mode=private or striped,private is refused as access= is.
+			return line("jobdw", "pool=" .. pool, "capacity=" .. given.capacity,
+				"access=" .. (given.access_mode or "striped"))
 		elseif verb == "stage_in" or verb == "stage_out" then
 			unknown_keys(given, STAGE_KEYS)
 			local kind = given.type or "file"
@@ -391,8 +394,6 @@ local function stage(request, verb, given)
 			refuse("source=" .. source .. ": not a regular file or directory")
 		end
 		M.inside_bb(destination, "destination")
-		request.stage_in[#request.stage_in + 1] = { source = source, destination = destination,
-			type = kind }
 	else
 		if destination:sub(1, 1) ~= "/" then
 			refuse("destination=" .. destination .. ": must be an absolute path")
@@ -402,9 +403,9 @@ local function stage(request, verb, given)
 			refuse("destination=" .. destination .. ": its directory does not exist")
 		end
 		M.inside_bb(source, "source")
-		request.stage_out[#request.stage_out + 1] = { source = source, destination = destination,
-			type = kind }
 	end
+	local list = request[verb] -- stage_in or stage_out
+	list[#list + 1] = { source = source, destination = destination, type = kind }
 end
 
 -- The job's request from its script's #BB_LUA lines, or a refusal naming the line and the key.
@@ -466,13 +467,7 @@ end
 
 -- The job script at `path`, read; a refusal names the file.
 function M.read_script(path)
-	local file, why = io.open(path, "r")
-	if not file then
-		refuse("cannot read the job script: " .. why)
-	end
-	local text = file:read("*a")
-	file:close()
-	return text
+	return read_file(path, "the job script")
 end
 
 -- The request as JSON for harmonia.slurm_bb: sizes as decimal strings (lua-cjson writes numbers
