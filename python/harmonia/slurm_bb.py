@@ -634,10 +634,12 @@ def _ask_all(commands: dict[str, list[str]], deadline: float) -> dict[str, tuple
         try:
             out, err = process.communicate(timeout=max(0.0, started + deadline - time.monotonic()))
         except subprocess.TimeoutExpired:
-            process.kill()
-            process.communicate()
-            answers[name] = (None, f"no answer within {deadline:g} s")
-            continue
+            if process.poll() is None:  # still running: no answer
+                process.kill()
+                process.communicate()
+                answers[name] = (None, f"no answer within {deadline:g} s")
+                continue
+            out, err = process.communicate()  # it answered while another was waited for
         if process.returncode != 0:
             lines = err.strip().splitlines() or [f"exit status {process.returncode}"]
             answers[name] = (None, lines[-1].rpartition(": ")[2])

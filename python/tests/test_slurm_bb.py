@@ -294,17 +294,20 @@ def test_real_size_is_the_reservation_in_datawarp_mode_and_staged_bytes_otherwis
     assert Hooks({**CONFIG, "state": str(tmp_path)}).real_size("3") == "4096"
 
 
-def test_bbstat_names_a_dead_and_a_hung_node_within_its_deadline(tmp_path: Path) -> None:
-    """harmonia-bbctl stand-ins: one node answers, one refuses the connection, one never
-    answers; bbstat waits for none of them past its deadline and says which is which."""
+def test_bbstat_names_each_nodes_state_within_its_deadline(tmp_path: Path) -> None:
+    """harmonia-bbctl stand-ins: nodes that answer (one draining, one that harmonia-schedd
+    does not see connected), one that refuses the connection, one that never answers; bbstat
+    waits for none of them past its deadline and says which is which."""
     tools = tmp_path / "tools"
     tools.mkdir()
     bbctl = tools / "bbctl"
     bbctl.write_text(
         "#!/bin/sh\n"
         'case "$2" in\n'
-        '  *:1) echo \'{"capacity":"1000","used":"10","files":1,"draining":false,'
+        '  *:1|*:5) echo \'{"capacity":"1000","used":"10","files":1,"draining":false,'
         '"drained_bytes":"5","received_bytes":"15"}\' ;;\n'
+        '  *:4) echo \'{"capacity":"1000","used":"0","files":0,"draining":true,'
+        '"drained_bytes":"0","received_bytes":"0"}\' ;;\n'
         '  *:2) echo "harmonia-bbctl: --node $2: cannot connect: Connection refused" >&2\n'
         "       exit 1 ;;\n"
         "  *) exec sleep 30 ;;\n"
@@ -314,13 +317,15 @@ def test_bbstat_names_a_dead_and_a_hung_node_within_its_deadline(tmp_path: Path)
     schedctl.write_text(
         "#!/bin/sh\n"
         'echo \'{"policy": "max-bandwidth", "jobs": [{"job": "slurm-7", "processes": 2, '
-        '"phases": 1}], "buffers": [{"address": "127.0.0.1:1", "connected": true}]}\'\n'
+        '"phases": 1}], "buffers": [{"address": "127.0.0.1:1", "connected": true}, '
+        '{"address": "127.0.0.1:4", "connected": true}, '
+        '{"address": "127.0.0.1:5", "connected": false}]}\'\n'
     )
     for tool in (bbctl, schedctl):
         tool.chmod(0o755)
     ports = tmp_path / "buffers"
     ports.mkdir()
-    for k in range(3):
+    for k in range(5):
         (ports / f"bb{k}.port").write_text(f"{k + 1}\n")
     state = tmp_path / "state"
     state.mkdir()
@@ -337,6 +342,8 @@ def test_bbstat_names_a_dead_and_a_hung_node_within_its_deadline(tmp_path: Path)
     assert states["bb0"] == ("up", "")
     assert states["bb1"] == ("dead", "Connection refused")
     assert states["bb2"] == ("down", "no answer within 0.5 s")
+    assert states["bb3"] == ("draining", "")
+    assert states["bb4"] == ("down", "not connected to harmonia-schedd")
     assert report["jobs"][0]["processes"] == 2 and report["jobs"][0]["staged_in"] == 4096
     text = hooks.status()
     assert "Harmonia pool harmonia" in text and "no answer within 0.5 s" in text
