@@ -6,7 +6,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-packages=(build-essential cmake ninja-build pkg-config libsimgrid-dev nlohmann-json3-dev
+packages=(build-essential cmake ninja-build pkg-config libsimgrid-dev libns3-dev nlohmann-json3-dev
           libcli11-dev libgtest-dev libbenchmark-dev libxxhash-dev clang-format clang-tidy fio openmpi-bin
           libopenmpi-dev libprotobuf-dev protobuf-compiler libprotobuf-c-dev protobuf-c-compiler gfortran
           sqlite3 ccache slurmctld slurmd slurm-client munge libmunge-dev iproute2)

@@ -31,6 +31,7 @@ from harmonia.scenario import (
 from harmonia.simulator import find_tool
 
 TRAFFIC = ("mpi", "io")
+NetworkModelName = Literal["fluid", "packet"]
 
 
 @dataclass(frozen=True)
@@ -77,6 +78,12 @@ class Network(_Table):
     link_bw: PositiveBandwidth = 12.5e9
     # Per link crossed: an InfiniBand EDR switch's port-to-port latency (about 90-100 ns).
     hop_latency: Duration = 100e-9
+    # How transfers share the fabric: SimGrid's fluid max-min model, or ns-3's packets in FIFO
+    # port queues (docs/network-interference.md, "Packet-level mode").
+    model: NetworkModelName = "fluid"
+    # Packet model only: InfiniBand's largest MTU, and the bytes a transfer may have in flight.
+    packet_size: PositiveSize = Field(default=4096, le=65000)
+    window: PositiveSize = Field(default=131072, le=10**9)
 
     @model_validator(mode="after")
     def _preset_or_shape(self) -> Self:
@@ -263,6 +270,9 @@ def normalize(scenario: NetScenario) -> dict[str, dict[str, Any]]:
             "up": up,
             "link_bw": scenario.network.link_bw,
             "hop_latency": scenario.network.hop_latency,
+            "model": scenario.network.model,
+            "packet_size": scenario.network.packet_size,
+            "window": scenario.network.window,
         },
         "servers": {
             "count": scenario.server_count(),

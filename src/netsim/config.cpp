@@ -32,6 +32,16 @@ JobConfig parse_job(const Reader& r) {
 
 }  // namespace
 
+NetworkModel parse_network_model(const std::string& name) {
+  if (name == "fluid") return NetworkModel::Fluid;
+  if (name == "packet") return NetworkModel::Packet;
+  throw std::invalid_argument("unknown network model '" + name + "' (fluid, packet)");
+}
+
+std::string to_string(NetworkModel model) {
+  return model == NetworkModel::Fluid ? "fluid" : "packet";
+}
+
 Config parse_config(const json& document) {
   const simkit::Document doc(document);
   const Reader root = doc.root();
@@ -46,6 +56,13 @@ Config parse_config(const json& document) {
   if (c.up[0] != 1) fabric.fail("up", "the first entry must be 1 (one cable per node)");
   c.link_bw = fabric.number("link_bw", 0, false);
   c.hop_latency = fabric.number("hop_latency", 0);
+  c.model = fabric.parsed("model", parse_network_model);
+  c.packet.packet_size = fabric.number("packet_size", 1);
+  if (c.packet.packet_size != std::floor(c.packet.packet_size) || c.packet.packet_size > 65000)
+    fabric.fail("packet_size", "must be whole bytes, at most 65000");
+  c.packet.window = fabric.number("window", 1);
+  if (c.packet.window != std::floor(c.packet.window) || c.packet.window > 1e9)
+    fabric.fail("window", "must be whole bytes, at most 1e9");
 
   const Reader servers = root.child("servers");
   c.servers = servers.integer("count", 1);

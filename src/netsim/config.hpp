@@ -26,12 +26,26 @@ struct JobConfig {
   bool measured = true;
 };
 
+/// What the packet model adds to the fabric's shape, bandwidth and hop latency.
+struct PacketParams {
+  double packet_size = 0;  ///< payload bytes per packet (a TCP segment)
+  double window = 0;       ///< bytes a transfer may have unacknowledged in the fabric
+};
+
+/// How transfers share the fabric: SimGrid's fluid max-min model, or ns-3's packets and queues.
+enum class NetworkModel { Fluid, Packet };
+
+NetworkModel parse_network_model(const std::string& name);
+std::string to_string(NetworkModel model);
+
 struct Config {
   std::string name;
   uint64_t seed = 1;
   std::vector<unsigned> down, up;
   double link_bw = 0;      ///< bytes/s of every link, each direction
-  double hop_latency = 0;  ///< s added per link crossed (outside the fluid solver)
+  double hop_latency = 0;  ///< s per link crossed (fluid: added outside the solver)
+  NetworkModel model = NetworkModel::Fluid;
+  PacketParams packet;  ///< used by the packet model only
   long servers = 0;
   ServerPlacement server_placement = ServerPlacement::IsolatedTarget;
   ServerOrder server_order = ServerOrder::RoundRobin;

@@ -86,27 +86,38 @@ int Fabric::up_port(int level, long dst) const {
   return static_cast<int>(d % up_[static_cast<size_t>(level)]);
 }
 
+Hop Fabric::next_hop(int level, long position, long dst) const {
+  const auto here = label(level, position);
+  const auto to = label(0, dst);
+  if (level > 0 && in_subtree(level, here, to)) {
+    // Down to the child whose digit `level - 1` is the destination's; it reaches us through its
+    // up-port here[level - 1].
+    auto child = here;
+    child[static_cast<size_t>(level) - 1] = to[static_cast<size_t>(level) - 1];
+    return {cable_index({level - 1, this->position(level - 1, child),
+                         here[static_cast<size_t>(level) - 1]}),
+            Direction::Down};
+  }
+  return {cable_index({level, position, up_port(level, dst)}), Direction::Up};
+}
+
 void Fabric::route(long src, long dst, std::vector<Hop>& out) const {
   out.clear();
-  const auto dst_label = label(0, dst);
   int level = 0;
   long position = src;
-  std::vector<int> current = label(0, src);
   // A node is never its own subtree, so even src == dst goes up to the leaf, as in SimGrid.
-  while (level == 0 || !in_subtree(level, current, dst_label)) {
-    const int port = up_port(level, dst);
-    out.push_back({cable_index({level, position, port}), Direction::Up});
-    current[static_cast<size_t>(level)] = port;
-    ++level;
-    position = this->position(level, current);
-  }
-  while (level > 0) {
-    const int port = current[static_cast<size_t>(level) - 1];  // the child's up-port to us
-    current[static_cast<size_t>(level) - 1] = dst_label[static_cast<size_t>(level) - 1];
-    --level;
-    position = this->position(level, current);
-    out.push_back({cable_index({level, position, port}), Direction::Down});
-  }
+  do {
+    const Hop hop = next_hop(level, position, dst);
+    out.push_back(hop);
+    const Cable c = cable(hop.cable);
+    if (hop.direction == Direction::Up) {
+      position = parent(c.level, c.lower, c.port);
+      level = c.level + 1;
+    } else {
+      position = c.lower;
+      level = c.level;
+    }
+  } while (level > 0);
 }
 
 Switch Fabric::turn_switch(long src, long dst) const {

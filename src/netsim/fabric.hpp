@@ -82,6 +82,11 @@ class Fabric {
     return 2 * hop.cable + (hop.direction == Direction::Down ? 1 : 0);
   }
 
+  /// The link a packet for node `dst` leaves element (level, position) by, under SimGrid's
+  /// D-mod-k routing: down towards `dst` when it lies below this switch, else up through the
+  /// port the destination's position selects. A compute node always sends up (even to itself).
+  /// This is the one routing decision: route() follows it, and so do the packet-level switches.
+  Hop next_hop(int level, long position, long dst) const;
   /// The links a transfer from node `src` to node `dst` crosses under SimGrid's D-mod-k routing,
   /// in order: up to the lowest common ancestor chosen by the destination's position, then down.
   /// `out` is cleared first.

@@ -76,6 +76,11 @@ ordered_json results_json(const Config& c, const Fabric& f, const Layout& layout
                    {"up", f.up()},         {"nodes", f.nodes()},
                    {"leaves", f.leaves()}, {"pods", f.pods()},
                    {"link_bw", c.link_bw}, {"hop_latency", c.hop_latency}};
+  out["network"] = {{"model", to_string(c.model)}};
+  if (c.model == NetworkModel::Packet)
+    out["network"].update({{"packet_size", c.packet.packet_size},
+                           {"window", c.packet.window},
+                           {"packet_drops", r.packet_drops}});
   out["layout"] = {{"server_placement", to_string(c.server_placement)},
                    {"server_order", to_string(c.server_order)},
                    {"job_placement", to_string(c.job_placement)},

@@ -28,6 +28,7 @@ struct RunResult {
   double end_time = 0;
   std::string stop_reason;  ///< "quota", "max_transfers" or "max_time"
   long transfers_started = 0;
+  long packet_drops = 0;  ///< packet model: packets the port queues dropped (0 by design)
   LinkLoad loads;
 };
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "netsim/packet_network.hpp"
 #include "simkit/platform.hpp"
 
 namespace sg4 = simgrid::s4u;
@@ -18,11 +19,17 @@ std::vector<sg4::Host*> build_fabric(const Fabric& fabric, double link_bw) {
   return std::move(simkit::build_network(network, {{"node", fabric.nodes()}}).front());
 }
 
+std::vector<sg4::Host*> build_network(const Config& config, const Fabric& fabric) {
+  if (config.model == NetworkModel::Fluid) return build_fabric(fabric, config.link_bw);
+  select_packet_model(config.packet);
+  return build_packet_fabric(fabric, config.link_bw, config.hop_latency, config.packet);
+}
+
 Simulation::Simulation(const Config& config, const Fabric& fabric, const Layout& layout)
     : config_(config),
       fabric_(fabric),
       layout_(layout),
-      hosts_(build_fabric(fabric, config.link_bw)),
+      hosts_(build_network(config, fabric)),
       result_(fabric) {
   if (config.mpi.enabled)
     partner_ = pair_clients(static_cast<long>(layout.mpi_clients.size()), config.seed);
@@ -63,9 +70,12 @@ void Simulation::run_client(Traffic traffic, long index) {
     ++result_.transfers_started;
     const double start = sg4::Engine::get_clock();
     sg4::Comm::sendto(hosts_[static_cast<size_t>(node)], hosts_[static_cast<size_t>(dst)], size);
-    // The fluid transfer is over; its last byte arrives one propagation delay later.
+    // A fluid transfer's last byte arrives one propagation delay after SimGrid ends it; a
+    // packet-level transfer ends when its last byte is acknowledged, delays included.
     const double end =
-        sg4::Engine::get_clock() + config_.hop_latency * static_cast<double>(route.size());
+        sg4::Engine::get_clock() + (config_.model == NetworkModel::Fluid
+                                        ? config_.hop_latency * static_cast<double>(route.size())
+                                        : 0.0);
     ++out.transfers;
     out.bytes += job.size;
     if (config_.link_loads) result_.loads.add(traffic, route, job.size);
@@ -109,6 +119,7 @@ RunResult Simulation::run() {
         std::max({sg4::Engine::get_clock(), result_.mpi.quota_time, result_.io.quota_time});
   });
   sg4::Engine::get_instance()->run();
+  if (config_.model == NetworkModel::Packet) result_.packet_drops = packet_drops();
   return std::move(result_);
 }
 

@@ -17,6 +17,9 @@ namespace harmonia::netsim {
 /// engine and may be called once per process.
 std::vector<simgrid::s4u::Host*> build_fabric(const Fabric& fabric, double link_bw);
 
+/// The fabric of `config.model`: build_fabric, or the packet-level one (packet_network.hpp).
+std::vector<simgrid::s4u::Host*> build_network(const Config& config, const Fabric& fabric);
+
 class Simulation {
  public:
   /// Builds the platform (see build_fabric): one simulation per process.

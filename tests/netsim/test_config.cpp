@@ -14,7 +14,13 @@ json valid() {
   return {{"name", "t"},
           {"seed", 3},
           {"fabric",
-           {{"down", {4, 4, 2}}, {"up", {1, 4, 4}}, {"link_bw", 12.5e9}, {"hop_latency", 1e-7}}},
+           {{"down", {4, 4, 2}},
+            {"up", {1, 4, 4}},
+            {"link_bw", 12.5e9},
+            {"hop_latency", 1e-7},
+            {"model", "packet"},
+            {"packet_size", 4096},
+            {"window", 131072}}},
           {"servers", {{"count", 8}, {"placement", "spread-target"}, {"order", "round-robin"}}},
           {"jobs", {{"placement", "random-switch"}, {"io_fraction", 0.25}}},
           {"mpi", job},
@@ -41,6 +47,9 @@ TEST(Config, ParsesTheNormalizedForm) {
   EXPECT_DOUBLE_EQ(c.io_fraction, 0.25);
   EXPECT_DOUBLE_EQ(c.mpi.pacing.interval, 5e-4);
   EXPECT_EQ(c.io.samples, 10);
+  EXPECT_EQ(c.model, NetworkModel::Packet);
+  EXPECT_DOUBLE_EQ(c.packet.packet_size, 4096);
+  EXPECT_DOUBLE_EQ(c.packet.window, 131072);
 }
 
 TEST(Config, ErrorsNameTheKey) {
@@ -56,6 +65,12 @@ TEST(Config, ErrorsNameTheKey) {
   doc = valid();
   doc["servers"]["placement"] = "nearby";
   EXPECT_NE(error_of(doc).find("servers.placement: unknown server placement"), std::string::npos);
+  doc = valid();
+  doc["fabric"]["model"] = "cells";
+  EXPECT_EQ(error_of(doc), "fabric.model: unknown network model 'cells' (fluid, packet)");
+  doc = valid();
+  doc["fabric"]["packet_size"] = 70000;
+  EXPECT_EQ(error_of(doc), "fabric.packet_size: must be whole bytes, at most 65000");
   doc = valid();
   doc["fabric"]["up"] = {2, 4, 4};
   EXPECT_NE(error_of(doc).find("fabric.up"), std::string::npos);
