@@ -179,12 +179,14 @@ def test_presets_and_job_sizes() -> None:
     assert PRESETS["paper"].servers == 72
 
 
-def test_every_experiment_builds_valid_scenarios() -> None:
-    experiments = select(None, Settings())
+@pytest.mark.parametrize("network", ["fluid", "packet"])
+def test_every_experiment_builds_valid_scenarios(network: str) -> None:
+    experiments = select(None, Settings.for_network("scaled", network))
     assert set(experiments) == set(EXPERIMENTS)
     for cases in experiments.values():
         for case in cases:
-            assert normalize(case.scenario())
+            for config in normalize(case.scenario()).values():
+                assert config["fabric"]["model"] == network
 
 
 BAD = [
@@ -200,6 +202,10 @@ BAD = [
      "servers.count: missing required key (the fabric is not a preset)"),
     ("[jobs]\nplacement = \"random-node\"", "placement = \"random-node\"\nio_fraction = 1.0",
      "jobs.io_fraction: leaves 0 MPI clients"),
+    ("[network]\npreset = \"scaled\"", "preset = \"scaled\"\nmodel = \"cells\"",
+     "network.model: Input should be 'fluid' or 'packet'"),
+    ("[network]\npreset = \"scaled\"", "preset = \"scaled\"\npacket_size = \"1 MiB\"",
+     "network.packet_size: Input should be less than or equal to 65000"),
 ]  # fmt: skip
 
 
@@ -260,3 +266,56 @@ def test_reproduce_network_writes_report_and_plots(tmp_path: Path) -> None:
     assert "MPI 4 KiB / 500 us slowdown (mean), random-switch | baseline and interference" in report
     assert "| 1.00x (max 1.00x) |" in report
     assert (out / "job-placement.png").read_bytes()[:4] == b"\x89PNG"
+
+
+# Two leaves of four nodes under one top switch: each leaf has a single up-link, which the
+# checkpoint I/O of the leaf's clients crosses on its way to the server on the other leaf.
+TWO_LEAVES = """\
+[scenario]
+name = "two-leaves"
+seed = 3
+
+[network]
+down = [4, 2]
+up = [1, 1]
+
+[servers]
+count = 1
+
+[mpi]
+size = "4 KiB"
+interval = "20 us"
+samples = 1000000
+warmup = 1
+
+[io]
+size = "4 MiB"
+interval = "0 s"
+samples = 1000000
+warmup = 1
+
+[run]
+measure = ["mpi"]
+max_time = "1 ms"
+"""
+
+
+@needs_binary
+def test_packet_model_runs_a_scenario_end_to_end(tmp_path: Path) -> None:
+    """`--network packet` on a scenario file: the results say which model ran and that no
+    queue dropped a packet, and a 4 KiB message alone takes its closed-form time over two or
+    four links (handshake, one segment, the acknowledgement back; tests/netsim/packet_checks.cpp
+    has the form and the checks of queueing)."""
+    path = tmp_path / "two-leaves.toml"
+    path.write_text(TWO_LEAVES, encoding="utf-8")
+    out = tmp_path / "packet"
+    result = runner.invoke(app, ["netsim", str(path), "--out", str(out), "--network", "packet"])
+    assert result.exit_code == 0, result.output
+    for run in ("baseline-mpi", "interference"):
+        network = json.loads((out / f"{run}.json").read_text())["network"]
+        assert network == {"model": "packet", "packet_size": 4096, "window": 131072,
+                           "packet_drops": 0}  # fmt: skip
+    alone = json.loads((out / "baseline-mpi.json").read_text())["jobs"]["mpi"]["latency"]
+    # 2 h (4 + 100) ns handshake + 3 ns acknowledgement + h (331 + 100) ns segment
+    # + h (3 + 100) ns acknowledgement back, h = 2 or 4 links.
+    assert min(abs(alone["min"] - t) for t in (1.490e-6, 2.974e-6)) < 5e-9, alone

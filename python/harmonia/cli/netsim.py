@@ -9,6 +9,7 @@ from rich.console import Console
 from rich.table import Table
 
 from harmonia.cli import EXIT_FAILED, EXIT_INVALID, fail, progress_bar
+from harmonia.netsim import NetworkModelName
 from harmonia.simulator import SimulatorNotFound
 
 
@@ -43,9 +44,16 @@ def latency_table(summary: dict[str, Any], title: str, finite: dict[str, bool]) 
     return table
 
 
-def run_netsim(scenario_path: Path, out: Path | None, jobs: int, plots: bool = True) -> Path:
-    """Validate, run every run of the scenario, then write summary.json, the table and plots.
-    Returns the output directory. Nothing is written unless the scenario is valid."""
+def run_netsim(
+    scenario_path: Path,
+    out: Path | None,
+    jobs: int,
+    plots: bool = True,
+    network: NetworkModelName | None = None,
+) -> Path:
+    """Validate, run every run of the scenario (on the `network` model if given, else the
+    scenario's), then write summary.json, the table and plots. Returns the output directory.
+    Nothing is written unless the scenario is valid."""
     from harmonia.netsim import (
         NetsimFailed,
         RunDone,
@@ -64,6 +72,9 @@ def run_netsim(scenario_path: Path, out: Path | None, jobs: int, plots: bool = T
         scenario = load_netsim(scenario_path)
     except ScenarioError as error:
         fail(error.lines, EXIT_INVALID)
+    if network is not None:
+        model = scenario.network.model_copy(update={"model": network})
+        scenario = scenario.model_copy(update={"network": model})
     try:
         binary = find_netsim()
     except SimulatorNotFound as error:
@@ -120,7 +131,15 @@ def netsim(
         typer.Option(help="Output directory (default: results/netsim/<name>).", show_default=False),
     ] = None,
     jobs: Annotated[int, typer.Option(min=1, help="Simulator processes run at once.")] = 2,
+    network: Annotated[
+        NetworkModelName | None,
+        typer.Option(
+            help='"fluid" (max-min sharing, fast) or "packet" (ns-3: packets in FIFO switch '
+            "queues); default: the scenario's network.model, else fluid.",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
     """Simulate MPI and I/O traffic on a fat-tree, each job alone and both together, and report
     latencies, slowdowns and the per-link load map (docs/network-interference.md)."""
-    run_netsim(scenario, out, jobs)
+    run_netsim(scenario, out, jobs, network=network)

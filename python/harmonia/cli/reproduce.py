@@ -16,6 +16,7 @@ from harmonia.cli.reproduce_pricing import reproduce_pricing
 from harmonia.cli.reproduce_reads import reproduce_reads
 from harmonia.cli.reproduce_slurm import reproduce_slurm
 from harmonia.cli.sim import run_scenario
+from harmonia.netsim import NetworkModelName
 
 
 def reproduce(
@@ -39,6 +40,10 @@ def reproduce(
     ] = None,
     jobs: Annotated[int, typer.Option(min=1, help="Simulator processes run at once.")] = 2,
     system: Annotated[str, typer.Option(help='network: "scaled" or "paper" preset.')] = "scaled",
+    network: Annotated[
+        NetworkModelName,
+        typer.Option(help='network: "fluid" (max-min sharing) or "packet" (ns-3 queues) model.'),
+    ] = "fluid",
     only: Annotated[
         str | None,
         typer.Option(
@@ -94,7 +99,8 @@ def reproduce(
     )
 
     if paper == "network":
-        reproduce_network(out or Path("results/reproduction-network"), jobs, system, only)
+        default_out = "results/reproduction-network" + ("-packet" if network == "packet" else "")
+        reproduce_network(out or Path(default_out), jobs, system, only, network)
         return
     if paper == "forwarding":
         reproduce_forwarding(out or Path("results/reproduction-forwarding"), jobs)

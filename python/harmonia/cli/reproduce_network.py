@@ -10,8 +10,11 @@ from harmonia.cli import EXIT_FAILED, EXIT_INVALID, fail, progress_bar
 from harmonia.simulator import SimulatorNotFound
 
 
-def reproduce_network(out: Path, jobs: int, system: str, only: str | None) -> None:
-    """Run the selected experiments on the `system` preset, then write report.md and plots."""
+def reproduce_network(
+    out: Path, jobs: int, system: str, only: str | None, network: str = "fluid"
+) -> None:
+    """Run the selected experiments on the `system` preset and the `network` model, then write
+    report.md and plots."""
     from harmonia.experiments.network import (
         EXPERIMENTS,
         Settings,
@@ -25,7 +28,7 @@ def reproduce_network(out: Path, jobs: int, system: str, only: str | None) -> No
     if system not in PRESETS:
         fail([f'--system: unknown "{system}" ({", ".join(PRESETS)})'], EXIT_INVALID)
     names = [n.strip() for n in only.split(",")] if only else None
-    settings = Settings(system=system)
+    settings = Settings.for_network(system, network)
     try:
         experiments = select(names, settings)
     except KeyError as error:
@@ -39,7 +42,9 @@ def reproduce_network(out: Path, jobs: int, system: str, only: str | None) -> No
     progress = progress_bar(console, spinner=True)
     started = time.monotonic()
     with progress:
-        task = progress.add_task(f"{len(cases)} cases on the {system} system", total=None)
+        task = progress.add_task(
+            f"{len(cases)} cases on the {system} system, {network} model", total=None
+        )
 
         def start(total: int) -> None:
             progress.update(task, total=total)

@@ -49,12 +49,30 @@ MPI_CASE = {"mpi": (4 * KIB, 500e-6), "io": (4 * MIB, 0.0)}
 @dataclass(frozen=True)
 class Settings:
     system: str = "scaled"  # a preset of harmonia.netsim
+    network: str = "fluid"  # the network model: "fluid" or "packet"
     seed: int = 1
     periods: int = 25  # simulated time of a periodic run, in periods of its slowest job
     warmup: int = 5  # transfers per client not recorded (the paper: 50)
     checkpoint_requests: int = 100  # per I/O client in the throttling experiment (paper: 1,000)
     throttle_mpi_samples: int = 200
     threshold_samples: int = 60
+    max_time: float = 0.0  # if > 0: the simulated time of a periodic run, whatever its periods
+
+    @classmethod
+    def for_network(cls, system: str, network: str) -> "Settings":
+        """The settings of `network`: the packet model simulates every packet, about 400 times
+        slower than the fluid one (docs/benchmarks.md), so its runs are shorter: 5 ms of
+        periodic traffic, checkpoints of 5 requests per client, 20 MPI and 5 I/O samples."""
+        if network == "fluid":
+            return cls(system=system)
+        return cls(
+            system=system,
+            network=network,
+            checkpoint_requests=5,
+            throttle_mpi_samples=20,
+            threshold_samples=5,
+            max_time=5e-3,
+        )
 
 
 def _fmt_interval(seconds: float) -> str:
@@ -109,14 +127,14 @@ def _document(
         # A fixed simulated time instead of a sample count, so that a fast background job does
         # not run for as long as a slow measured one needs for its samples.
         slowest = max(mpi["interval"], io["interval"], 1e-3)
-        run["max_time"] = settings.periods * slowest
+        run["max_time"] = settings.max_time or settings.periods * slowest
         for job in (mpi, io):
             job.setdefault("samples", 10**9)
     for job in (mpi, io):
         job.setdefault("warmup", settings.warmup)
     return {
         "scenario": {"name": name, "seed": settings.seed},
-        "network": {"preset": settings.system},
+        "network": {"preset": settings.system, "model": settings.network},
         "servers": {"placement": server_placement},
         "jobs": {"placement": job_placement, "io_fraction": io_fraction},
         "mpi": mpi,
@@ -433,7 +451,8 @@ def report_rows(experiment: str, cases: list[Case]) -> list[tuple[str, str, str]
 
 def markdown(experiments: dict[str, list[Case]], settings: Settings) -> str:
     lines = [
-        f"System: `{settings.system}` preset, seed {settings.seed}.",
+        f"System: `{settings.system}` preset, {settings.network} network model,"
+        f" seed {settings.seed}.",
         "",
     ]
     for experiment, cases in experiments.items():
