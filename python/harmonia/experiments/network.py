@@ -60,7 +60,7 @@ class Settings:
 
     @classmethod
     def for_network(cls, system: str, network: str) -> "Settings":
-        """The settings of `network`: the packet model simulates every packet, about 400 times
+        """The settings of `network`: the packet model simulates every packet, hundreds of times
         slower than the fluid one (docs/benchmarks.md), so its runs are shorter: 5 ms of
         periodic traffic, checkpoints of 5 requests per client, 20 MPI and 5 I/O samples."""
         if network == "fluid":
