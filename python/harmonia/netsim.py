@@ -18,6 +18,7 @@ from typing import Annotated, Any, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from harmonia.netsim_models import NetworkModelName
 from harmonia.scenario import (
     Duration,
     Name,
@@ -31,7 +32,6 @@ from harmonia.scenario import (
 from harmonia.simulator import find_tool
 
 TRAFFIC = ("mpi", "io")
-NetworkModelName = Literal["fluid", "packet"]
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ from rich.console import Console
 from rich.table import Table
 
 from harmonia.cli import EXIT_FAILED, EXIT_INVALID, fail, progress_bar
-from harmonia.netsim import NetworkModelName
+from harmonia.netsim_models import NetworkModelName
 from harmonia.simulator import SimulatorNotFound
 
 

@@ -16,7 +16,7 @@ from harmonia.cli.reproduce_pricing import reproduce_pricing
 from harmonia.cli.reproduce_reads import reproduce_reads
 from harmonia.cli.reproduce_slurm import reproduce_slurm
 from harmonia.cli.sim import run_scenario
-from harmonia.netsim import NetworkModelName
+from harmonia.netsim_models import NetworkModelName
 
 
 def reproduce(
