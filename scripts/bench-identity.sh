@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# Connection set-up and per-request round trips of harmonia-schedd over TCP, without and with
-# MUNGE authentication (docs/benchmarks.md, "Identity"). Runs REPEAT times (default 5) with COUNT
-# fresh jobs each (default 1000) and prints one JSON line per run:
+# Connection set-up and per-request round trips of harmonia-schedd by how it knows its peers'
+# users (docs/benchmarks.md, "Identity"): a Unix socket (SO_PEERCRED), loopback TCP with the
+# kernel's socket table (--auth peer) and TCP with a MUNGE credential (--auth munge). Runs REPEAT
+# times (default 5) with COUNT fresh jobs each (default 1000) and prints one JSON line per run
+# and way:
 #   scripts/bench-identity.sh [BUILD] [REPEAT] [COUNT]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -18,22 +20,27 @@ cleanup() {
 }
 trap cleanup EXIT
 socket=$(scripts/munged.sh start "$work/munged")
-start_schedd() {  # AUTH: prints the TCP port
-  "$build/src/schedd/harmonia-schedd" --socket "" --tcp 127.0.0.1:0 --auth "$1" \
-    --munge-socket "$socket" >"$work/schedd-$1.out" 2>"$work/schedd-$1.err" &
+start_schedd() {  # NAME AUTH [OPTIONS...]: prints the TCP port
+  name=$1 auth=$2
+  shift 2
+  "$build/src/schedd/harmonia-schedd" --tcp 127.0.0.1:0 --auth "$auth" --munge-socket "$socket" \
+    "$@" >"$work/schedd-$name.out" 2>"$work/schedd-$name.err" &
   pids+=($!)
   for _ in $(seq 100); do
-    grep -q tcp_port= "$work/schedd-$1.out" 2>/dev/null && break
+    grep -q tcp_port= "$work/schedd-$name.out" 2>/dev/null && break
     sleep 0.05
   done
-  sed -n 's/^tcp_port=//p' "$work/schedd-$1.out"
+  sed -n 's/^tcp_port=//p' "$work/schedd-$name.out"
 }
-plain=$(start_schedd none)
-munge=$(start_schedd munge)
+peer=$(start_schedd peer peer --socket "$work/schedd.sock")
+munge=$(start_schedd munge munge --socket "")
+rtt() {  # WAY ADDRESS MUNGE_SOCKET
+  echo "{\"run\": $run, \"auth\": \"$1\", \"result\": $(HARMONIA_MUNGE_SOCKET=$3 \
+    "$build/src/schedd/harmonia-schedctl" --address "$2" rtt --count "$count")}"
+}
 for run in $(seq "$repeat"); do
-  # Without munged at the client no credential is made: the connection carries no identity.
-  echo "{\"run\": $run, \"auth\": \"none\", \"result\": $(HARMONIA_MUNGE_SOCKET=$work/none \
-    "$build/src/schedd/harmonia-schedctl" --address "tcp:127.0.0.1:$plain" rtt --count "$count")}"
-  echo "{\"run\": $run, \"auth\": \"munge\", \"result\": $(HARMONIA_MUNGE_SOCKET=$socket \
-    "$build/src/schedd/harmonia-schedctl" --address "tcp:127.0.0.1:$munge" rtt --count "$count")}"
+  # Without munged at the client no credential is made: the kernel names the peer.
+  rtt unix "$work/schedd.sock" "$work/none"
+  rtt peer "tcp:127.0.0.1:$peer" "$work/none"
+  rtt munge "tcp:127.0.0.1:$munge" "$socket"
 done

@@ -7,6 +7,7 @@ import json
 import os
 import shutil
 import signal
+import stat
 import subprocess
 import tempfile
 import time
@@ -37,13 +38,44 @@ class ClusterError(Exception):
 SCHEDD_PORT, NODE_PORT = 7000, 7080
 
 
+def check_run_directory(directory: Path) -> None:
+    """A directory for daemons' sockets, logs, pid files and env.sh must be the caller's alone:
+    made here if missing (mode 0755: users reach the sockets and env.sh, nobody else writes
+    there), and refused by name when it is a symbolic link, not the caller's, or writable by
+    others (another user could plant links for root to write through, or replace env.sh)."""
+    try:
+        directory.mkdir(mode=0o755, parents=True)
+    except FileExistsError:
+        pass
+    st = directory.lstat()
+    uid = os.getuid()
+    if stat.S_ISLNK(st.st_mode) or not stat.S_ISDIR(st.st_mode):
+        raise ClusterError(f"{directory}: not a directory of its own (a symbolic link, or a file)")
+    if st.st_uid != uid:
+        raise ClusterError(f"{directory}: belongs to uid {st.st_uid}, not to this user "
+                           f"(uid {uid}): choose another --dir")  # fmt: skip
+    if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        raise ClusterError(f"{directory}: writable by others (mode "
+                           f"{stat.S_IMODE(st.st_mode):04o}): choose another --dir, or "
+                           f"chmod go-w it")  # fmt: skip
+
+
+def write_private(path: Path, text: str, mode: int = 0o644) -> None:
+    """Writes `path` anew, as a file this process makes (O_EXCL), never through a link."""
+    path.unlink(missing_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, mode)
+    with os.fdopen(fd, "w") as out:
+        out.write(text)
+
+
 @dataclass(frozen=True)
 class Hosts:
     """Daemons and jobs on hosts of their own (scripts/testbed.py): each host a network
     namespace with its own address. The scheduler listens on its address (and on its Unix
     socket, for status), the nodes on theirs, and jobs run in the compute hosts' namespaces
-    and reach the daemons by address. With `munge_socket` every TCP connection authenticates
-    (--auth munge); without, the scheduler trusts TCP nodes (--trust-tcp-nodes)."""
+    and reach the daemons by address. Every TCP connection authenticates with a credential of
+    the munged at `munge_socket` (--auth munge): the daemons serve nobody whose user they do not
+    know, and peers on other hosts can only say so with MUNGE."""
 
     schedd: tuple[str, str]  # namespace, address
     buffers: tuple[tuple[str, str], ...]
@@ -69,7 +101,12 @@ class Hosts:
         return f"{self.schedd[1]}:{SCHEDD_PORT}"
 
     def auth(self) -> list[str]:
-        return ["--auth", "munge", "--munge-socket", self.munge_socket] if self.munge_socket else []
+        if not self.munge_socket:
+            raise ClusterError(
+                "daemons on hosts of their own need MUNGE (their peers are on other hosts): "
+                "start munged (scripts/munged.sh) and give its socket"
+            )
+        return ["--auth", "munge", "--munge-socket", self.munge_socket]
 
 
 @dataclass(frozen=True)
@@ -88,6 +125,9 @@ class ClusterSettings:
     device_root: Path | None = None  # where the nodes' devices bb0/.. go (default: directory)
     sync: str = "none"  # when nodes acknowledge: none (page cache) or data (on the device)
     idle_timeout: float | None = None  # seconds before a node closes an idle connection
+    # The share of all buffers one job's phase may ask for (fair admission); experiments that
+    # compare with the simulator, which has no such bound, use 1.
+    max_phase_share: float = 0.5
     hosts: Hosts | None = None  # hosts of their own (network namespaces); None: all on loopback
 
     def __post_init__(self) -> None:
@@ -164,7 +204,11 @@ class BufferCluster:
         if s.hosts is not None and len(s.hosts.buffers) < s.buffers:
             raise ClusterError(f"buffers: {s.buffers}, but the test bed has "
                                f"{len(s.hosts.buffers)} buffer hosts")  # fmt: skip
-        self.pfs.mkdir(parents=True, exist_ok=True)
+        check_run_directory(s.directory)
+        # The PFS is every user's, as /tmp is: each may make files there, none remove another's.
+        self.pfs.mkdir(exist_ok=True)
+        if os.getuid() == 0:
+            self.pfs.chmod(0o1777)
         self.start_schedd()
         self.nodes = [None] * s.buffers
         for k in range(s.buffers):
@@ -182,9 +226,8 @@ class BufferCluster:
         self.socket.unlink(missing_ok=True)
         where: list[str] = []
         if s.hosts is not None:
-            auth = s.hosts.auth() or ["--trust-tcp-nodes"]
             where = [*s.hosts.run_in(s.hosts.schedd[0]), str(schedd),
-                     "--tcp", s.hosts.schedd_address, *auth]  # fmt: skip
+                     "--tcp", s.hosts.schedd_address, *s.hosts.auth()]  # fmt: skip
         else:
             where = [str(schedd)]
         self.schedd = subprocess.Popen(
@@ -195,11 +238,12 @@ class BufferCluster:
              "--flush-threshold", str(s.flush_threshold),
              "--backup-flushers", str(s.backup_flushers),
              "--phase-bytes", str(s.phase_bytes), "--stripe", str(s.stripe),
+             "--max-phase-share", str(s.max_phase_share),
              "--record", str(self.record)],
             stdout=subprocess.DEVNULL, stderr=self._log("schedd"), text=True,
         )  # fmt: skip
         self._wait(lambda: self.socket.exists(), "harmonia-schedd did not start", self.schedd)
-        (self.settings.directory / "schedd.pid").write_text(f"{self.schedd.pid}\n")
+        self._write("schedd.pid", f"{self.schedd.pid}\n")
 
     def revive(self) -> list[str]:
         """Starts again every daemon that exited (a node recovers its log and keeps its slot;
@@ -231,7 +275,7 @@ class BufferCluster:
     def start_node(self, k: int) -> None:
         """Starts node k (again, after a crash: it recovers its log and keeps its slot)."""
         device = self.settings.device(k)
-        device.mkdir(parents=True, exist_ok=True)
+        device.mkdir(mode=0o700, parents=True, exist_ok=True)
         bbd = find_tool("harmonia-bbd", "HARMONIA_BBD", "src/bbd/harmonia-bbd")
         port_file = self.settings.directory / f"bb{k}.port"
         hosts = self.settings.hosts
@@ -243,7 +287,7 @@ class BufferCluster:
                    "--sync", self.settings.sync]  # fmt: skip
         if hosts is not None:
             command += hosts.auth()
-            port_file.write_text(f"{NODE_PORT}\n")
+            self._write(port_file.name, f"{NODE_PORT}\n")
         if self.settings.idle_timeout is not None:
             command += ["--idle-timeout", str(self.settings.idle_timeout)]
         if port_file.exists():  # a restart keeps its address, hence its slot
@@ -259,8 +303,8 @@ class BufferCluster:
             raise ClusterError(
                 f"harmonia-bbd {k} did not start; see {self.settings.directory / f'bb{k}.log'}"
             )
-        port_file.write_text(line.split("=", 1)[1].strip())
-        (self.settings.directory / f"bb{k}.pid").write_text(f"{node.pid}\n")
+        self._write(port_file.name, line.split("=", 1)[1].strip())
+        self._write(f"bb{k}.pid", f"{node.pid}\n")
         self.nodes[k] = node
 
     def node_host(self, k: int) -> str:
@@ -361,7 +405,15 @@ class BufferCluster:
         return {}
 
     def _log(self, name: str) -> Any:
-        return (self.settings.directory / f"{name}.log").open("a")
+        fd = os.open(self.settings.directory / f"{name}.log",
+                     os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC,
+                     0o640)  # fmt: skip
+        return os.fdopen(fd, "a")
+
+    def _write(self, name: str, text: str) -> None:
+        """Writes the run directory's file `name` anew: never through a link, never into a file
+        someone else made (the directory is the caller's alone: check_run_directory)."""
+        write_private(self.settings.directory / name, text)
 
     @staticmethod
     def _wait(

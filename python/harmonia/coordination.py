@@ -35,7 +35,9 @@ class _Table(BaseModel):
 
 class Schedd(_Table):
     socket: str = DEFAULT_SOCKET  # "" to listen on TCP only
-    tcp: str = ""  # "HOST:PORT"; with auth = "munge" every TCP client must authenticate
+    # "HOST:PORT": a loopback address (its peers known from the kernel), or, with auth = "munge",
+    # any address (every TCP client from another host authenticates)
+    tcp: str = ""
     strategy: Annotated[str, one_of(strategy_names)] = "none"
     flush_order: Annotated[str, one_of(flush_order_names)] = "free"
     # seconds, flush_order=window
@@ -62,7 +64,7 @@ class Schedd(_Table):
     )
     max_ranks: int = Field(default=1 << 20, ge=1, le=1 << 30)  # processes a job may declare
     # Identity (docs/security.md): TCP clients prove their user with MUNGE ("munge") or not.
-    auth: Literal["none", "munge"] = "none"
+    auth: Literal["peer", "munge"] = "peer"
     munge_socket: str = ""  # munged's socket ("": HARMONIA_MUNGE_SOCKET, else munged's own)
     auth_window: float = Field(default=60.0, ge=1, le=3600, allow_inf_nan=False)  # seconds
     admin_uids: list[Annotated[int, Field(ge=0, le=(1 << 32) - 2)]] = []  # act for any job

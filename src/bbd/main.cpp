@@ -61,7 +61,15 @@ std::atomic<unsigned> open_connections{0};
 struct Limits {
   unsigned max_connections = 512;
   int idle_timeout_ms = 300'000;  ///< 0: never
+  /// Connections one peer (one user, or one address before it authenticates) may hold, and the
+  /// slots only root and the administrators may take: nobody can take every slot.
+  unsigned per_peer = 64;
+  unsigned reserved = 16;
 };
+
+/// Connections open now per peer (limits.per_peer).
+std::mutex peers_mutex;
+std::map<std::string, unsigned> open_per_peer;
 
 /// Writes "harmonia-bbd: LINE" to stderr at most once a second per `kind` of line, saying how
 /// many were left out since (a client opening connections in a loop must not fill the log).
@@ -128,6 +136,11 @@ struct Buffer {
 /// The first piece of a frame or payload read into memory; then at most as much again as
 /// arrived (the buffer doubles only as its bytes come in).
 constexpr std::size_t kFirstPiece = 64 * 1024;
+/// Before a connection has an identity (a TCP peer on another host, which must send a MUNGE
+/// credential first): its frames may be this large at most, carry no payload, and must come
+/// within this many milliseconds. Nothing larger is read into memory for an unknown peer.
+constexpr std::size_t kMaxUnauthenticatedFrame = 4096;
+constexpr int kAuthenticateWithinMs = 10'000;
 
 /// One client connection's socket, with the idle timeout its reads and writes obey.
 struct Peer {
@@ -135,6 +148,8 @@ struct Peer {
   int idle_timeout_ms;
   /// The worker is answering a request: the client waits for it, so its silence is not idleness.
   std::atomic<bool> busy{false};
+  /// The connection has an identity: until then its requests are small and must come soon.
+  std::atomic<bool> authenticated{false};
 
   /// Receives exactly `length` bytes; false at the end of the stream, on an error, or when no byte
   /// came for the idle timeout while no request was being answered (an idle client, or a sender
@@ -146,10 +161,13 @@ struct Peer {
   /// Waits until the socket has bytes (or its end); false after the idle timeout passed with
   /// nothing to read and no request being answered.
   bool readable_in_time() {
-    if (idle_timeout_ms <= 0) return true;
+    // A connection that has not authenticated gets a short while to do it, whatever the idle
+    // timeout: a slot held by a peer that never says who it is is a slot taken from the others.
+    const int limit = authenticated.load() ? idle_timeout_ms : kAuthenticateWithinMs;
+    if (limit <= 0) return true;
     for (;;) {
       pollfd wait{fd, POLLIN, 0};
-      const int ready = poll(&wait, 1, idle_timeout_ms);
+      const int ready = poll(&wait, 1, limit);
       if (ready > 0 || (ready < 0 && errno != EINTR)) return true;  // recv tells which
       if (ready == 0 && !busy.load()) return false;
     }
@@ -169,6 +187,15 @@ struct Peer {
   }
 };
 
+/// The refusal of what a connection with no identity sent before authenticating (then closed).
+bb::Response unauthenticated(const std::string& what) {
+  bb::Response refused;
+  refused.set_code(bb::Response::UNAUTHENTICATED);
+  refused.set_message(what + " before Authenticate: this connection has no identity (send a " +
+                      "MUNGE credential first)");
+  return refused;
+}
+
 /// One request read off a connection, for the connection's worker.
 struct Received {
   bb::Request request;
@@ -182,10 +209,13 @@ void read_request(Peer& peer, Buffer& body, Received& slot) {
   std::uint8_t header[control::kHeaderBytes];
   std::size_t length = 0;
   long long raw = 0;
+  const bool known = peer.authenticated.load();
+  const std::size_t most = known ? kMaxRequestBytes : kMaxUnauthenticatedFrame;
   if (!peer.receive(reinterpret_cast<char*>(header), sizeof(header))) {
     slot.last = true;
-  } else if ((length = control::frame_length(header)) > kMaxRequestBytes) {
-    slot.refusal = refuse_oversized("frame", length, kMaxRequestBytes);
+  } else if ((length = control::frame_length(header)) > most) {
+    slot.refusal = known ? refuse_oversized("frame", length, most)
+                         : unauthenticated("a frame of " + std::to_string(length) + " bytes");
     slot.last = true;  // the stream cannot be resynchronised
   } else if (!peer.receive_growing(body, length)) {
     slot.last = true;
@@ -195,6 +225,9 @@ void read_request(Peer& peer, Buffer& body, Received& slot) {
     slot.refusal = refuse_oversized(
         "payload", static_cast<std::size_t>(slot.request.write().payload()), kMaxPayloadBytes);
     slot.last = true;
+  } else if (raw > 0 && !known) {
+    slot.refusal = unauthenticated("a write's payload");
+    slot.last = true;  // its bytes are never read
   } else if (raw > 0 && !peer.receive_growing(slot.payload, static_cast<std::size_t>(raw))) {
     slot.last = true;
   }
@@ -204,9 +237,12 @@ void read_request(Peer& peer, Buffer& body, Received& slot) {
 /// One client connection: frames in, one response each, in order. Two stages: this thread reads
 /// requests (frames and raw payloads, into buffers that grow as their bytes arrive) while a worker
 /// stores the previous one and answers it; two buffers go round between them.
-void serve(Store& store, int fd, const Limits& limits, const Access& access) {
+void serve(Store& store, int fd, const Limits& limits, const Access& access,
+           std::optional<harmonia::common::Identity> known) {
   Peer peer{fd, limits.idle_timeout_ms};
-  Session session;  // the worker's: an Authenticate sets it, for the connection's life
+  // The worker's: the kernel's word for a peer on this host, else an Authenticate sets it.
+  Session session{known};
+  peer.authenticated = known.has_value();
   if (limits.idle_timeout_ms > 0) {  // a client that stops reading its replies times out too
     const timeval timeout{limits.idle_timeout_ms / 1000, (limits.idle_timeout_ms % 1000) * 1000};
     setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &timeout, sizeof(timeout));
@@ -240,6 +276,7 @@ void serve(Store& store, int fd, const Limits& limits, const Access& access) {
             try {
               response = answer(store, access, session, next->request,
                                 std::string_view(next->payload.data.get(), raw));
+              if (session.who) peer.authenticated = true;
               if (response.code() == bb::Response::UNAUTHENTICATED ||
                   response.code() == bb::Response::FORBIDDEN)
                 log_limited(kRefused,
@@ -280,8 +317,10 @@ void serve(Store& store, int fd, const Limits& limits, const Access& access) {
   for (bool last = false; !last;) {
     std::unique_ptr<Received> slot;
     {
+      // Until the connection has an identity, one request at a time: the next is read with the
+      // limits of an unknown peer or of the user an Authenticate just named, not of a guess.
       std::unique_lock lock(mutex);
-      changed.wait(lock, [&] { return !empty.empty(); });
+      changed.wait(lock, [&] { return peer.authenticated ? !empty.empty() : empty.size() == 2; });
       slot = std::move(empty.front());
       empty.pop_front();
     }
@@ -310,21 +349,47 @@ void serve(Store& store, int fd, const Limits& limits, const Access& access) {
 /// Serves `fd` on a thread of its own, counted in open_connections; refuses it (an ERROR reply,
 /// then closed) beyond `limits.max_connections` or when no thread can be started.
 void start_connection(Store& store, int fd, const Limits& limits, const Access& access) {
-  if (open_connections.fetch_add(1) >= limits.max_connections) {
-    open_connections.fetch_sub(1);
-    const std::string why = "too many connections (at most " +
-                            std::to_string(limits.max_connections) + ", --max-connections)";
-    log_limited(kTooMany, why + ": connection refused");
+  // Who it is, when the kernel says (--auth peer: a client on this host); with --auth munge a
+  // client says so with a credential. The key its connections count under.
+  const auto known = access.check_credential ? std::nullopt : harmonia::common::peer_identity(fd);
+  const std::string peer_key =
+      harmonia::common::peer_key(fd, known ? std::optional<uid_t>(known->uid) : std::nullopt);
+  const bool privileged = known && (known->uid == 0 || access.admins.contains(known->uid));
+  std::string why;
+  {
+    std::lock_guard lock(peers_mutex);
+    const unsigned open = open_connections.load();
+    if (open >= limits.max_connections)
+      why = "too many connections (at most " + std::to_string(limits.max_connections) +
+            ", --max-connections)";
+    else if (!privileged && open + limits.reserved >= limits.max_connections)
+      why = "its last " + std::to_string(limits.reserved) +
+            " connections are kept for root and the administrators";
+    else if (!privileged && open_per_peer[peer_key] >= limits.per_peer)
+      why = "too many connections from " + peer_key + " (at most " +
+            std::to_string(limits.per_peer) + " each)";
+    if (why.empty()) {
+      ++open_per_peer[peer_key];
+      open_connections.fetch_add(1);
+    }
+  }
+  if (!why.empty()) {
+    log_limited(kTooMany, why + ": connection of " + peer_key + " refused");
     refuse_and_close(fd, refusal("the node is busy: " + why));
     return;
   }
+  const auto finished = [peer_key] {
+    std::lock_guard lock(peers_mutex);
+    open_connections.fetch_sub(1);
+    if (--open_per_peer[peer_key] == 0) open_per_peer.erase(peer_key);
+  };
   try {
-    std::thread([&store, fd, &limits, &access] {
-      serve(store, fd, limits, access);
-      open_connections.fetch_sub(1);
+    std::thread([&store, fd, &limits, &access, known, finished] {
+      serve(store, fd, limits, access, known);
+      finished();
     }).detach();
   } catch (const std::system_error& error) {
-    open_connections.fetch_sub(1);
+    finished();
     log_limited(kThreads, std::string("cannot start a connection thread (") + error.what() +
                               "): connection refused");
     refuse_and_close(fd, refusal("the node cannot start a thread for this connection"));
@@ -466,12 +531,13 @@ int main(int argc, char** argv) {
       ->capture_default_str()
       ->check(CLI::Range(0.0, 86400.0));
   static Access access;  // outlives the detached connection threads
-  std::string auth = "none", munge_socket = harmonia::common::munge_socket_from_environment();
+  std::string auth = "peer", munge_socket = harmonia::common::munge_socket_from_environment();
   double auth_window = 60;
   cli.add_option("--auth", auth,
-                 "munge (every connection must authenticate with a MUNGE credential first) or "
-                 "none (connections that do not act as the node's own user)")
-      ->check(CLI::IsMember({"none", "munge"}))
+                 "How a connection's user is known: peer (from the kernel, for clients on this "
+                 "host; --listen must then be a loopback address) or munge (clients on other "
+                 "hosts authenticate with a MUNGE credential first)")
+      ->check(CLI::IsMember({"peer", "munge"}))
       ->capture_default_str();
   cli.add_option("--munge-socket", munge_socket,
                  "munged's socket (default: HARMONIA_MUNGE_SOCKET, else munged's own)");
@@ -482,11 +548,11 @@ int main(int argc, char** argv) {
   cli.add_option("--admin-uid", access.admins.uids,
                  "A user who may act on any user's files (repeatable; root always may)");
   CLI11_PARSE(cli, argc, argv);
-  access.require_identity = auth == "munge";
   static harmonia::common::CredentialChecker checker("harmonia-bbd", munge_socket, auth_window);
-  access.check_credential = [](const std::string& credential, std::string& why) {
-    return checker.check(credential, why);
-  };
+  if (auth == "munge")
+    access.check_credential = [](const std::string& credential, std::string& why) {
+      return checker.check(credential, why);
+    };
   google::protobuf::SetLogHandler(nullptr);
   // One descriptor per connection and per open log: raise the soft limit to the hard one.
   rlimit files{};
@@ -500,6 +566,8 @@ int main(int argc, char** argv) {
   limits.max_connections = max_connections > 0
                                ? max_connections
                                : static_cast<unsigned>(std::clamp(descriptors / 2, 1ULL, 512ULL));
+  limits.reserved = std::min(16U, limits.max_connections / 4);
+  limits.per_peer = std::max(1U, std::min(64U, (limits.max_connections - limits.reserved) / 2));
   limits.idle_timeout_ms = static_cast<int>(std::lround(idle_timeout * 1000));
   if (idle_timeout > 0 && limits.idle_timeout_ms == 0) limits.idle_timeout_ms = 1;
   signal(SIGPIPE, SIG_IGN);
@@ -514,6 +582,16 @@ int main(int argc, char** argv) {
     if (sync == "data") store.sync_writes();
     std::uint16_t port = 0;
     const int listener = harmonia::common::listen_tcp(listen_on, "--listen", 0, port);
+    // No request is served without an identity: a node that may not learn its clients' users
+    // from the kernel must have them authenticate.
+    if (auth != "munge" && !harmonia::common::loopback_only(listener)) {
+      std::fprintf(stderr,
+                   "harmonia-bbd: --listen %s: not a loopback address, and clients on other "
+                   "hosts can only say who they are with a MUNGE credential: start with --auth "
+                   "munge (or listen on 127.0.0.1)\n",
+                   listen_on.c_str());
+      return 2;
+    }
     std::printf("port=%u\n", port);
     std::fflush(stdout);
     const auto held = store.held();
@@ -521,9 +599,16 @@ int main(int argc, char** argv) {
                  held.size(), static_cast<unsigned long long>(store.stats().used),
                  static_cast<unsigned long long>(*capacity));
     std::fprintf(stderr,
-                 "harmonia-bbd: at most %u connections (--max-connections), %llu descriptors "
-                 "(RLIMIT_NOFILE), idle timeout %g s (--idle-timeout), auth %s\n",
-                 limits.max_connections, descriptors, idle_timeout, auth.c_str());
+                 "harmonia-bbd: at most %u connections (--max-connections), %u per user, %u "
+                 "kept for root and administrators, %llu descriptors (RLIMIT_NOFILE), idle "
+                 "timeout %g s (--idle-timeout), auth %s\n",
+                 limits.max_connections, limits.per_peer, limits.reserved, descriptors,
+                 idle_timeout, auth.c_str());
+    if (geteuid() != 0)
+      std::fprintf(stderr,
+                   "harmonia-bbd: runs as uid %u, not root: it writes and drains for uid %u "
+                   "alone (other users' requests are refused)\n",
+                   geteuid(), geteuid());
     if (advertise.empty()) advertise = host_of(listen_on) + ":" + std::to_string(port);
     store.set_fence_node(advertise);
     Monitor monitor(store, schedd, advertise, threshold, in_flight);

@@ -67,7 +67,9 @@ bb::Response answer(Store& store, const Access& access, Session& session,
                            std::to_string(session.who->uid));
       return response;
     }
-    std::string why = "this node takes no credentials";
+    std::string why =
+        "this node takes no credentials (--auth peer: it knows its clients from the kernel; "
+        "clients on other hosts need --auth munge)";
     session.who = access.check_credential
                       ? access.check_credential(request.authenticate().credential(), why)
                       : std::nullopt;
@@ -78,16 +80,14 @@ bb::Response answer(Store& store, const Access& access, Session& session,
       response.set_message(why);
     return response;
   }
-  if (!session.who && access.require_identity) {
+  if (!session.who) {
     response.set_code(bb::Response::UNAUTHENTICATED);
     response.set_message(
-        "this connection has no identity: send Authenticate with a MUNGE credential first "
-        "(harmonia-bbd --auth munge)");
+        "this connection has no identity: from another host, send Authenticate with a MUNGE "
+        "credential first (harmonia-bbd --auth munge)");
     return response;
   }
-  const Caller caller = session.who ? Caller{session.who->uid, session.who->gid,
-                                             access.admins.contains(session.who->uid)}
-                                    : Caller::node();
+  const Caller caller{session.who->uid, session.who->gid, access.admins.contains(session.who->uid)};
   std::string why;
   Status status = Status::Ok;
   switch (request.body_case()) {

@@ -16,9 +16,6 @@ namespace harmonia::bbd {
 
 /// Who may ask what of this node (docs/security.md, "Identity").
 struct Access {
-  /// Requests with no identity (no Authenticate yet) are refused (--auth munge); else they act
-  /// as the node's own user.
-  bool require_identity = false;
   common::Administrators admins;
   /// Decodes an Authenticate's credential (common::CredentialChecker); unset: none is accepted.
   std::function<std::optional<common::Identity>(const std::string&, std::string&)> check_credential;

@@ -1,7 +1,10 @@
 #include "common/identity.hpp"
 
+#include <arpa/inet.h>
 #include <grp.h>
 #include <munge.h>
+#include <netdb.h>
+#include <netinet/in.h>
 #include <pwd.h>
 #include <sys/fsuid.h>
 #include <sys/socket.h>
@@ -11,6 +14,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
@@ -32,11 +36,88 @@ munge_ctx_t context_for(const std::string& socket) {
 
 }  // namespace
 
-std::optional<Identity> peer_identity(int unix_fd) {
-  ucred credentials{};
-  socklen_t length = sizeof(credentials);
-  if (getsockopt(unix_fd, SOL_SOCKET, SO_PEERCRED, &credentials, &length) != 0) return {};
-  return Identity{credentials.uid, credentials.gid};
+namespace {
+
+/// An address as /proc/net/tcp and tcp6 print it ("0100007F:1F90"): each 32-bit word of the
+/// address as the kernel holds it, in hexadecimal, then the port.
+std::string proc_address(const sockaddr_storage& address) {
+  char text[64];
+  if (address.ss_family == AF_INET) {
+    const auto& in = reinterpret_cast<const sockaddr_in&>(address);
+    std::snprintf(text, sizeof(text), "%08X:%04X", in.sin_addr.s_addr, ntohs(in.sin_port));
+  } else {
+    const auto& in6 = reinterpret_cast<const sockaddr_in6&>(address);
+    std::uint32_t words[4];
+    std::memcpy(words, &in6.sin6_addr, sizeof(words));
+    std::snprintf(text, sizeof(text), "%08X%08X%08X%08X:%04X", words[0], words[1], words[2],
+                  words[3], ntohs(in6.sin6_port));
+  }
+  return text;
+}
+
+/// The user whose socket on this host is connected from `peer` to `local`: the owner of the
+/// kernel's entry for it in /proc/net/tcp (or tcp6), as identd finds it.
+std::optional<uid_t> socket_owner(const sockaddr_storage& peer, const sockaddr_storage& local) {
+  const std::string want_local = proc_address(peer), want_remote = proc_address(local);
+  FILE* table = std::fopen(peer.ss_family == AF_INET ? "/proc/net/tcp" : "/proc/net/tcp6", "re");
+  if (!table) return {};
+  std::optional<uid_t> owner;
+  char line[512];
+  while (!owner && std::fgets(line, sizeof(line), table)) {
+    char from[64], to[64];
+    unsigned state = 0, uid = 0;
+    if (std::sscanf(line, " %*u: %63s %63s %x %*s %*s %*s %u", from, to, &state, &uid) == 4 &&
+        state == 1 /* ESTABLISHED */ && want_local == from && want_remote == to)
+      owner = static_cast<uid_t>(uid);
+  }
+  std::fclose(table);
+  return owner;
+}
+
+}  // namespace
+
+std::string peer_key(int fd, std::optional<uid_t> uid) {
+  if (uid) return "uid " + std::to_string(*uid);
+  sockaddr_storage address{};
+  socklen_t length = sizeof(address);
+  char host[NI_MAXHOST] = "?";
+  if (getpeername(fd, reinterpret_cast<sockaddr*>(&address), &length) == 0)
+    getnameinfo(reinterpret_cast<sockaddr*>(&address), length, host, sizeof(host), nullptr, 0,
+                NI_NUMERICHOST);
+  return std::string("address ") + host;
+}
+
+bool loopback(const sockaddr_storage& address) {
+  if (address.ss_family == AF_INET)
+    return (ntohl(reinterpret_cast<const sockaddr_in&>(address).sin_addr.s_addr) >> 24) == 127;
+  if (address.ss_family != AF_INET6) return false;
+  const in6_addr& in6 = reinterpret_cast<const sockaddr_in6&>(address).sin6_addr;
+  if (IN6_IS_ADDR_LOOPBACK(&in6)) return true;
+  return IN6_IS_ADDR_V4MAPPED(&in6) && in6.s6_addr[12] == 127;
+}
+
+std::optional<Identity> peer_identity(int fd) {
+  sockaddr_storage local{}, peer{};
+  socklen_t local_length = sizeof(local), peer_length = sizeof(peer);
+  if (getsockname(fd, reinterpret_cast<sockaddr*>(&local), &local_length) != 0) return {};
+  if (local.ss_family == AF_UNIX) {
+    ucred credentials{};
+    socklen_t length = sizeof(credentials);
+    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &credentials, &length) != 0) return {};
+    return Identity{credentials.uid, credentials.gid};
+  }
+  if ((local.ss_family != AF_INET && local.ss_family != AF_INET6) ||
+      getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &peer_length) != 0 || !loopback(peer))
+    return {};
+  const auto uid = socket_owner(peer, local);
+  if (!uid) return {};
+  // The primary group of that user, as SO_PEERCRED would give it.
+  passwd entry{};
+  passwd* user = nullptr;
+  std::vector<char> text(16384);
+  const gid_t gid =
+      getpwuid_r(*uid, &entry, text.data(), text.size(), &user) == 0 && user ? user->pw_gid : *uid;
+  return Identity{*uid, gid};
 }
 
 std::string munge_socket_from_environment() {

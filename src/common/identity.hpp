@@ -9,6 +9,7 @@
 /// munged decoded it), only for the service it was made for (its payload), and only within
 /// `window` seconds of its making (its encode time, checked here as well as munged's TTL).
 
+#include <sys/socket.h>
 #include <sys/types.h>
 
 #include <cstdint>
@@ -25,8 +26,17 @@ struct Identity {
   gid_t gid = 0;
 };
 
-/// The user at the other end of a connected Unix socket, or nothing.
-std::optional<Identity> peer_identity(int unix_fd);
+/// The user at the other end of a connection, as the kernel knows it: on a Unix socket from
+/// SO_PEERCRED; on a TCP connection from this host (a loopback address at both ends) the owner
+/// of the peer's socket in the kernel's table (/proc/net/tcp, tcp6), with that user's primary
+/// group. Nothing for a TCP peer on another host (it must authenticate: MUNGE), or when the
+/// kernel does not say.
+std::optional<Identity> peer_identity(int fd);
+/// Whom a connection counts for in the daemons' limits: "uid N" when its user is known, else
+/// "address HOST" (its peer's numeric address).
+std::string peer_key(int fd, std::optional<uid_t> uid);
+/// Whether `address` (IPv4, IPv6, or IPv4 mapped in IPv6) is a loopback address.
+bool loopback(const sockaddr_storage& address);
 
 /// The munged socket clients and daemons use: HARMONIA_MUNGE_SOCKET, else "" (munged's own
 /// default, /run/munge/munge.socket.2).

@@ -11,6 +11,8 @@
 #include <cstring>
 #include <stdexcept>
 
+#include "common/identity.hpp"
+
 namespace harmonia::common {
 
 namespace {
@@ -77,6 +79,16 @@ int connect_tcp(const std::string& spec, const std::string& label) {
   const int yes = 1;
   setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &yes, sizeof(yes));
   return fd;
+}
+
+}  // namespace harmonia::common
+
+namespace harmonia::common {
+
+bool loopback_only(int fd) {
+  sockaddr_storage address{};
+  socklen_t length = sizeof(address);
+  return getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) == 0 && loopback(address);
 }
 
 }  // namespace harmonia::common

@@ -12,6 +12,10 @@ namespace harmonia::common {
 int listen_tcp(const std::string& spec, const std::string& label, int socket_flags,
                std::uint16_t& port);
 
+/// Whether the listening socket `fd` is bound to a loopback address only (its peers are then
+/// all on this host, and the kernel can tell who they are: common::peer_identity).
+bool loopback_only(int fd);
+
 /// A connected socket to `spec` ("HOST:PORT"), with TCP_NODELAY. Throws std::runtime_error
 /// reading "LABEL SPEC: reason".
 int connect_tcp(const std::string& spec, const std::string& label);

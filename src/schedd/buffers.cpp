@@ -67,19 +67,20 @@ BufferBroker::BufferBroker(BufferConfig config, double origin)
 BufferBroker::~BufferBroker() = default;
 
 double BufferConfig::phase_bound() const {
-  const double pool = capacity * count;
-  return max_phase_bytes > 0 ? std::min(max_phase_bytes, pool) : pool;
+  const double share = max_phase_share * capacity * count;
+  return max_phase_bytes > 0 ? std::min(max_phase_bytes, share) : share;
 }
 
-BrokerJob BufferBroker::add_job(const std::string& key, const std::string& name,
-                                std::uint32_t ranks, std::int32_t priority, double declared_bytes,
-                                bool cached, double now, const std::string& user,
-                                const std::string& io_qos) {
+BrokerJob BufferBroker::add_job(const std::string& key, const std::string& label,
+                                const std::string& name, std::uint32_t ranks, std::int32_t priority,
+                                double declared_bytes, bool cached, double now,
+                                const std::string& user, const std::string& io_qos) {
   const core::IoClass io_class = config_.pricing.resolve(io_qos.empty() ? "normal" : io_qos);
   advance(now);
   const auto id = static_cast<BrokerJob>(jobs_.size());
   jobs_.push_back({});
   jobs_.back().key = key;
+  jobs_.back().label = label;
   jobs_.back().ranks = std::max<std::uint32_t>(1, ranks);
   jobs_.back().registered = now_;
   job_by_key_[key] = id;
@@ -503,7 +504,7 @@ std::vector<core::AccountingRecord> BufferBroker::accounting(double now,
   auto records = core::accounting_records(*scheduler_, config_.pricing,
                                           std::max(now_, now - origin_), origin_ + clock_offset);
   for (size_t j = 0; j < records.size(); ++j) {
-    records[j].job_id = jobs_[j].key;
+    records[j].job_id = jobs_[j].label;
     records[j].ncpus = static_cast<int>(std::min<std::uint32_t>(jobs_[j].ranks, 1U << 30));
   }
   return records;
@@ -550,7 +551,7 @@ std::string BufferBroker::results_json() const {
                     {"buffer_efficiency", s.buffer_efficiency}};
   out["apps"] = ordered_json::array();
   for (size_t a = 0; a < apps.size(); ++a)
-    out["apps"].push_back({{"job", jobs_[a].key},
+    out["apps"].push_back({{"job", jobs_[a].label},
                            {"name", apps[a].name},
                            {"arrival", apps[a].arrival},
                            {"start", apps[a].start},
@@ -561,7 +562,7 @@ std::string BufferBroker::results_json() const {
                            {"bytes", apps[a].bytes}});
   out["phases"] = ordered_json::array();
   for (const auto& p : recorder.phases())
-    out["phases"].push_back({{"job", jobs_[static_cast<size_t>(p.app)].key},
+    out["phases"].push_back({{"job", jobs_[static_cast<size_t>(p.app)].label},
                              {"index", p.index},
                              {"op", p.op == core::Op::Read ? "read" : "write"},
                              {"requested", p.requested},
@@ -570,7 +571,7 @@ std::string BufferBroker::results_json() const {
                              {"size", p.bytes}});
   out["drains"] = simkit::drains_json(recorder.drains());
   out["prefetches"] = simkit::prefetches_json(
-      recorder.prefetches(), [&](int app) { return jobs_[static_cast<size_t>(app)].key; });
+      recorder.prefetches(), [&](int app) { return jobs_[static_cast<size_t>(app)].label; });
   return out.dump(2) + "\n";
 }
 

@@ -42,8 +42,11 @@ struct BufferConfig {
   std::string auto_objective = "stall";
   double phase_bytes = 64e6;  ///< per process, for a phase that declares no size
   /// Most bytes one job's phase (and a DataWarp reservation) may ask for, whatever it declares;
-  /// 0: all buffers together.
+  /// 0: no bound but max_phase_share's.
   double max_phase_bytes = 0;
+  /// The share of all buffers together one job's phase may ask for at most: a job declaring
+  /// more than there is cannot hold every buffer while others wait (fair admission).
+  double max_phase_share = 0.5;
   std::uint64_t stripe_bytes = 1 << 20;
   double report_seconds = 0.1;
   /// A node's part of a stage-in must be done within stage_in_grace seconds plus its share of
@@ -56,7 +59,8 @@ struct BufferConfig {
 
   /// The policy core's configuration; throws std::invalid_argument naming a bad setting.
   core::SchedulerConfig scheduler_config() const;
-  /// The most one job's phase may ask for: max_phase_bytes, at most all buffers together.
+  /// The most one job's phase may ask for: max_phase_share of all buffers together, and at most
+  /// max_phase_bytes when set.
   double phase_bound() const;
 };
 
@@ -74,9 +78,11 @@ class BufferBroker : private core::Actions {
   /// `user`: who runs it (the policies that share by user); empty: unknown.
   /// `io_qos`: its I/O service class (empty: normal); throws std::invalid_argument naming an
   /// unknown one before the job is added.
-  BrokerJob add_job(const std::string& key, const std::string& name, std::uint32_t ranks,
-                    std::int32_t priority, double declared_bytes, bool cached, double now,
-                    const std::string& user = {}, const std::string& io_qos = {});
+  /// `key`: the daemon's (unique, it tags the job's data on the nodes); `label`: the key as
+  /// the job's user knows it, shown in the records and accounting.
+  BrokerJob add_job(const std::string& key, const std::string& label, const std::string& name,
+                    std::uint32_t ranks, std::int32_t priority, double declared_bytes, bool cached,
+                    double now, const std::string& user = {}, const std::string& io_qos = {});
   /// The job's first process entered an I/O phase of `bytes` (0: the default size). `read`: its
   /// announced read phase (announce_read); a read phase with nothing announced reads the PFS
   /// and is no buffer phase.
@@ -144,6 +150,7 @@ class BufferBroker : private core::Actions {
   };
   struct JobState {
     std::string key;
+    std::string label;
     std::uint32_t ranks = 1;
     double registered = 0;
     bool admitted = false;

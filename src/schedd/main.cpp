@@ -148,7 +148,14 @@ int main(int argc, char** argv) {
   std::string max_phase = "0";
   group
       ->add_option("--max-phase-bytes", max_phase,
-                   "Most one job's phase may ask for, whatever it declares (0: all buffers)")
+                   "Most one job's phase may ask for, whatever it declares (0: no bound but "
+                   "--max-phase-share's)")
+      ->capture_default_str();
+  group
+      ->add_option("--max-phase-share", buffers.max_phase_share,
+                   "Share of all buffers together one job's phase may ask for at most (fair "
+                   "admission: no job holds every buffer while others wait; 1: all of them)")
+      ->check(CLI::Range(0.01, 1.0))
       ->capture_default_str();
   group->add_option("--phase-bytes", phase, "Per process, for phases that declare no size")
       ->capture_default_str();
@@ -182,16 +189,15 @@ int main(int argc, char** argv) {
   group->add_option("--buffer-node-uid", service.node_uids,
                     "A user whose processes may register buffer nodes on the Unix socket "
                     "(repeatable; root always may, and so does this daemon's own user)");
-  group->add_flag("--trust-tcp-nodes", service.trust_tcp_nodes,
-                  "Accept buffer nodes over TCP, which carries no identity (trusted networks)");
-  std::string auth = "none", munge_socket = harmonia::common::munge_socket_from_environment();
+  std::string auth = "peer", munge_socket = harmonia::common::munge_socket_from_environment();
   double auth_window = 60;
   auto* identity = cli.add_option_group("Identity", "docs/security.md");
   identity
       ->add_option("--auth", auth,
-                   "TCP connections: munge (each must authenticate with a MUNGE credential "
-                   "first) or none (those that do not act with no identity)")
-      ->check(CLI::IsMember({"none", "munge"}))
+                   "How a connection's user is known: peer (from the kernel: Unix-socket peers, "
+                   "and TCP peers on this host; --tcp must then be a loopback address) or munge "
+                   "(TCP peers on other hosts authenticate with a MUNGE credential first)")
+      ->check(CLI::IsMember({"peer", "munge"}))
       ->capture_default_str();
   identity->add_option("--munge-socket", munge_socket,
                        "munged's socket (default: HARMONIA_MUNGE_SOCKET, else munged's own)");
@@ -203,12 +209,14 @@ int main(int argc, char** argv) {
   identity->add_option("--admin-uid", service.admins.uids,
                        "A user who may act for any job (repeatable; root always may)");
   CLI11_PARSE(cli, argc, argv);
-  service.require_identity = auth == "munge";
+  server.tcp_credentials = auth == "munge";
+  server.admins = service.admins;
   auto checker = std::make_shared<harmonia::common::CredentialChecker>("harmonia-schedd",
                                                                        munge_socket, auth_window);
-  service.check_credential = [checker](const std::string& credential, std::string& why) {
-    return checker->check(credential, why);
-  };
+  if (auth == "munge")
+    service.check_credential = [checker](const std::string& credential, std::string& why) {
+      return checker->check(credential, why);
+    };
   const auto output_cap = harmonia::common::parse_size(max_output);
   if (!output_cap || *output_cap < (1U << 20)) {
     std::fprintf(stderr, "harmonia-schedd: --max-output %s: expected a size of at least 1M\n",
@@ -306,7 +314,7 @@ int main(int argc, char** argv) {
     Server listener(state, server);
     if (!server.tcp.empty()) std::printf("tcp_port=%u\n", listener.tcp_port());
     std::fprintf(
-        stderr, "harmonia-schedd: listening%s%s%s (strategy %s, flush order %s%s%s; tcp auth %s)\n",
+        stderr, "harmonia-schedd: listening%s%s%s (strategy %s, flush order %s%s%s; auth %s)\n",
         server.unix_path.empty() ? "" : " on ", server.unix_path.c_str(),
         server.tcp.empty() ? "" : (" on tcp " + server.tcp).c_str(), service.strategy.c_str(),
         flush_order.c_str(), service.buffers ? ", buffer policy " : "",

@@ -5,6 +5,7 @@
 #include <netinet/tcp.h>
 #include <signal.h>
 #include <sys/epoll.h>
+#include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -59,8 +60,8 @@ constexpr std::uint64_t kUnixKey = ~0ULL, kTcpKey = ~0ULL - 1, kSignalKey = ~0UL
 /// Writes "harmonia-schedd: LINE" to stderr at most once a second per `kind`, counting the
 /// lines left out (a client reconnecting in a loop must not fill the log).
 void log_limited(int kind, const std::string& line) {
-  static double last[4] = {-1e9, -1e9, -1e9, -1e9};
-  static unsigned skipped[4];
+  static double last[5] = {-1e9, -1e9, -1e9, -1e9, -1e9};
+  static unsigned skipped[5];
   const double now = monotonic_seconds();
   if (now - last[kind] < 1.0) {
     ++skipped[kind];
@@ -74,7 +75,7 @@ void log_limited(int kind, const std::string& line) {
     std::fprintf(stderr, "harmonia-schedd: %s\n", line.c_str());
   skipped[kind] = 0;
 }
-enum LogKind { kDescriptors = 0, kMemory = 1, kOutput = 2, kRequestRefused = 3 };
+enum LogKind { kDescriptors = 0, kMemory = 1, kOutput = 2, kRequestRefused = 3, kTooMany = 4 };
 
 /// Logs the requests refused for who sent them (no identity, a bad credential, another user's
 /// job), so that an administrator sees attempts.
@@ -109,6 +110,7 @@ struct Server::Connection {
   std::uint32_t armed = EPOLLIN | EPOLLRDHUP;  ///< the events epoll watches for it
   bool close_after = false;  ///< close once the output is sent (after a fatal error reply)
   bool is_tcp = false;
+  std::string peer;  ///< whom its slot counts for (Server::admit)
 
   size_t unsent() const { return output.size() - output_sent; }
   /// Reading waits for the peer to read its replies.
@@ -129,6 +131,13 @@ Server::Server(Service& service, ServerConfig config)
   if (!config_.tcp.empty()) {
     try {
       tcp_ = common::listen_tcp(config_.tcp, "tcp", SOCK_NONBLOCK, tcp_port_);
+      if (!config_.tcp_credentials && !common::loopback_only(tcp_)) {
+        close(tcp_);
+        throw std::runtime_error(
+            "--tcp " + config_.tcp +
+            ": not a loopback address, and peers on other hosts can only say who they are with "
+            "a MUNGE credential: start with --auth munge (or listen on 127.0.0.1)");
+      }
     } catch (const std::exception&) {  // no Unix socket file left behind either
       if (unix_ >= 0) {
         close(unix_);
@@ -262,13 +271,16 @@ void Server::accept_all(int listener, bool is_unix) {
       if (error == EINTR || error == ECONNABORTED || error == EPROTO) continue;
       return;  // EAGAIN: nobody else waiting
     }
+    // Who it is, from the kernel: a Unix socket's peer, or (--auth peer) a TCP peer on this
+    // host. With --auth munge a TCP peer has no identity until it authenticates.
     std::optional<uid_t> uid;
-    if (is_unix) {
+    if (is_unix || !config_.tcp_credentials)
       if (const auto peer = common::peer_identity(fd)) uid = peer->uid;
-    } else {
+    if (!is_unix) {
       const int yes = 1;
       setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &yes, sizeof(yes));
     }
+    if (!admit(fd, uid)) continue;
     const ConnectionId id = next_id_++;
     epoll_event event{};
     event.events = EPOLLIN | EPOLLRDHUP;
@@ -280,8 +292,11 @@ void Server::accept_all(int listener, bool is_unix) {
       continue;
     }
     try {
-      connections_[id] = std::make_unique<Connection>(Connection{id, fd, {}, {}, 0});
+      connections_[id] = std::make_unique<Connection>(
+          Connection{id, fd, {}, {}, 0, EPOLLIN | EPOLLRDHUP, false, false, {}});
       connections_[id]->is_tcp = !is_unix;
+      connections_[id]->peer = common::peer_key(fd, uid);
+      ++per_peer_[connections_[id]->peer];
     } catch (const std::bad_alloc&) {
       log_limited(kMemory, "out of memory: connection refused");
       close(fd);
@@ -460,10 +475,33 @@ void Server::flush_output(Connection& connection) {
   if (connection.close_after) close_connection(connection.id);
 }
 
+bool Server::admit(int fd, std::optional<uid_t> uid) {
+  if (uid && (*uid == 0 || config_.admins.contains(*uid))) return true;
+  // The last slots (of the descriptors this daemon may open) are root's and the
+  // administrators': a user's connections cannot lock them out (docs/limits.md).
+  rlimit files{};
+  const std::size_t most = getrlimit(RLIMIT_NOFILE, &files) == 0 && files.rlim_cur != RLIM_INFINITY
+                               ? static_cast<std::size_t>(files.rlim_cur)
+                               : std::size_t{1} << 20;
+  const std::string key = common::peer_key(fd, uid);
+  std::string why;
+  if (connections_.size() + config_.reserved >= most)
+    why = "its last " + std::to_string(config_.reserved) +
+          " connections are kept for root and the administrators";
+  else if (per_peer_[key] >= config_.per_peer)
+    why = "too many connections from " + key + " (at most " + std::to_string(config_.per_peer) +
+          " each)";
+  if (why.empty()) return true;
+  log_limited(kTooMany, why + ": connection of " + key + " refused");
+  close(fd);
+  return false;
+}
+
 void Server::close_connection(ConnectionId id) {
   const auto found = connections_.find(id);
   if (found == connections_.end()) return;
   close(found->second->fd);  // also removes it from epoll
+  if (--per_peer_[found->second->peer] == 0) per_peer_.erase(found->second->peer);
   queued_output_ -= found->second->unsent();
   connections_.erase(found);
   std::vector<Outgoing> out;

@@ -6,13 +6,22 @@
 #include <functional>
 #include <string>
 
+#include "common/identity.hpp"
 #include "schedd/service.hpp"
 
 namespace harmonia::schedd {
 
 struct ServerConfig {
-  std::string unix_path;       ///< listen on this Unix socket (empty: no)
-  std::string tcp;             ///< listen on "HOST:PORT" (empty: no); port 0 picks a free one
+  std::string unix_path;  ///< listen on this Unix socket (empty: no)
+  std::string tcp;        ///< listen on "HOST:PORT" (empty: no); port 0 picks a free one
+  /// TCP peers on other hosts can authenticate (MUNGE): without, the TCP address must be a
+  /// loopback one, whose peers the kernel names.
+  bool tcp_credentials = false;
+  /// Connections one user (or one address, before it authenticates) may hold, and the slots
+  /// kept for root and the administrators (`admins`): nobody can take every descriptor.
+  std::size_t per_peer = 1024;
+  std::size_t reserved = 64;
+  common::Administrators admins;
   double tick_seconds = 0.05;  ///< how often windows move and leases are checked
   /// Replies and pushes queued for all connections together, bytes: past it, the connection
   /// holding the most unread output is dropped (docs/limits.md).
@@ -48,6 +57,9 @@ class Server {
   void queue(Connection& connection, const control::Envelope& message);
   void flush_output(Connection& connection);
   void close_connection(ConnectionId id);
+  /// Whether the connection `fd` of `uid` may have a slot (ServerConfig::per_peer, reserved);
+  /// closes it, with a log line, when not.
+  bool admit(int fd, std::optional<uid_t> uid);
   void arm(Connection& connection);
   void enforce_output_cap();
   /// accept4 after EMFILE or ENFILE (`error`): with the spare descriptor, the connection waiting
@@ -67,6 +79,7 @@ class Server {
   std::uint16_t tcp_port_ = 0;
   ConnectionId next_id_ = 1;
   std::unordered_map<ConnectionId, std::unique_ptr<Connection>> connections_;
+  std::unordered_map<std::string, std::size_t> per_peer_;  ///< connections open, by peer_key
 };
 
 /// Seconds on the monotonic clock.

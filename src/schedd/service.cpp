@@ -82,10 +82,10 @@ void Service::handle(ConnectionId id, Connection& connection, const Envelope& re
     authenticate(connection, request.authenticate(), reply);
     return;
   }
-  if (!connection.uid && config_.require_identity) {
+  if (!connection.uid) {
     set_error(reply, Error::CODE_UNAUTHENTICATED,
-              "this connection has no identity: over TCP, send Authenticate with a MUNGE "
-              "credential first (harmonia-schedd --auth munge)");
+              "this connection has no identity: from another host, send Authenticate with a "
+              "MUNGE credential first (harmonia-schedd --auth munge)");
     return;
   }
   switch (body) {
@@ -356,23 +356,15 @@ void Service::register_process(ConnectionId id, Connection& connection,
       return;
     }
   }
-  auto found = jobs_.find(request.job());
-  // A job is its registering user's: only that user, or an administrator (root, a Slurm
-  // burst-buffer script acting for any job), may join it. A connection with no identity may
-  // join only a job registered with none.
-  if (found != jobs_.end() && found->second.uid &&
-      (!connection.uid ||
-       (*found->second.uid != *connection.uid && !config_.admins.contains(*connection.uid)))) {
-    set_error(reply, Error::CODE_FORBIDDEN,
-              "job " + request.job() + " belongs to uid " + std::to_string(*found->second.uid) +
-                  (connection.uid ? ", not to uid " + std::to_string(*connection.uid)
-                                  : ", and this connection has no identity"));
-    return;
-  }
+  // Job keys are per user: a key names one of the registering user's jobs, so nobody can take
+  // (or squat) another user's job by naming its key first.
+  const std::string key = std::to_string(*connection.uid) + "/" + request.job();
+  auto found = jobs_.find(key);
   if (found == jobs_.end()) {
     Job job;
+    job.key = request.job();
     job.name = request.name().empty() ? request.job() : request.name();
-    job.uid = connection.uid;
+    job.uid = *connection.uid;
     job.ranks = std::max<std::uint32_t>(1, request.ranks());
     job.priority = request.priority();
     job.registered_at = now;
@@ -381,17 +373,16 @@ void Service::register_process(ConnectionId id, Connection& connection,
     job.id = coordinator_->on_register(info, now);
     if (job_of_id_.size() <= static_cast<size_t>(job.id))
       job_of_id_.resize(static_cast<size_t>(job.id) + 1);
-    job_of_id_[static_cast<size_t>(job.id)] = request.job();
+    job_of_id_[static_cast<size_t>(job.id)] = key;
     if (broker_)
-      job.broker_job =
-          broker_->add_job(request.job(), job.name, job.ranks, job.priority,
-                           request.bytes_per_process() * job.ranks, request.cached(), now,
-                           job.uid ? std::to_string(*job.uid) : std::string(), request.io_qos());
-    found = jobs_.emplace(request.job(), std::move(job)).first;
+      job.broker_job = broker_->add_job(key, request.job(), job.name, job.ranks, job.priority,
+                                        request.bytes_per_process() * job.ranks, request.cached(),
+                                        now, std::to_string(job.uid), request.io_qos());
+    found = jobs_.emplace(key, std::move(job)).first;
   }
   Job& job = found->second;
   job.processes.insert(id);
-  connection.job = request.job();
+  connection.job = key;
   connection.node_agent = request.node_agent();
   // A process re-registering with a restarted daemon brings its state back.
   if (request.in_phase()) {
@@ -425,14 +416,14 @@ bool Service::announce_read(Job& job, const control::AnnounceRead& request, doub
     }
     files.push_back({file.file(), file.size()});
   }
-  // The nodes copy the files with the job's user's rights: a job with no identity (TCP without
-  // authentication), or one whose user this host does not know, reads the PFS.
-  if (!broker_ || !job.uid) return true;
+  // The nodes copy the files with the job's user's rights: a job whose user this host does not
+  // know reads the PFS.
+  if (!broker_) return true;
   passwd entry{};
   passwd* user = nullptr;
   std::vector<char> text(16384);
-  if (getpwuid_r(*job.uid, &entry, text.data(), text.size(), &user) != 0 || !user) return true;
-  broker_->announce_read(job.broker_job, files, *job.uid, user->pw_gid, now);
+  if (getpwuid_r(job.uid, &entry, text.data(), text.size(), &user) != 0 || !user) return true;
+  broker_->announce_read(job.broker_job, files, job.uid, user->pw_gid, now);
   return true;
 }
 
@@ -460,7 +451,9 @@ void Service::authenticate(Connection& connection, const control::Authenticate& 
                   " (a Unix socket's peer, or an earlier Authenticate)");
     return;
   }
-  std::string why = "this daemon takes no credentials (no munged configured)";
+  std::string why =
+      "this daemon takes no credentials (--auth peer: it knows its peers from the kernel; peers "
+      "on other hosts need --auth munge)";
   const auto identity =
       config_.check_credential ? config_.check_credential(request.credential(), why) : std::nullopt;
   if (!identity) {
@@ -494,16 +487,8 @@ void Service::register_buffer(ConnectionId id, Connection& connection,
     return;
   }
   // A node receives jobs' data: only the site's node accounts may stand for one.
-  if (!connection.uid) {
-    if (!config_.trust_tcp_nodes) {
-      set_error(reply, Error::CODE_FORBIDDEN,
-                "RegisterBuffer over TCP without Authenticate carries no identity: register on "
-                "the Unix socket, authenticate with MUNGE, or start harmonia-schedd with "
-                "--trust-tcp-nodes on a trusted network");
-      return;
-    }
-  } else if (*connection.uid != 0 && std::find(config_.node_uids.begin(), config_.node_uids.end(),
-                                               *connection.uid) == config_.node_uids.end()) {
+  if (*connection.uid != 0 && std::find(config_.node_uids.begin(), config_.node_uids.end(),
+                                        *connection.uid) == config_.node_uids.end()) {
     set_error(reply, Error::CODE_FORBIDDEN,
               "RegisterBuffer from uid " + std::to_string(*connection.uid) +
                   ": buffer nodes run as root or as a user named with --buffer-node-uid");
@@ -672,7 +657,8 @@ void Service::fill_status(double now, control::Status& out) const {
     const std::string& key = *key_ptr;
     const Job& job = jobs_.at(key);
     auto* s = out.add_jobs();
-    s->set_job(key);
+    s->set_job(job.key);
+    s->set_uid(job.uid);
     s->set_name(job.name);
     s->set_processes(static_cast<std::uint32_t>(job.processes.size()));
     s->set_ranks(job.ranks);

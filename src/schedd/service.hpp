@@ -34,18 +34,13 @@ struct ServiceConfig {
   /// Buffer nodes and the policy that places phases on them (docs/buffer-nodes.md); none: the
   /// coordination strategy alone.
   std::optional<BufferConfig> buffers;
-  /// Users whose processes may register buffer nodes on the Unix socket (root always may).
+  /// Users whose processes may register buffer nodes (root always may).
   std::vector<uid_t> node_uids;
-  /// Accept RegisterBuffer over TCP, where no identity comes with a request: a trusted network
-  /// only (authentication is issue 15's).
-  bool trust_tcp_nodes = false;
   /// Processes a job may declare (RegisterProcess.ranks); more is refused.
   std::uint32_t max_ranks = 1U << 20;
-  /// Users who may act for any job (root always): join it, whatever user registered it.
+  /// Users who may act for any job and file (root always), and who keep connection slots no
+  /// user may take.
   common::Administrators admins;
-  /// A connection with no identity (TCP before Authenticate) gets only UNAUTHENTICATED: every
-  /// request but Authenticate is refused (--auth munge).
-  bool require_identity = false;
   /// Decodes an Authenticate's credential: the user it names, or nothing and why. Unset: TCP
   /// connections cannot authenticate.
   std::function<std::optional<common::Identity>(const std::string&, std::string&)> check_credential;
@@ -103,8 +98,9 @@ class Service {
   /// broker names the jobs it changed by key, so no index of its ids is kept here.
   struct Job {
     core::coordination::JobId id = 0;
+    std::string key;  ///< as its processes name it; the daemon's key is "UID/KEY"
     std::string name;
-    std::optional<uid_t> uid;
+    uid_t uid = 0;
     std::uint32_t ranks = 1;
     std::int32_t priority = 0;
     double registered_at = 0;

@@ -107,9 +107,8 @@ TEST(RequestFuzz, MutatedRequestsNeverCrashAndAcknowledgedWritesReachThePfs) {
   std::map<int, int> codes;
   {
     Store store((home / "dev").string(), (home / "pfs").string(), 64 << 20);
-    // Authentication on: a connection with no identity gets nothing but UNAUTHENTICATED.
+    // A connection with no identity gets nothing but UNAUTHENTICATED.
     Access access;
-    access.require_identity = true;
     access.check_credential = [](const std::string& credential, std::string& why) {
       if (credential == kGoodCredential) return std::optional<harmonia::common::Identity>({0, 0});
       why = "forged";

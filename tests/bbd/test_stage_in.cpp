@@ -395,7 +395,7 @@ TEST_F(StageInTest, AReadRequestWithIdentityIsServedFromTheCopyToItsUserOnly) {
     }
     return answer(*store, Access{}, session, request.SerializeAsString());
   };
-  Session node;  // --auth none: the node's own user, who may read everything
+  Session node{harmonia::common::Identity{geteuid(), getegid()}};  // the node's own user
   auto response = read_request(node, true);
   EXPECT_EQ(response.code(), harmonia::bb::Response::OK) << response.message();
   EXPECT_EQ(response.data(), striped().substr(kStripe, 10));

@@ -47,10 +47,10 @@ def test_jobs_write_through_buffer_nodes_and_files_are_identical(
 
 def test_datawarp_holds_a_job_until_the_first_one_is_staged_out(tmp_path: Path) -> None:
     # Each job declares 24 MiB; the two nodes hold 32 MiB: the second job's reservation fits
-    # only once the first job has ended and its data has left the nodes.
-    settings = ClusterSettings(
-        tmp_path, buffers=2, capacity=16 << 20, policy="datawarp"
-    )
+    # only once the first job has ended and its data has left the nodes (every buffer may be
+    # reserved: the default bound of half of them would let both fit).
+    settings = ClusterSettings(tmp_path, buffers=2, capacity=16 << 20, policy="datawarp",
+                               max_phase_share=1.0)  # fmt: skip
     with BufferCluster(settings) as cluster:
         results = run_jobs(cluster, 2, SPEC)
         cluster.wait_drained()

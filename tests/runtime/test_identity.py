@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from bbio_support import BUILD, LIBRARY
 from munge_support import munged
-from schedd_support import SCHEDD, munge_daemon
+from schedd_support import SCHEDD, munge_daemon, status, wait_until
 from wire_support import read_varint, varint
 
 BBD = BUILD / "src" / "bbd" / "harmonia-bbd"
@@ -374,32 +374,39 @@ def job(
                             env=env)  # fmt: skip
 
 
-def test_user_b_cannot_join_user_as_job(
+def test_user_b_cannot_join_or_squat_user_as_job(
     schedd: tuple[Path, str],
     users: dict[str, pwd.struct_passwd],
     munge_socket: str,
     reachable: Path,
 ) -> None:
+    # A job key names one of its user's jobs: B naming A's key, over TCP or the Unix socket,
+    # gets a job of its own, and A's job (its processes, its phase) is untouched.
     unix, tcp = schedd
     out = reachable / "out"
     out.mkdir()
     out.chmod(0o1777)
     a, b = users["a"].pw_name, users["b"].pw_name
-    owner = job(f"tcp:{tcp}", "job-of-a", out / "a.dat", a, munge_socket, hold=4)
-    time.sleep(1.0)
+    owner = job(f"tcp:{tcp}", "job-of-a", out / "a.dat", a, munge_socket, hold=6)
+    intruders = []
     try:
+        assert wait_until(
+            lambda: any(j["job"] == "job-of-a" for j in status(unix)["jobs"])
+        )
         for address in (f"tcp:{tcp}", str(unix)):
-            intruder = job(address, "job-of-a", out / "b.dat", b, munge_socket, hold=0)
-            _, err = intruder.communicate(timeout=30)
-            assert intruder.returncode == 0, err  # it falls back to plain I/O
-            assert (
-                "registration refused" in err and f"uid {users['a'].pw_uid}" in err
-            ), err
-        # Root (the Slurm burst-buffer script) acts for any job.
-        admin = job(str(unix), "job-of-a", out / "r.dat", None, munge_socket, hold=0)
-        _, err = admin.communicate(timeout=30)
-        assert admin.returncode == 0 and "refused" not in err, err
+            intruders.append(
+                job(address, "job-of-a", out / "b.dat", b, munge_socket, hold=3)
+            )
+        assert wait_until(lambda: len(status(unix)["jobs"]) == 2), status(unix)
+        jobs = {int(j.get("uid", 0)): j for j in status(unix)["jobs"]}
+        assert set(jobs) == {users["a"].pw_uid, users["b"].pw_uid}
+        assert all(j["job"] == "job-of-a" for j in jobs.values())
+        assert jobs[users["a"].pw_uid]["processes"] == 1, "nobody joined A's job"
+        assert jobs[users["b"].pw_uid]["processes"] == 2
     finally:
+        for intruder in intruders:
+            _, err = intruder.communicate(timeout=30)
+            assert intruder.returncode == 0 and "refused" not in err, err
         _, err = owner.communicate(timeout=30)
     assert owner.returncode == 0 and "refused" not in err, err
     assert (out / "a.dat").read_bytes() == b"A" * 1_000_000

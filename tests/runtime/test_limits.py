@@ -140,7 +140,7 @@ def test_a_node_refuses_connections_past_max_connections(tmp_path: Path) -> None
         for connection in held:
             connection.close()
         assert wait_until(lambda: _bbctl(address, "status").returncode == 0, 10)
-    assert "connection refused" in (tmp_path / "bbd.log").read_text()
+    assert "refused" in (tmp_path / "bbd.log").read_text()
 
 
 def test_idle_and_stalled_connections_time_out(tmp_path: Path) -> None:

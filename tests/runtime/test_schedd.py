@@ -406,7 +406,7 @@ def test_the_example_site_file_validates_and_bad_ones_are_refused(
     assert "--strategy 2a" in shown.stdout and "--flush-order token" in shown.stdout
     bad = tmp_path / "bad.toml"
     assert f"--max-output {256 << 20}" in shown.stdout
-    assert "--auth none" in shown.stdout
+    assert "--auth peer" in shown.stdout
     identity = tmp_path / "identity.toml"
     identity.write_text(
         '[schedd]\nauth = "munge"\nadmin_uids = [450, 451]\nmunge_socket = "/m"\n'

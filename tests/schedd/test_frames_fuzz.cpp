@@ -109,7 +109,6 @@ TEST(FrameFuzz, MutatedFramesNeverCrashAndAlwaysGetAReply) {
     ServiceConfig config;
     config.strategy = strategy;
     config.coordinator.flush_order = harmonia::core::coordination::FlushOrder::Token;
-    config.require_identity = true;
     config.check_credential = check;
     Service service(config, 0);
     size_t requests = 0, replies = 0;

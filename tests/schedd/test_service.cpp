@@ -112,14 +112,27 @@ TEST(Service, OutOfOrderUnknownAndForeignMessagesGetErrors) {
   EXPECT_EQ(out[0].message.error().code(), Error::CODE_MALFORMED);
 }
 
-TEST(Service, AJobBelongsToTheUserWhoRegisteredIt) {
+TEST(Service, AJobKeyNamesOneOfItsUsersJobsSoNobodyTakesAnothers) {
   Harness h(config("2a"));
   h.connect(1, 1000);
   h.connect(2, 1001);
   h.connect(3, 1000);
-  ASSERT_TRUE(h.call(1, registration("A")).has_registered());
-  EXPECT_EQ(h.call(2, registration("A")).error().code(), Error::CODE_FORBIDDEN);
-  EXPECT_TRUE(h.call(3, registration("A")).has_registered()) << "the same user: one more process";
+  // mallory (1001) registers alice's key first: she gets a job of her own, not alice's.
+  ASSERT_TRUE(h.call(2, registration("slurm-4242")).has_registered());
+  h.call(2, phase_begin());
+  ASSERT_TRUE(h.call(1, registration("slurm-4242")).has_registered());
+  EXPECT_TRUE(h.call(3, registration("slurm-4242")).has_registered())
+      << "the same user: one more process of the same job";
+  EXPECT_EQ(h.service.job_count(), 2u);
+  Envelope request;
+  request.mutable_status_request();
+  const Envelope status = h.call(1, request);
+  ASSERT_EQ(status.status().jobs_size(), 2);
+  for (const auto& job : status.status().jobs()) {
+    EXPECT_EQ(job.job(), "slurm-4242");
+    EXPECT_EQ(job.processes(), job.uid() == 1000 ? 2u : 1u);
+    EXPECT_EQ(job.in_phase(), job.uid() == 1001 ? 1u : 0u) << "mallory's phase is hers alone";
+  }
 }
 
 Envelope authenticate(const std::string& credential) {
@@ -129,9 +142,8 @@ Envelope authenticate(const std::string& credential) {
 }
 
 /// A credential checker for the tests: "uid:N" names user N, anything else is refused.
-ServiceConfig with_identity(bool required) {
+ServiceConfig with_credentials() {
   ServiceConfig c = config("2a");
-  c.require_identity = required;
   c.admins.uids = {450};
   c.check_credential = [](const std::string& credential, std::string& why) {
     if (credential.rfind("uid:", 0) == 0) {
@@ -144,33 +156,23 @@ ServiceConfig with_identity(bool required) {
   return c;
 }
 
-TEST(Service, OnlyTheOwnerOrAnAdministratorJoinsAJob) {
-  Harness h(with_identity(false));
+TEST(Service, OverTcpACredentialsUserIsTheConnectionsAndItsJobsAreThatUsers) {
+  Harness h(with_credentials());
   h.connect(1, 1000);
   ASSERT_TRUE(h.call(1, registration("A")).has_registered());
-  h.connect(2, 1001);
-  const Envelope refused = h.call(2, registration("A"));
-  EXPECT_EQ(refused.error().code(), Error::CODE_FORBIDDEN);
-  EXPECT_NE(refused.error().message().find("uid 1000"), std::string::npos);
-  h.connect(3, 0);  // root: the Slurm burst-buffer script
-  EXPECT_TRUE(h.call(3, registration("A")).has_registered());
-  h.connect(4, 450);  // --admin-uid 450
-  EXPECT_TRUE(h.call(4, registration("A")).has_registered());
-  h.connect(5, std::nullopt);  // TCP, no credential
-  EXPECT_EQ(h.call(5, registration("A")).error().code(), Error::CODE_FORBIDDEN);
-  // Over TCP the credential's user is the connection's.
-  h.connect(6, std::nullopt);
+  h.connect(6, std::nullopt);  // a peer on another host
   const Envelope who = h.call(6, authenticate("uid:1000"));
   ASSERT_TRUE(who.has_authenticated());
   EXPECT_EQ(who.authenticated().uid(), 1000u);
   EXPECT_TRUE(h.call(6, registration("A")).has_registered());
   h.connect(7, std::nullopt);
   ASSERT_TRUE(h.call(7, authenticate("uid:1001")).has_authenticated());
-  EXPECT_EQ(h.call(7, registration("A")).error().code(), Error::CODE_FORBIDDEN);
+  EXPECT_TRUE(h.call(7, registration("A")).has_registered());
+  EXPECT_EQ(h.service.job_count(), 2u) << "uid 1001's A is not uid 1000's";
 }
 
-TEST(Service, WithIdentityRequiredOnlyAuthenticateIsServedUntilItSucceeds) {
-  Harness h(with_identity(true));
+TEST(Service, OnlyAuthenticateIsServedUntilAConnectionHasAnIdentity) {
+  Harness h(with_credentials());
   h.connect(1, std::nullopt);
   for (const Envelope& request : {registration("A"), phase_begin(), flush_request()})
     EXPECT_EQ(h.call(1, request).error().code(), Error::CODE_UNAUTHENTICATED);
@@ -189,14 +191,6 @@ TEST(Service, WithIdentityRequiredOnlyAuthenticateIsServedUntilItSucceeds) {
   h.connect(2, 1001);
   EXPECT_TRUE(h.call(2, registration("B")).has_registered());
   EXPECT_EQ(h.call(2, authenticate("uid:0")).error().code(), Error::CODE_ALREADY_REGISTERED);
-}
-
-TEST(Service, WithoutIdentityRequiredAConnectionWithNoneJoinsOnlyJobsWithNone) {
-  Harness h(with_identity(false));
-  h.connect(1, std::nullopt);
-  EXPECT_TRUE(h.call(1, registration("T")).has_registered());
-  h.connect(2, std::nullopt);
-  EXPECT_TRUE(h.call(2, registration("T")).has_registered());
 }
 
 TEST(Service, Strategy2aStagesTheSecomComerAndPushesChanges) {

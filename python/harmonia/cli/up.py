@@ -1,6 +1,7 @@
 """`harmonia up --buffers N`: a scheduler daemon and N buffer nodes on this machine, for trying
 the burst-buffer scheduler out (docs/buffer-nodes.md)."""
 
+import os
 import shlex
 import signal
 import tempfile
@@ -11,7 +12,13 @@ from typing import Annotated, Any
 
 import typer
 
-from harmonia.buffers import BufferCluster, ClusterError, ClusterSettings
+from harmonia.buffers import (
+    BufferCluster,
+    ClusterError,
+    ClusterSettings,
+    check_run_directory,
+    write_private,
+)
 from harmonia.cli import EXIT_FAILED, EXIT_INVALID, fail
 from harmonia.names import policy_names
 from harmonia.simulator import SimulatorNotFound
@@ -49,8 +56,14 @@ def _summary(status: dict[str, Any], running: list[bool]) -> str:
 def up(
     buffers: Annotated[int, typer.Option(min=1, help="Buffer nodes (harmonia-bbd) to start.")] = 4,
     directory: Annotated[
-        Path, typer.Option("--dir", help="Holds pfs/ (the PFS the nodes drain to), bb0/.., logs.")
-    ] = Path("/tmp/harmonia-up"),
+        Path | None,
+        typer.Option(
+            "--dir",
+            help="Holds pfs/ (the PFS the nodes drain to), bb0/.., logs; yours alone (not "
+            "writable by others). Default: /run/harmonia-up for root, else a new private one "
+            "under /tmp.",
+        ),
+    ] = None,
     capacity: Annotated[str, typer.Option(help="Capacity of each node.")] = "1 GiB",
     policy: Annotated[str, typer.Option(help="Buffer policy (`harmonia describe` lists them).")] = (
         "max-bandwidth"
@@ -72,9 +85,16 @@ def up(
     """Start harmonia-schedd with a burst-buffer policy and BUFFERS harmonia-bbd nodes, print the
     environment jobs need, and show the nodes' state until Ctrl-C; then drain every node to the
     PFS and stop. Started again on the same --dir, the nodes recover what they held."""
+    if directory is None:
+        # Never a name another user could have made first (they could plant links in it).
+        directory = (
+            Path("/run/harmonia-up")
+            if os.getuid() == 0
+            else Path(tempfile.mkdtemp(prefix="harmonia-up-"))
+        )
     try:
         settings = ClusterSettings(
-            directory.resolve(), buffers=buffers, capacity=parse_size(capacity), policy=policy,
+            directory.absolute(), buffers=buffers, capacity=parse_size(capacity), policy=policy,
             flush_threshold=flush_threshold, backup_flushers=backup_flushers,
             drain_scheduler=drain_scheduler, sync=sync,
         )  # fmt: skip
@@ -89,8 +109,10 @@ def up(
     if backup_flushers >= buffers:
         fail([f"--backup-flushers {backup_flushers}: at most --buffers - 1"], EXIT_INVALID)
     try:  # the nodes' devices, the PFS, the logs and env.sh all go there
-        settings.directory.mkdir(parents=True, exist_ok=True)
+        check_run_directory(settings.directory)
         tempfile.TemporaryFile(dir=settings.directory).close()
+    except ClusterError as error:
+        fail([f"--dir {error}"], EXIT_INVALID)
     except OSError as error:
         fail([f"--dir {directory}: cannot write there: {error.strerror or error}"], EXIT_INVALID)
     cluster = BufferCluster(settings)
@@ -103,8 +125,8 @@ def up(
             cluster.stop()
             fail([f"harmonia up: {error} (logs in {settings.directory})"], EXIT_FAILED)
         env_file = settings.directory / "env.sh"
-        env_file.write_text(
-            "".join(f"export {k}={shlex.quote(v)}\n" for k, v in cluster.env().items())
+        write_private(
+            env_file, "".join(f"export {k}={shlex.quote(v)}\n" for k, v in cluster.env().items())
         )
         typer.echo(
             f"harmonia up: harmonia-schedd at {cluster.socket} (policy {policy}), {buffers} "

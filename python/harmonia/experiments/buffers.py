@@ -188,7 +188,7 @@ def run_real(
     settings = ClusterSettings(
         directory, buffers=case.buffers, capacity=case.capacity, policy=policy,
         flush_threshold=case.flush_threshold, device_root=devices,
-        phase_bytes=case.requests * case.request,
+        phase_bytes=case.requests * case.request, max_phase_share=1.0,
         write_bw=calibration.buffer_device.peak("write"),
         interference_slope=calibration.interference_slope(),
     )  # fmt: skip

@@ -184,7 +184,7 @@ def run_cluster(
     settings = ClusterSettings(
         directory, buffers=case.buffers, capacity=case.capacity, policy=policy,
         flush_threshold=0.0, device_root=devices,
-        phase_bytes=case.requests * case.request,
+        phase_bytes=case.requests * case.request, max_phase_share=1.0,
     )  # fmt: skip
     pending: list[dict[str, Any]] = []
     try:
