@@ -8,7 +8,7 @@
 #include <thread>
 #include <utility>
 
-#include "schedd/client.hpp"
+#include "control/client.hpp"
 
 namespace harmonia::bbd {
 
@@ -241,7 +241,7 @@ void Monitor::report_loop() {
 }
 
 void Monitor::serve_scheduler() {
-  schedd::Client client(schedd_);
+  control::Client client(schedd_);
   control::Envelope request;
   auto* registering = request.mutable_register_buffer();
   registering->set_protocol_version(control::VERSION_CURRENT);

@@ -9,10 +9,11 @@
 #include <iostream>
 #include <memory>
 
-#include "schedd/client.hpp"
+#include "control/client.hpp"
 #include "schedd/server.hpp"
 
 using namespace harmonia::schedd;
+using harmonia::control::Client;
 using harmonia::control::Envelope;
 
 namespace {

@@ -1,6 +1,7 @@
 #pragma once
-/// @file A blocking client of harmonia-schedd for tools, tests and benchmarks (the agent inside
-/// libharmonia has its own, in C, so as not to bring libprotobuf into applications).
+/// @file A blocking client of harmonia-schedd for the buffer nodes' monitors, tools, tests and
+/// benchmarks (the agent inside libharmonia has its own, in C, so as not to bring libprotobuf into
+/// applications). It depends on the protocol alone, so a node links no part of the scheduler.
 
 #include <cstdint>
 #include <string>
@@ -8,7 +9,7 @@
 
 #include "control/control.pb.h"
 
-namespace harmonia::schedd {
+namespace harmonia::control {
 
 class Client {
  public:
@@ -20,10 +21,10 @@ class Client {
 
   /// Sends `request` (its seq set by the client) and returns its reply; pushed directives that
   /// arrive first are skipped. Throws std::runtime_error when the connection fails.
-  control::Envelope call(control::Envelope request);
+  Envelope call(Envelope request);
   /// Sends without waiting (pipelining); read the replies with `receive`.
-  void send(control::Envelope request);
-  control::Envelope receive();
+  void send(Envelope request);
+  Envelope receive();
   int fd() const { return fd_; }
 
  private:
@@ -32,4 +33,4 @@ class Client {
   std::vector<std::uint8_t> input_;
 };
 
-}  // namespace harmonia::schedd
+}  // namespace harmonia::control

@@ -1,4 +1,4 @@
-#include "schedd/client.hpp"
+#include "control/client.hpp"
 
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -13,7 +13,7 @@
 #include "common/tcp.hpp"
 #include "control/frame.hpp"
 
-namespace harmonia::schedd {
+namespace harmonia::control {
 
 namespace {
 
@@ -50,9 +50,9 @@ Client::Client(const std::string& address) {
   const auto credential =
       common::make_credential("harmonia-schedd", common::munge_socket_from_environment(), why);
   if (!credential) return;
-  control::Envelope request;
+  Envelope request;
   request.mutable_authenticate()->set_credential(*credential);
-  const control::Envelope reply = call(std::move(request));
+  const Envelope reply = call(std::move(request));
   if (reply.has_error()) {
     close(fd_);
     fd_ = -1;
@@ -65,21 +65,21 @@ Client::~Client() {
   if (fd_ >= 0) close(fd_);
 }
 
-void Client::send(control::Envelope request) {
+void Client::send(Envelope request) {
   if (request.seq() == 0) request.set_seq(next_seq_++);
   std::string frame;
   common::append_frame(frame, request);
   if (!common::send_all(fd_, frame)) throw failure("send to harmonia-schedd");
 }
 
-control::Envelope Client::receive() {
+Envelope Client::receive() {
   for (;;) {
     const auto scan = control::scan_frame(input_.data(), input_.size(), control::kMaxReplyBytes);
     if (scan.kind == control::FrameScan::Kind::TooLarge)
       throw std::runtime_error("harmonia-schedd sent a frame of " +
                                std::to_string(scan.body_length) + " bytes");
     if (scan.kind == control::FrameScan::Kind::Frame) {
-      control::Envelope reply;
+      Envelope reply;
       const bool ok = reply.ParseFromArray(input_.data() + control::kHeaderBytes,
                                            static_cast<int>(scan.body_length));
       input_.erase(input_.begin(),
@@ -96,14 +96,14 @@ control::Envelope Client::receive() {
   }
 }
 
-control::Envelope Client::call(control::Envelope request) {
+Envelope Client::call(Envelope request) {
   request.set_seq(next_seq_++);
   const std::uint64_t seq = request.seq();
   send(std::move(request));
   for (;;) {
-    control::Envelope reply = receive();
+    Envelope reply = receive();
     if (reply.seq() == seq) return reply;
   }
 }
 
-}  // namespace harmonia::schedd
+}  // namespace harmonia::control
