@@ -13,7 +13,9 @@
 namespace harmonia::bbd {
 
 namespace {
-constexpr auto kIdle = std::chrono::milliseconds(20);
+/// The longest an idle drain or stage-in thread waits without an event (an order or a write
+/// wakes it at once).
+constexpr auto kIdle = std::chrono::seconds(1);
 /// How long a client's close waits for the scheduler to take the node's report (well within
 /// the client's own wait for the node's answer).
 constexpr auto kPublishWait = std::chrono::seconds(2);
@@ -36,6 +38,7 @@ Monitor::Monitor(Store& store, std::string schedd, std::string advertise, double
       in_flight_(in_flight) {}
 
 void Monitor::start() {
+  store_.on_write([this] { wake(); });
   std::thread([this] { drain_loop(); }).detach();
   if (schedd_.empty()) return;
   std::thread([this] { report_loop(); }).detach();
@@ -90,10 +93,13 @@ void Monitor::stage_loop() {
           break;
         }
     }
-    if (next)
+    if (next) {
       stage(*next);
-    else
-      std::this_thread::sleep_for(kIdle);
+    } else {
+      std::unique_lock lock(mutex_);
+      const std::uint64_t seen = work_events_;
+      work_.wait_for(lock, kIdle, [&] { return work_events_ != seen; });
+    }
   }
 }
 
@@ -131,18 +137,31 @@ void Monitor::stage(const control::StageIn& stage_in) {
 }
 
 bool Monitor::drain_urgent(const control::DrainOrder& order) {
-  bool drained = false;
+  bool dealt = false;
   for (const auto& urgent : order.urgent()) {
+    {
+      std::lock_guard lock(mutex_);
+      if (urgent_done_.count(urgent.id()) || urgent_reported_.count(urgent.id())) continue;
+    }
     const FileRef file{urgent.name(), urgent.inode()};
-    if (!store_.holds(file)) continue;  // drained since, or never here
     std::string why;
-    if (store_.drain(file, why) == Status::Ok)
-      drained = true;
-    else
+    // Not held here (drained since, or never here): nothing to drain, done at once.
+    if (store_.holds(file) && store_.drain(file, why) != Status::Ok) {
       std::fprintf(stderr, "harmonia-bbd: urgent drain of %s: %s\n", urgent.name().c_str(),
                    why.c_str());
+      continue;  // tried again at the next turn; the caller waits for it
+    }
+    std::lock_guard lock(mutex_);
+    urgent_done_.insert(urgent.id());
+    dealt = true;
   }
-  return drained;
+  return dealt;
+}
+
+void Monitor::wake() {
+  std::lock_guard lock(mutex_);
+  ++work_events_;
+  work_.notify_all();
 }
 
 void Monitor::report_soon() {
@@ -169,6 +188,7 @@ bool Monitor::publish(std::string& why) {
 
 void Monitor::drain_loop() {
   auto next_fence_sweep = std::chrono::steady_clock::now() + kFenceSweep;
+  bool past_threshold = false;
   for (;;) {
     control::DrainOrder order;
     bool managed = false;
@@ -185,29 +205,43 @@ void Monitor::drain_loop() {
     std::set<std::string> jobs;
     if (managed && order.drain()) jobs.insert(order.jobs().begin(), order.jobs().end());
     if (!managed) {
+      // Past the threshold the node drains all it holds, written meanwhile too, and only then
+      // waits for the threshold again (a file half drained would otherwise sit below it).
       const StoreStats s = store_.stats();
-      if (threshold_ < 1.0 && s.used > 0 &&
-          static_cast<double>(s.used) >= threshold_ * static_cast<double>(s.capacity))
+      if (s.used == 0)
+        past_threshold = false;
+      else if (threshold_ < 1.0 &&
+               static_cast<double>(s.used) >= threshold_ * static_cast<double>(s.capacity))
+        past_threshold = true;
+      if (past_threshold)
         for (const auto& held : s.held_by_job) jobs.insert(held.first);
     }
     std::string file, why;
     Status status = Status::Error;
+    std::uint64_t seen = 0;
+    {
+      std::lock_guard lock(mutex_);
+      seen = work_events_;
+    }
     try {
       status = store_.drain_next(jobs, file, why);
     } catch (const std::exception& error) {  // a scheduler's protocol check: never fatal here
       why = error.what();
     }
-    if (status == Status::NotHeld) {
-      {
-        std::lock_guard lock(mutex_);
-        if (managed) acted_epoch_ = order.epoch();
-      }
+    if (status == Status::Ok) {
+      report_soon();  // the scheduler learns of the drained bytes and files at once
+    } else if (status == Status::NotHeld) {
       if (std::chrono::steady_clock::now() >= next_fence_sweep) {
         store_.drop_stale_fences();
         next_fence_sweep = std::chrono::steady_clock::now() + kFenceSweep;
       }
-      std::this_thread::sleep_for(kIdle);
-    } else if (status != Status::Ok) {
+      // Nothing to drain: wait for an order or a write (or, unmanaged, the time to look at the
+      // threshold again), not a polling period.
+      std::unique_lock lock(mutex_);
+      if (managed) acted_epoch_ = order.epoch();
+      work_.wait_until(lock, std::min(next_fence_sweep, std::chrono::steady_clock::now() + kIdle),
+                       [&] { return work_events_ != seen; });
+    } else {
       std::fprintf(stderr, "harmonia-bbd: drain of %s: %s\n", file.c_str(), why.c_str());
       std::this_thread::sleep_for(kRetry);
     }
@@ -217,6 +251,12 @@ void Monitor::drain_loop() {
 void Monitor::apply(const control::DrainOrder& order) {
   std::lock_guard lock(mutex_);
   if (order.epoch() >= order_.epoch() || !managed_) order_ = order;
+  // Urgent files the order no longer lists are settled: forget that they were reported.
+  std::set<std::uint64_t> listed;
+  for (const auto& urgent : order_.urgent()) listed.insert(urgent.id());
+  std::erase_if(urgent_reported_, [&](std::uint64_t inode) { return !listed.count(inode); });
+  ++work_events_;
+  work_.notify_all();
 }
 
 void Monitor::report_loop() {
@@ -329,6 +369,12 @@ void Monitor::serve_scheduler() {
       entry->set_uid(held.uid);
     }
     for (const std::uint64_t inode : files.released) r->add_released(inode);
+    {
+      std::lock_guard lock(mutex_);
+      for (const std::uint64_t id : urgent_done_) r->add_urgent_done(id);
+      urgent_reported_.insert(urgent_done_.begin(), urgent_done_.end());
+      urgent_done_.clear();
+    }
     client.send(report);
     // Pushed orders that came since the last report, then the reply (an order too).
     for (;;) {

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <map>
 #include <mutex>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -45,8 +46,11 @@ class Monitor {
   /// One connection's life: registers, then reports until the connection fails (throws).
   void serve_scheduler();
   void apply(const control::DrainOrder& order);
-  /// Drains the files of the order's urgent list the store still holds; whether it drained any.
+  /// Drains the files of the order's urgent list not dealt with yet (those the store does not
+  /// hold are done at once); whether it dealt with any.
   bool drain_urgent(const control::DrainOrder& order);
+  /// Wakes the drain and stage-in threads: an order came, or a write.
+  void wake();
   /// Asks the report thread for a report now (a publish, an urgent drain done).
   void report_soon();
 
@@ -56,7 +60,12 @@ class Monitor {
   const std::atomic<unsigned>& in_flight_;
 
   std::mutex mutex_;
-  std::condition_variable wake_;      ///< the report thread's: a report is wanted now
+  std::condition_variable wake_;   ///< the report thread's: a report is wanted now
+  std::condition_variable work_;   ///< the drain and stage-in threads': something may be to do
+  std::uint64_t work_events_ = 0;  ///< grows with every wake()
+  /// Urgent drains (by id) dealt with, for the next report, and those it reported (until an
+  /// order no longer lists them).
+  std::set<std::uint64_t> urgent_done_, urgent_reported_;
   std::condition_variable acked_;     ///< a report was answered
   std::uint64_t reports_wanted_ = 0;  ///< reports asked for (report_soon)
   std::uint64_t reports_acked_ = 0;   ///< of those, the last one whose report was answered

@@ -311,7 +311,7 @@ Store::Store(std::string device, std::string pfs_root, std::uint64_t capacity,
       drain_scheduler_(std::move(drain_scheduler)),
       capacity_(capacity) {
   // Fails here, naming the scheduler, rather than at the first drain.
-  (void)core::requests::make_request_scheduler(drain_scheduler_);
+  queue_ = core::requests::make_request_scheduler(drain_scheduler_);
   struct stat st {};
   for (const auto* dir : {&device_, &pfs_root_})
     if (stat(dir->c_str(), &st) != 0 || !S_ISDIR(st.st_mode) || access(dir->c_str(), W_OK) != 0)
@@ -736,12 +736,15 @@ Status Store::write(const FileRef& file, std::uint64_t offset, std::string_view 
     segment.end += sizeof(header) + data.size();
     segment.bytes += data.size();
     file_lock.unlock();
-    std::lock_guard lock(mutex_);
-    log->bytes += data.size();
-    log->end = std::max(log->end, offset + data.size());
-    log->last_write_ns = wall_clock_ns();
-    received_ += data.size();
-    file_changes_[log->inode] = true;
+    {
+      std::lock_guard lock(mutex_);
+      log->bytes += data.size();
+      log->end = std::max(log->end, offset + data.size());
+      log->last_write_ns = wall_clock_ns();
+      received_ += data.size();
+      file_changes_[log->inode] = true;
+    }
+    if (on_write_) on_write_();
     return Status::Ok;
   }
 }
@@ -1216,42 +1219,80 @@ Status Store::drain(const FileRef& file, std::string& why, const Caller& caller)
 }
 
 Status Store::drain_next(const std::set<std::string>& jobs, std::string& file, std::string& why) {
-  // Candidates: files of the ordered jobs, and logs recovered after a crash (their writers are
-  // gone; nothing else will drain them). The request scheduler picks which goes first.
-  std::vector<LogPtr> candidates;
-  {
-    std::lock_guard lock(mutex_);
-    for (const auto& [inode, log] : logs_)
-      if (!log->orphan && (log->recovered || jobs.count(log->job))) candidates.push_back(log);
-  }
-  if (candidates.empty()) return Status::NotHeld;
-  // In arrival order: the scheduler's clock never goes back.
-  std::sort(candidates.begin(), candidates.end(),
-            [](const LogPtr& a, const LogPtr& b) { return a->created < b->created; });
   namespace req = harmonia::core::requests;
-  const auto scheduler = req::make_request_scheduler(drain_scheduler_);
-  std::map<std::string, core::AppId> job_ids;
+  std::lock_guard queue_lock(queue_mutex_);
+  // Candidates: files of the ordered jobs, and logs recovered after a crash (their writers are
+  // gone; nothing else will drain them).
+  const auto candidate = [&jobs](const Log& log) {
+    return !log.orphan && !log.removed && log.bytes > 0 && (log.recovered || jobs.count(log.job));
+  };
+  const auto now = static_cast<req::Time>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                              std::chrono::steady_clock::now() - started_)
+                                              .count());
+  std::vector<LogPtr> waiting;  // candidates, oldest first: the fallback when nothing dispatches
   {
     std::lock_guard lock(mutex_);
-    for (std::size_t k = 0; k < candidates.size(); ++k) {
-      const Log& log = *candidates[k];
-      const auto app = job_ids.emplace(log.job, static_cast<core::AppId>(job_ids.size())).first;
-      scheduler->enqueue({k + 1, k + 1, 0, std::max<std::uint64_t>(1, log.bytes), core::Op::Write,
-                          app->second, 0, static_cast<req::Time>(log.created)});
+    for (const auto& [inode, log] : logs_) {
+      if (!candidate(*log)) continue;
+      waiting.push_back(log);
+      if (queued_logs_.count(log->created)) continue;
+      // A file is one request of its held bytes, of its writer's job.
+      const auto app = job_ids_.emplace(log->job, static_cast<core::AppId>(job_ids_.size())).first;
+      const req::RequestId id = ++next_request_;
+      queue_->enqueue({id, id, 0, std::max<std::uint64_t>(1, log->bytes), core::Op::Write,
+                       app->second, 0, now});
+      queued_[id] = log;
+      queued_logs_.insert(log->created);
     }
-    file = "";
   }
-  const auto batch = scheduler->dequeue(static_cast<req::Time>(next_log_));
-  // A window scheduler may hold everything back at this instant: then the oldest goes.
-  const LogPtr& chosen = batch.dispatches.empty()
-                             ? candidates.front()
-                             : candidates[batch.dispatches.front().parts.front().id - 1];
-  {
-    std::lock_guard lock(mutex_);
-    file = chosen->name;
-  }
+  if (waiting.empty()) return Status::NotHeld;
+  std::sort(waiting.begin(), waiting.end(),
+            [](const LogPtr& a, const LogPtr& b) { return a->created < b->created; });
+  // What the scheduler dispatches now; a file no longer to drain (its job's order changed, or
+  // drained meanwhile by a Drain) is released unmoved, and queued again when it may drain.
+  std::vector<std::pair<req::RequestId, LogPtr>> chosen;
+  const req::Batch batch = queue_->dequeue(now);
+  for (const auto& dispatch : batch.dispatches)
+    for (const auto& part : dispatch.parts) {
+      LogPtr log = queued_[part.id].lock();
+      bool take = false;
+      {
+        std::lock_guard lock(mutex_);
+        take = log && candidate(*log);
+      }
+      if (take) {
+        chosen.emplace_back(part.id, std::move(log));
+        continue;
+      }
+      queue_->release(part.id, 0);
+      if (log) queued_logs_.erase(log->created);
+      queued_.erase(part.id);
+    }
+  // A window or quantum scheduler may hold everything back at this instant: then the oldest
+  // goes, so that a file never waits for a window that nothing else opens.
+  if (chosen.empty()) chosen.emplace_back(0, waiting.front());
   const FenceLock fence_lock{lock_fences()};
-  return drain_log(chosen, why);
+  Status result = Status::Ok;
+  file.clear();
+  for (const auto& [id, log] : chosen) {
+    {
+      std::lock_guard lock(mutex_);
+      if (file.empty()) file = log->name;
+    }
+    const auto started = std::chrono::steady_clock::now();
+    std::string failed;
+    if (drain_log(log, failed) != Status::Ok && result == Status::Ok) {
+      result = Status::Error;
+      why = failed;
+    }
+    if (id == 0) continue;  // not dispatched: it stays queued
+    queue_->release(id, static_cast<req::Time>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                                   std::chrono::steady_clock::now() - started)
+                                                   .count()));
+    queued_logs_.erase(log->created);
+    queued_.erase(id);
+  }
+  return result;
 }
 
 StoreStats Store::stats() {

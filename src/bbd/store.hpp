@@ -27,6 +27,7 @@
 #include <string_view>
 #include <vector>
 
+#include "core/requests/request_scheduler.hpp"
 #include "storage/fences.hpp"
 
 namespace harmonia::bbd {
@@ -162,9 +163,13 @@ class Store {
   /// Forbidden for a file of another user; all files, for a caller who is no administrator:
   /// the caller's own. Writes of the file meanwhile are not held up (they go to a new log).
   Status drain(const FileRef& file, std::string& why, const Caller& caller = Caller::node());
-  /// Drains one file of `jobs` (or one recovered after a crash), chosen by the drain scheduler;
-  /// NotHeld when there is none. `file` names the one drained.
+  /// Drains the files of `jobs` (and those recovered after a crash) the drain scheduler
+  /// dispatches next; NotHeld when there is none. `file` names the first one drained. The
+  /// scheduler lives as long as the store: a file is queued once it may drain, and its state
+  /// (windows, quanta, history) carries from one call to the next.
   Status drain_next(const std::set<std::string>& jobs, std::string& file, std::string& why);
+  /// Called after every write the store took (the node's drains wait for work, not for time).
+  void on_write(std::function<void()> callback) { on_write_ = std::move(callback); }
   /// From now on a write is acknowledged only once its record is on the device (fdatasync of
   /// the log): it then survives a power loss, not only a killed node.
   void sync_writes() { sync_writes_ = true; }
@@ -253,6 +258,16 @@ class Store {
   std::atomic<bool> fence_warned_{false};
   /// Files whose held state changed since take_file_changes (true: held, false: released).
   std::map<std::uint64_t, bool> file_changes_;
+  std::function<void()> on_write_;
+  /// The drain scheduler (drain_next), and the files queued in it by request id; guarded by
+  /// queue_mutex_ (taken before mutex_).
+  std::mutex queue_mutex_;
+  std::unique_ptr<core::requests::RequestScheduler> queue_;
+  std::map<core::requests::RequestId, std::weak_ptr<Log>> queued_;
+  std::set<std::uint64_t> queued_logs_;         ///< Log::created of the files queued
+  std::map<std::string, core::AppId> job_ids_;  ///< the scheduler's application of each job
+  core::requests::RequestId next_request_ = 0;
+  std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
   std::atomic<bool> kernel_copy_{true};  ///< copy_file_range works from the device to the PFS
   bool sync_writes_ = false;
 };

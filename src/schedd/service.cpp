@@ -208,8 +208,9 @@ void Service::start_settle(ConnectionId id, const control::SettleFile& file, dou
   }
   // The ranks of a job open a shared file together: one settle of the file serves them all.
   for (auto& [settle, pending] : settles_)
-    if (pending.file.path() == file.path() && pending.file.host() == file.host() &&
-        pending.file.inode() == file.inode() && pending.file.buffered() == file.buffered()) {
+    if (!file.own() && !pending.file.own() && pending.file.path() == file.path() &&
+        pending.file.host() == file.host() && pending.file.inode() == file.inode() &&
+        pending.file.buffered() == file.buffered()) {
       pending.requesters.push_back(id);
       started->set_id(settle);
       started->set_waiting(
@@ -218,16 +219,26 @@ void Service::start_settle(ConnectionId id, const control::SettleFile& file, dou
     }
   const std::uint64_t settle = ++last_settle_;
   Settle pending{{id}, file, now + kSettleWait, {}, {}, now + std::min(file.node_wait(), 3600.0)};
-  // The nodes holding its bytes drain it before anything else (one flow of drains: the
-  // scheduler orders every one), and tell when they have.
+  // The nodes holding its bytes, as their reports say and as the caller wrote it, drain it
+  // before anything else (one flow of drains: the scheduler orders every one), and tell when
+  // they have.
+  const std::string name = held ? held->name : file.path();
   if (held)
-    for (const auto& [node, holding] : held->nodes) {
-      pending.nodes.insert(node);
-      if (urgent_[node].emplace(file.inode(), held->name).second) urgent_changed_.insert(node);
-    }
+    for (const auto& [node, holding] : held->nodes) pending.nodes.insert(node);
+  for (const auto& address : file.nodes()) {
+    const auto node = broker_ ? broker_->node_slot(address) : std::nullopt;
+    if (node)
+      pending.nodes.insert(*node);
+    else
+      pending.unknown_node = true;
+  }
+  for (const int node : pending.nodes) order_urgent(node, file.inode(), name);
+  if (!pending.nodes.empty())
+    ++urgent_by_reason_[file.reason().empty() ? std::string("open") : file.reason()];
   for (const auto& [other, c] : connections_) {
-    // A node agent opening the file has other ranks behind it, which it asks itself.
-    if ((other == id && !c.node_agent) || c.job.empty()) continue;
+    // A node agent opening the file has other ranks behind it, which it asks itself. A drain
+    // of the caller's own bytes asks nobody else.
+    if (file.own() || (other == id && !c.node_agent) || c.job.empty()) continue;
     pending.waiting.insert(other);
     Envelope push;
     push.mutable_settle_order()->set_id(settle);
@@ -235,21 +246,34 @@ void Service::start_settle(ConnectionId id, const control::SettleFile& file, dou
     out.push_back({other, std::move(push)});
   }
   started->set_id(settle);
-  started->set_waiting(static_cast<std::uint32_t>(pending.waiting.size() + pending.nodes.size()));
-  if (!pending.waiting.empty() || !pending.nodes.empty())
+  started->set_waiting(static_cast<std::uint32_t>(pending.waiting.size() + pending.nodes.size() +
+                                                  (pending.unknown_node ? 1 : 0)));
+  if (!pending.waiting.empty() || !pending.nodes.empty() || pending.unknown_node)
     settles_.emplace(settle, std::move(pending));
 }
 
-void Service::note_held(int node, const control::BufferReport& report, std::vector<Outgoing>& out) {
-  const std::vector<std::uint64_t> released = held_.report(node, report);
-  if (released.empty()) return;
+void Service::order_urgent(int node, std::uint64_t inode, const std::string& name) {
   auto& urgent = urgent_[node];
-  for (const std::uint64_t inode : released)
-    if (urgent.erase(inode) > 0) urgent_changed_.insert(node);
-  const std::set<std::uint64_t> gone(released.begin(), released.end());
+  if (urgent.count(inode)) return;  // already ordered: the settles share it
+  urgent[inode] = {name, ++last_urgent_};
+  urgent_changed_.insert(node);
+}
+
+void Service::urgent_settled(int node, std::uint64_t inode, std::vector<Outgoing>& out) {
+  if (urgent_[node].erase(inode) > 0) urgent_changed_.insert(node);
   for (auto& [settle, pending] : settles_)
-    if (gone.count(pending.file.inode())) pending.nodes.erase(node);
+    if (pending.file.inode() == inode) pending.nodes.erase(node);
   finish_settles(out);
+}
+
+void Service::note_held(int node, const control::BufferReport& report, std::vector<Outgoing>& out) {
+  for (const std::uint64_t inode : held_.report(node, report)) urgent_settled(node, inode, out);
+  for (const std::uint64_t id : report.urgent_done()) {
+    const auto& urgent = urgent_[node];
+    const auto done = std::find_if(urgent.begin(), urgent.end(),
+                                   [id](const auto& entry) { return entry.second.id == id; });
+    if (done != urgent.end()) urgent_settled(node, done->first, out);
+  }
 }
 
 bool Service::node_connected(int node) const {
@@ -261,10 +285,11 @@ void Service::fill_order(int node, control::DrainOrder& out) const {
   broker_->fill_order(node, out);
   const auto found = urgent_.find(node);
   if (found == urgent_.end()) return;
-  for (const auto& [inode, name] : found->second) {
-    auto* urgent = out.add_urgent();
-    urgent->set_inode(inode);
-    urgent->set_name(name);
+  for (const auto& [inode, urgent] : found->second) {
+    auto* entry = out.add_urgent();
+    entry->set_inode(inode);
+    entry->set_name(urgent.name);
+    entry->set_id(urgent.id);
   }
 }
 
@@ -272,7 +297,8 @@ void Service::settle_done(ConnectionId id, std::uint64_t settle, std::vector<Out
   const auto found = settles_.find(settle);
   if (found == settles_.end()) return;
   found->second.waiting.erase(id);
-  if (found->second.waiting.empty() && found->second.nodes.empty()) complete_settle(found, out);
+  if (found->second.waiting.empty() && found->second.nodes.empty() && !found->second.unknown_node)
+    complete_settle(found, out);
 }
 
 Service::Settles::iterator Service::complete_settle(Settles::iterator it,
@@ -281,9 +307,9 @@ Service::Settles::iterator Service::complete_settle(Settles::iterator it,
     if (!connections_.count(requester)) continue;
     Envelope push;
     push.mutable_settle_complete()->set_id(it->first);
-    push.mutable_settle_complete()->set_complete(it->second.waiting.empty() &&
-                                                 it->second.nodes.empty());
-    push.mutable_settle_complete()->set_unavailable(!it->second.nodes.empty());
+    const bool unavailable = !it->second.nodes.empty() || it->second.unknown_node;
+    push.mutable_settle_complete()->set_complete(it->second.waiting.empty() && !unavailable);
+    push.mutable_settle_complete()->set_unavailable(unavailable);
     out.push_back({requester, std::move(push)});
   }
   return settles_.erase(it);
@@ -296,9 +322,10 @@ void Service::finish_settles(std::vector<Outgoing>& out, std::optional<double> n
     // A node that drains is waited for as long as it takes (the file's bytes are on their way,
     // as an fsync's are); one that is down, until the caller's wait has passed.
     const bool nodes_done =
-        settle.nodes.empty() || (now && *now >= settle.node_deadline &&
-                                 std::any_of(settle.nodes.begin(), settle.nodes.end(),
-                                             [this](int node) { return !node_connected(node); }));
+        (settle.nodes.empty() && !settle.unknown_node) ||
+        (now && *now >= settle.node_deadline &&
+         (settle.unknown_node || std::any_of(settle.nodes.begin(), settle.nodes.end(),
+                                             [this](int node) { return !node_connected(node); })));
     it = processes_done && nodes_done ? complete_settle(it, out) : std::next(it);
   }
 }
@@ -671,6 +698,11 @@ void Service::fill_status(double now, control::Status& out) const {
     if (broker_) s->set_wait_seconds(broker_->wait_seconds(job.broker_job, now));
   }
   if (broker_) broker_->fill_status(out);
+  for (const auto& [reason, count] : urgent_by_reason_) {
+    auto* drains = out.add_urgent_drains();
+    drains->set_reason(reason);
+    drains->set_count(count);
+  }
 }
 
 }  // namespace harmonia::schedd

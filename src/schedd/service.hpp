@@ -167,6 +167,9 @@ class Service {
     std::unordered_set<ConnectionId> waiting;  ///< processes asked that have not answered
     std::set<int> nodes;       ///< buffer nodes ordered to drain the file that have not yet
     double node_deadline = 0;  ///< when a node still down makes the settle `unavailable`
+    /// The caller named a node this daemon has no slot of (never registered, or not since a
+    /// restart): it is down for the settle, which ends `unavailable` at node_deadline.
+    bool unknown_node = false;
   };
   using Settles = std::map<std::uint64_t, Settle>;
   /// Pushes SettleComplete to its requesters (complete: every process asked answered) and
@@ -177,8 +180,19 @@ class Service {
   /// What the buffer nodes hold, by file (their reports), and the files each node must drain
   /// first for a settle (DrainOrder.urgent), by node and inode.
   HeldFiles held_;
-  std::map<int, std::map<std::uint64_t, std::string>> urgent_;
+  struct Urgent {
+    std::string name;
+    std::uint64_t id = 0;  ///< the node acknowledges it by this (BufferReport.urgent_done)
+  };
+  std::map<int, std::map<std::uint64_t, Urgent>> urgent_;  ///< by node, then inode
+  std::uint64_t last_urgent_ = 0;
   std::set<int> urgent_changed_;  ///< nodes whose urgent list changed since the last push
+  std::map<std::string, std::uint64_t> urgent_by_reason_;
+  /// Orders `node` to drain the file `inode` first; a settle then waits for it.
+  void order_urgent(int node, std::uint64_t inode, const std::string& name);
+  /// `node` no longer needs to drain `inode` first (it did, or holds none): the settles
+  /// waiting for it go on.
+  void urgent_settled(int node, std::uint64_t inode, std::vector<Outgoing>& out);
   /// A node's report: its held files, and the settles that were waiting for what it released.
   void note_held(int node, const control::BufferReport& report, std::vector<Outgoing>& out);
   /// The node's whole order: the policy's, and the urgent drains.

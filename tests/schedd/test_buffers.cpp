@@ -689,3 +689,131 @@ TEST(Buffers, AReadDoesNotWaitForAStageInThePolicyHasNotPlaced) {
   EXPECT_FALSE(reading.await_grant()) << "the PFS has the bytes: the read must not wait";
   EXPECT_EQ(reading.read_files_size(), 0);
 }
+
+namespace {
+
+Envelope settle_file(std::uint64_t inode, bool stat_only, bool own = false,
+                     const std::vector<std::string>& nodes = {}, double node_wait = 30) {
+  Envelope e;
+  auto* s = e.mutable_settle_file();
+  s->set_path("run/out.dat");
+  s->set_inode(inode);
+  s->set_buffered(true);
+  s->set_stat_only(stat_only);
+  s->set_own(own);
+  s->set_node_wait(node_wait);
+  s->set_reason(own ? "fsync" : "");
+  for (const auto& node : nodes) s->add_nodes(node);
+  return e;
+}
+
+/// A node's report of the files it holds (inode, end) and those it released or drained first.
+Envelope held_report(const std::vector<std::pair<std::uint64_t, std::uint64_t>>& held,
+                     const std::vector<std::uint64_t>& released,
+                     const std::vector<std::uint64_t>& urgent_done = {}, bool complete = false) {
+  Envelope e;
+  auto* r = e.mutable_buffer_report();
+  r->set_capacity(1 << 30);
+  r->set_files_complete(complete);
+  for (const auto& [inode, end] : held) {
+    auto* f = r->add_files();
+    f->set_inode(inode);
+    f->set_name("run/out.dat");
+    f->set_end(end);
+    f->set_mtime_ns(1'700'000'000'000'000'000);
+    f->set_uid(1000);
+  }
+  for (const auto inode : released) r->add_released(inode);
+  for (const auto id : urgent_done) r->add_urgent_done(id);
+  return e;
+}
+
+/// The SettleComplete pushed to `id`, if any.
+std::optional<harmonia::control::SettleComplete> completed(const Harness& h, ConnectionId id) {
+  for (const auto& out : h.pushes)
+    if (out.to == id && out.message.has_settle_complete()) return out.message.settle_complete();
+  return std::nullopt;
+}
+
+}  // namespace
+
+TEST(Buffers, AStatSeesWhatTheNodesHoldAndAnOpenWaitsUntilTheyDrainedIt) {
+  Harness h(buffered("max-bandwidth", 2, 64 * kMiB));
+  h.node(1, "n0:7100");
+  h.node(2, "n1:7100");
+  h.job(10, "writer");
+  h.job(11, "reader");
+  // Two nodes hold stripes of inode 77; node 1's end is the file's size as written.
+  h.call(1, held_report({{77, 3 << 20}}, {}));
+  h.call(2, held_report({{77, 5 << 20}}, {}));
+  const Envelope stat = h.call(11, settle_file(77, true));
+  ASSERT_TRUE(stat.settle_started().held());
+  EXPECT_EQ(stat.settle_started().held_size(), 5u << 20);
+  EXPECT_EQ(stat.settle_started().waiting(), 0u) << "a stat orders nothing";
+  // An open: both nodes are ordered to drain it first, and the opener waits for both.
+  h.pushes.clear();
+  const Envelope open = h.call(11, settle_file(77, false));
+  ASSERT_TRUE(open.has_settle_started());
+  const std::uint64_t settle = open.settle_started().id();
+  std::map<ConnectionId, std::uint64_t> urgent_ids;
+  for (const auto& out : h.pushes)
+    if (out.message.has_drain_order())
+      for (const auto& urgent : out.message.drain_order().urgent())
+        if (urgent.inode() == 77) urgent_ids[out.to] = urgent.id();
+  ASSERT_EQ(urgent_ids.size(), 2u) << "each node holding bytes got an urgent drain";
+  // The writer's process is asked too (it may stage bytes of the file), and answers.
+  Envelope answer;
+  answer.mutable_settle_done()->set_id(settle);
+  h.call(10, answer);
+  h.pushes.clear();
+  h.call(1, held_report({}, {77}));  // node 1 drained and released it
+  EXPECT_FALSE(completed(h, 11)) << "node 2 still holds bytes";
+  h.call(2, held_report({}, {}, {urgent_ids[2]}));  // node 2 dealt with its order
+  const auto done = completed(h, 11);
+  ASSERT_TRUE(done);
+  EXPECT_EQ(done->id(), settle);
+  EXPECT_FALSE(done->unavailable());
+  // Node 2 never said it released the file: until it does, a stat still shows its bytes.
+  EXPECT_TRUE(h.call(11, settle_file(77, true)).settle_started().held());
+  h.call(2, held_report({}, {}, {}, true));  // a complete report without it: gone
+  EXPECT_FALSE(h.call(11, settle_file(77, true)).settle_started().held());
+}
+
+TEST(Buffers, AProcesssOwnDrainGoesThroughTheSchedulerAndIsCountedByReason) {
+  Harness h(buffered("max-bandwidth", 1, 64 * kMiB));
+  h.node(1, "n0:7100");
+  h.job(10, "writer");
+  h.pushes.clear();
+  // The node has not reported the file yet: the process names the node it wrote to.
+  const Envelope own = h.call(10, settle_file(88, false, true, {"n0:7100"}));
+  ASSERT_EQ(own.settle_started().waiting(), 1u) << "the node, and no process";
+  std::uint64_t id = 0;
+  for (const auto& out : h.pushes)
+    if (out.to == 1 && out.message.has_drain_order())
+      for (const auto& urgent : out.message.drain_order().urgent()) id = urgent.id();
+  ASSERT_NE(id, 0u);
+  h.call(1, held_report({}, {}, {id}));
+  const auto done = completed(h, 10);
+  ASSERT_TRUE(done);
+  EXPECT_FALSE(done->unavailable());
+  bool counted = false;
+  const auto status = h.status();
+  for (const auto& count : status.urgent_drains())
+    counted = counted || (count.reason() == "fsync" && count.count() == 1);
+  EXPECT_TRUE(counted);
+}
+
+TEST(Buffers, ADrainOnANodeThatIsDownOrUnknownEndsUnavailableAtTheCallersWait) {
+  Harness h(buffered("max-bandwidth", 1, 64 * kMiB));
+  h.node(1, "n0:7100");
+  h.job(10, "writer");
+  std::vector<Outgoing> out;
+  h.service.on_disconnect(1, h.now, out);  // the node died
+  h.call(10, settle_file(99, false, true, {"n0:7100", "elsewhere:1"}, 2.0));
+  h.service.on_tick(1.0, h.pushes);
+  EXPECT_FALSE(completed(h, 10)) << "waited for within HARMONIA_NODE_WAIT";
+  h.service.on_tick(2.5, h.pushes);
+  const auto done = completed(h, 10);
+  ASSERT_TRUE(done);
+  EXPECT_TRUE(done->unavailable());
+}

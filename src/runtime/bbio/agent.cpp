@@ -32,8 +32,7 @@
 #include "control/control.pb-c.h"
 #include "control/frame.hpp"
 #include "runtime/bbio/config.hpp"
-#include "runtime/bbio/registry.hpp"
-#include "runtime/bbio/staged_file.hpp"
+#include "runtime/bbio/report.hpp"
 #include "storage/real.hpp"
 
 namespace harmonia::bbio::agent {
@@ -51,12 +50,35 @@ constexpr double kReplyWait = 1.0;
 /// How long an open waits for the other processes to write out a file (the daemon's own wait
 /// is 2 s; this one covers the way back).
 constexpr double kSettleWait = 2.5;
+/// How long a drain the scheduler orders may take before the process gives up on a daemon that
+/// stopped answering (a drain moves as many bytes as the file holds on a node: minutes at most).
+constexpr double kDrainBound = 3600;
 /// Heartbeats and phase-end checks run at least this often.
 constexpr double kPoll = 0.25;
 /// Reconnection attempts to a daemon that is gone.
 constexpr double kRetry = 0.5;
 /// An AnnounceRead's files take at most this much of a frame (at most 65536 bytes).
 constexpr size_t kMaxAnnounceBytes = 60000;
+
+/// The file layer's entry points (set_file_layer), read without a lock once set.
+std::atomic<std::size_t (*)()> staged_bytes_of{nullptr};
+std::atomic<void (*)(const std::string&, bool, dev_t, ino_t)> settle_for_reader_of{nullptr};
+std::atomic<int (*)()> flush_all_of{nullptr};
+
+std::size_t staged_total() {
+  const auto staged = staged_bytes_of.load(std::memory_order_acquire);
+  return staged ? staged() : 0;
+}
+
+void settle_for_reader(const std::string& path, bool same_host, dev_t device, ino_t inode) {
+  if (const auto settle = settle_for_reader_of.load(std::memory_order_acquire))
+    settle(path, same_host, device, inode);
+}
+
+int flush_all() {
+  const auto flush = flush_all_of.load(std::memory_order_acquire);
+  return flush ? flush() : 0;
+}
 
 double now() {
   timespec ts{};
@@ -267,6 +289,46 @@ class Agent {
                 : "the scheduler daemon went away while the buffer nodes drained it: EIO"));
     errno = EIO;
     return -1;
+  }
+
+  std::optional<bool> drain_through_scheduler(const std::string& name, ino_t inode,
+                                              const std::vector<std::string>& nodes, double wait,
+                                              const char* reason) {
+    std::unique_lock lock(mutex_);
+    if (!connected_) return std::nullopt;
+    Harmonia__Control__SettleFile body = HARMONIA__CONTROL__SETTLE_FILE__INIT;
+    const std::string safe_name = printable(name.substr(0, 4096));
+    std::vector<std::string> safe_nodes;
+    std::vector<char*> node_pointers;
+    for (const auto& node : nodes) safe_nodes.push_back(printable(node.substr(0, 256)));
+    for (auto& node : safe_nodes) node_pointers.push_back(node.data());
+    body.path = const_cast<char*>(safe_name.c_str());
+    body.inode = inode;
+    body.host = const_cast<char*>(host_.c_str());
+    body.buffered = true;
+    body.own = true;
+    body.node_wait = wait;
+    body.n_nodes = node_pointers.size();
+    body.nodes = node_pointers.data();
+    body.reason = const_cast<char*>(reason);
+    const uint64_t seq = post(lock, HARMONIA__CONTROL__ENVELOPE__BODY_SETTLE_FILE,
+                              &Harmonia__Control__Envelope::settle_file, body);
+    changed_.wait_for(lock, std::chrono::duration<double>(kReplyWait),
+                      [&] { return !connected_ || settle_started_.count(seq); });
+    const auto started = settle_started_.find(seq);
+    if (started == settle_started_.end()) return std::nullopt;  // no answer: ask the nodes
+    const SettleStart settle = started->second;
+    settle_started_.erase(started);
+    if (settle.waiting == 0) return true;
+    // The nodes drain as long as the file takes; one that is down is waited for `wait` by the
+    // daemon. This bound only covers a daemon that stops answering (it is then gone).
+    changed_.wait_for(lock, std::chrono::duration<double>(kDrainBound),
+                      [&] { return !connected_ || settle_completed_.count(settle.id); });
+    const auto completed = settle_completed_.find(settle.id);
+    if (completed == settle_completed_.end()) return false;
+    const bool unavailable = completed->second;
+    settle_completed_.erase(completed);
+    return !unavailable;
   }
 
   /// A stat of the file with `inode` beneath HARMONIA_BUFFER_ROOT: what the buffer nodes hold
@@ -797,8 +859,6 @@ class Agent {
     warned_unreachable_ = true;
   }
 
-  static size_t staged_total() { return harmonia::bbio::staged_total(); }
-
   std::string address_;
   std::string node_agent_;  ///< HARMONIA_AGENT: the node agent's socket, tried first
   bool node_agent_refused_ = false;
@@ -889,6 +949,12 @@ Agent* get() {
 
 bool configured() { return address() != nullptr; }
 
+void set_file_layer(const FileLayer& layer) {
+  staged_bytes_of.store(layer.staged_bytes, std::memory_order_release);
+  settle_for_reader_of.store(layer.settle_for_reader, std::memory_order_release);
+  flush_all_of.store(layer.flush_all, std::memory_order_release);
+}
+
 void start_for_prefetch() {
   // The environment is read once, at its first use: a program without HARMONIA_PREFETCH may
   // still set the other variables in main, before its first I/O.
@@ -943,6 +1009,13 @@ std::vector<uint32_t> servers() {
 int settle_elsewhere(const std::string& path, dev_t device, ino_t inode, bool buffered) {
   Agent* a = get();
   return a ? a->settle_elsewhere(path, device, inode, buffered) : 0;
+}
+
+std::optional<bool> drain_through_scheduler(const std::string& name, ino_t inode,
+                                            const std::vector<std::string>& nodes, double wait,
+                                            const char* reason) {
+  Agent* a = get();
+  return a ? a->drain_through_scheduler(name, inode, nodes, wait, reason) : std::nullopt;
 }
 
 std::optional<HeldByNodes> held_by_nodes(ino_t inode) {

@@ -17,6 +17,18 @@
 
 namespace harmonia::bbio::agent {
 
+/// What the file layer (the registry of staged files, above the agent) lets the agent do: the
+/// agent includes nothing above it, and reaches the staged files only through these, set once
+/// when the file layer starts. Unset: nothing is staged (0 bytes, nothing to settle or flush).
+struct FileLayer {
+  std::size_t (*staged_bytes)() = nullptr;  ///< bytes staged in the process now
+  /// Another process is about to open a file: write out what is staged of it here.
+  void (*settle_for_reader)(const std::string& path, bool same_host, dev_t device,
+                            ino_t inode) = nullptr;
+  int (*flush_all)() = nullptr;  ///< write out everything staged (the flusher thread)
+};
+void set_file_layer(const FileLayer& layer);
+
 /// Whether HARMONIA_SCHEDD is set (read once per process).
 bool configured();
 /// A staged file, as settle orders name it.
@@ -73,6 +85,15 @@ std::vector<uint32_t> servers();
 /// nodes as long as their drain takes (a node that is down: HARMONIA_NODE_WAIT). 0, or -1 with
 /// EIO when bytes of the file stayed on a node that is down.
 int settle_elsewhere(const std::string& path, dev_t device, ino_t inode, bool buffered);
+/// One flow of drains: this process needs its bytes of the file `name` (relative to
+/// HARMONIA_BUFFER_ROOT; `inode`) on `nodes` drained now, for `reason` (fsync, close, truncate,
+/// reopen, other-nodes, node-full, node-lost): the scheduler orders the nodes to drain it first
+/// and answers when they have. true when they did; false when a node stayed down past `wait`
+/// seconds (or the daemon went away meanwhile); nothing without a daemon (the caller asks the
+/// nodes itself).
+std::optional<bool> drain_through_scheduler(const std::string& name, ino_t inode,
+                                            const std::vector<std::string>& nodes, double wait,
+                                            const char* reason);
 /// What the buffer nodes hold of a file (a stat shows it over what the PFS says).
 struct HeldByNodes {
   std::uint64_t size = 0;     ///< the file's size as written

@@ -21,7 +21,9 @@
 #include "common/identity.hpp"
 #include "control/bb.pb-c.h"
 #include "control/frame.hpp"
-#include "runtime/bbio/staged_file.hpp"
+#include "runtime/bbio/agent.hpp"
+#include "runtime/bbio/config.hpp"
+#include "runtime/bbio/report.hpp"
 #include "storage/fences.hpp"
 #include "storage/real.hpp"
 
@@ -459,8 +461,10 @@ bool write(const FileKey& file, const std::string& job, const struct iovec* iov,
   }
   // Lost nodes of this grant drain the file first (consuming its fence); if they cannot, the
   // write goes around them, through to the PFS.
+  std::vector<std::string> lost_here;
   for (const auto& address : nodes)
-    if (is_lost(file.inode, address) && drain_one(file, address) != Outcome::Ok) return false;
+    if (is_lost(file.inode, address)) lost_here.push_back(address);
+  if (!lost_here.empty() && !drain(file, lost_here, 0, "node-lost").empty()) return false;
   fence(file, offset, total);
   std::vector<Piece> pieces = cut(offset, total, nodes, stripe);
   {
@@ -493,7 +497,7 @@ bool write(const FileKey& file, const std::string& job, const struct iovec* iov,
     ok = ok && p.outcome == Outcome::Ok;
   }
   // What a full node holds of the file must land before the write that goes through.
-  for (const auto& address : full) (void)drain_one(file, address);
+  if (!full.empty()) (void)drain(file, {full.begin(), full.end()}, 0, "node-full");
   return ok;
 }
 
@@ -551,7 +555,24 @@ bool read(const FileKey& file, off64_t offset, std::size_t length,
   return ok;
 }
 
-std::vector<std::string> drain(const FileKey& file, std::vector<std::string> nodes, double wait) {
+std::vector<std::string> drain(const FileKey& file, std::vector<std::string> nodes, double wait,
+                               const char* reason) {
+  for (auto& node : lost_nodes(file.inode))
+    if (std::find(nodes.begin(), nodes.end(), node) == nodes.end()) nodes.push_back(node);
+  if (nodes.empty()) return {};
+  if (const auto drained =
+          agent::drain_through_scheduler(file.name, file.inode, nodes, wait, reason)) {
+    if (!*drained) {
+      // Which one stayed down the scheduler does not say: each may still hold older bytes of
+      // the file, so writes elsewhere are fenced against all of them (a fence of a node that did
+      // drain is consumed by its next drain, before this process writes there again).
+      for (const auto& address : nodes) note_outcome(file.inode, address, Outcome::Failed, true);
+      return nodes;
+    }
+    for (const auto& address : nodes) note_drained(file.inode, address);
+    return {};
+  }
+  // No scheduler daemon: the nodes themselves.
   const double deadline = now() + wait;
   for (bool again = false;; again = true) {
     for (auto& node : lost_nodes(file.inode))
@@ -608,8 +629,8 @@ std::string handle_of(int fd) {
 }
 
 bool drained_or_unavailable(const std::string& shown, const FileKey& file,
-                            std::vector<std::string> nodes, double wait) {
-  const auto failed = drain(file, std::move(nodes), wait);
+                            std::vector<std::string> nodes, double wait, const char* reason) {
+  const auto failed = drain(file, std::move(nodes), wait, reason);
   if (failed.empty()) return true;
   report(shown + ": buffer node " + failed.front() + " holds bytes of it and is down (waited " +
          std::to_string(static_cast<int>(wait)) + " s, HARMONIA_NODE_WAIT): EIO");
@@ -661,7 +682,8 @@ bool settle_file(const char* path, std::uint64_t inode, double wait) {
   }
   char resolved[PATH_MAX];
   const std::string shown = realpath(path, resolved) ? resolved : path;
-  return drained_or_unavailable(shown, {relative_name(shown), inode, {}}, std::move(nodes), wait);
+  return drained_or_unavailable(shown, {relative_name(shown), inode, {}}, std::move(nodes), wait,
+                                "reopen");
 }
 
 }  // namespace harmonia::bbio::buffers

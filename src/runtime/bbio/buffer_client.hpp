@@ -89,9 +89,17 @@ bool read(const FileKey& file, off64_t offset, std::size_t length,
 /// lost them since).
 bool wrote(std::uint64_t inode);
 /// Drains `file` to the PFS from `nodes` and from every node lost since this process wrote the
-/// file there, and waits for the drains; a node that is down is tried again (at once, then every
-/// 0.2 s) for up to `wait` seconds. Returns the nodes that did not drain it.
-std::vector<std::string> drain(const FileKey& file, std::vector<std::string> nodes, double wait);
+/// file there, and waits for the drains, `reason` saying why it is needed now (fsync, close,
+/// truncate, reopen, other-nodes, node-full, node-lost). One flow of drains: with a scheduler
+/// daemon, it orders the nodes (an urgent drain: first on each node) and answers when they have;
+/// without one, the nodes are asked directly. A node that is down is waited for up to `wait`
+/// seconds (tried again at once, then every 0.2 s). Returns the nodes that did not drain it.
+std::vector<std::string> drain(const FileKey& file, std::vector<std::string> nodes, double wait,
+                               const char* reason);
+/// drain(), and when a node did not drain the file: says so on stderr for `shown` (the file as
+/// the program names it) and returns false with errno EIO.
+bool drained_or_unavailable(const std::string& shown, const FileKey& file,
+                            std::vector<std::string> nodes, double wait, const char* reason);
 /// drain(), and when a node did not drain the file: says so on stderr for `shown` (the file as
 /// the program names it) and returns false with errno EIO.
 bool drained_or_unavailable(const std::string& shown, const FileKey& file,

@@ -16,7 +16,7 @@
 
 #include "core/requests/registry.hpp"
 #include "runtime/bbio/buffer_client.hpp"
-#include "runtime/bbio/staged_file.hpp"
+#include "runtime/bbio/report.hpp"
 #include "storage/real.hpp"
 
 namespace harmonia::bbio {

@@ -13,7 +13,8 @@
 #include <mutex>
 
 #include "runtime/bbio/agent.hpp"
-#include "runtime/bbio/staged_file.hpp"
+#include "runtime/bbio/config.hpp"
+#include "runtime/bbio/report.hpp"
 #include "storage/real.hpp"
 
 namespace harmonia::bbio {

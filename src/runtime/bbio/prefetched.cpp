@@ -17,7 +17,7 @@
 #include "runtime/bbio/buffer_client.hpp"
 #include "runtime/bbio/config.hpp"
 #include "runtime/bbio/registry.hpp"
-#include "runtime/bbio/staged_file.hpp"
+#include "runtime/bbio/report.hpp"
 #include "storage/real.hpp"
 
 namespace harmonia::bbio::prefetched {

@@ -57,6 +57,8 @@ void make_state() {
   s->config = environment().config;
   s->node_wait = s->config.node_wait;
   state_ptr.store(s, std::memory_order_release);
+  // The agent, below, reaches the staged files only through these.
+  agent::set_file_layer({staged_total, settle_for_reader, flush_all});
   if (const std::string& trace = s->config.phase_trace; !trace.empty()) {
     const int fd = real().open(trace.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
     if (fd < 0) {

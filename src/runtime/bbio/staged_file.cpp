@@ -57,15 +57,6 @@ std::string log_name(const std::string& dir) {
 
 }  // namespace
 
-void report(const std::string& message) {
-  static std::mutex mutex;
-  static std::set<std::string> said;
-  std::lock_guard lock(mutex);
-  if (!said.insert(message).second) return;
-  const std::string line = "libharmonia: " + message + "\n";
-  (void)real().write(STDERR_FILENO, line.data(), line.size());
-}
-
 std::unique_ptr<StagedFile> StagedFile::create(int fd, const std::string& path, int flags,
                                                const Config& config, std::string& error) {
   std::unique_ptr<StagedFile> file(new StagedFile());
@@ -284,16 +275,16 @@ bool StagedFile::write_to_buffers(const struct iovec* iov, int count, off64_t of
 
 void StagedFile::drain_for_write() {
   if (!buffer_file_.name.empty() && !buffer_nodes_.empty())
-    (void)buffers::drain(buffer_file_, std::move(buffer_nodes_), 0);
+    (void)buffers::drain(buffer_file_, std::move(buffer_nodes_), 0, "other-nodes");
   buffer_nodes_.clear();
   buffer_stripe_ = 0;
 }
 
-bool StagedFile::drain_needed(std::vector<std::string> nodes) {
+bool StagedFile::drain_needed(std::vector<std::string> nodes, const char* reason) {
   buffer_nodes_.clear();
   buffer_stripe_ = 0;
   return buffer_file_.name.empty() ||
-         buffers::drained_or_unavailable(path_, buffer_file_, std::move(nodes), node_wait_);
+         buffers::drained_or_unavailable(path_, buffer_file_, std::move(nodes), node_wait_, reason);
 }
 
 ssize_t StagedFile::read_held(const struct iovec* iov, int count, off64_t offset) {
@@ -329,7 +320,7 @@ ssize_t StagedFile::read_held(const struct iovec* iov, int count, off64_t offset
 
 int StagedFile::settle() {
   if (flush() != 0) return -1;
-  return drain_needed(std::move(buffer_nodes_)) ? 0 : -1;
+  return drain_needed(std::move(buffer_nodes_), "settle") ? 0 : -1;
 }
 
 int StagedFile::close_flush() {
@@ -340,8 +331,9 @@ int StagedFile::close_flush() {
   // here when a node cannot publish). Lost nodes must come back and drain it, or the close
   // reports that the file lacks bytes. The file is released after this: its stripe map is not
   // needed any more.
-  if (!buffers::publish(buffer_file_)) return drain_needed(std::move(buffer_nodes_)) ? 0 : -1;
-  return drain_needed({}) ? 0 : -1;
+  if (!buffers::publish(buffer_file_))
+    return drain_needed(std::move(buffer_nodes_), "close") ? 0 : -1;
+  return drain_needed({}, "node-lost") ? 0 : -1;
 }
 
 bool StagedFile::append_to_log(const struct iovec* iov, int count, size_t total, off64_t offset) {

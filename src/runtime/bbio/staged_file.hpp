@@ -20,6 +20,7 @@
 #include "runtime/bbio/agent.hpp"
 #include "runtime/bbio/buffer_client.hpp"
 #include "runtime/bbio/config.hpp"
+#include "runtime/bbio/report.hpp"
 
 namespace harmonia::bbio {
 
@@ -133,7 +134,7 @@ class StagedFile {
   /// Drains this file's data from `nodes`, and from every node lost since it wrote there,
   /// waiting up to node_wait_ seconds for lost ones to come back; false with EIO (reported)
   /// when some did not. Forgets the stripe map.
-  bool drain_needed(std::vector<std::string> nodes);
+  bool drain_needed(std::vector<std::string> nodes, const char* reason);
   bool append_to_log(const struct iovec* iov, int count, size_t total, off64_t offset);
   /// Writes entries [first, last) with one pwritev (their data from RAM or the log).
   bool write_entries(const std::vector<size_t>& which);
@@ -199,8 +200,5 @@ class StagedFile {
 
 /// Bytes staged in this process, over all files.
 size_t staged_total();
-
-/// Reports a problem once per message on stderr ("libharmonia: ..."), using the real write.
-void report(const std::string& message);
 
 }  // namespace harmonia::bbio
