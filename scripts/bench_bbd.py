@@ -20,7 +20,9 @@ import argparse
 import json
 import os
 import shutil
+import socket
 import statistics
+import struct
 import subprocess
 import tempfile
 import time
@@ -58,6 +60,66 @@ def fio_write(directory: Path, mib: int) -> float:
     )  # fmt: skip
     (directory / "fio.dat").unlink()
     return float(json.loads(done.stdout)["jobs"][0]["write"]["bw_bytes"]) / 1e9
+
+
+def _varint(value: int) -> bytes:
+    out = bytearray()
+    while True:
+        byte = value & 0x7F
+        value >>= 7
+        out.append(byte | (0x80 if value else 0))
+        if not value:
+            return bytes(out)
+
+
+def _field(number: int, payload: bytes) -> bytes:
+    return _varint(number << 3 | 2) + _varint(len(payload)) + payload
+
+
+def write_latencies(address: str, name: str, count: int, size: int) -> list[float]:
+    """Seconds each of `count` writes of `size` bytes to `name` takes on the node, one at a
+    time (bb.proto: Request{seq 1, write 2 {file 1, offset 2, payload 5}}, its bytes after the
+    frame)."""
+    host, port = address.rsplit(":", 1)
+    payload = os.urandom(size)
+    out = []
+    with socket.create_connection((host, int(port))) as sock:
+        for k in range(count):
+            write = (_field(1, name.encode()) + _varint(2 << 3) + _varint(k * size)
+                     + _varint(5 << 3) + _varint(size))  # fmt: skip
+            body = _varint(1 << 3) + _varint(k + 1) + _field(2, write)
+            start = time.perf_counter()
+            sock.sendall(struct.pack(">I", len(body)) + body + payload)
+            header = sock.recv(4, socket.MSG_WAITALL)
+            sock.recv(struct.unpack(">I", header)[0], socket.MSG_WAITALL)
+            out.append(time.perf_counter() - start)
+    return out
+
+
+def percentile(values: list[float], share: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(share * len(ordered)))]
+
+
+def latency_during_drain(
+    ctl: str, address: str, data_file: Path, pfs: Path
+) -> dict[str, float]:
+    """p50 and p99 of 64 KiB writes to one file on an idle node and while the node drains
+    another file of SIZE bytes (a drain holds only its own file)."""
+    idle = write_latencies(address, "idle.bin", 400, 64 << 10)
+    subprocess.run([ctl, "--node", address, "put", "held.bin", str(data_file), "--chunk",
+                    str(CHUNK)], capture_output=True, check=True)  # fmt: skip
+    drain = subprocess.Popen([ctl, "--node", address, "drain", "held.bin"])
+    time.sleep(0.05)  # the drain under way
+    busy = write_latencies(address, "busy.bin", 400, 64 << 10)
+    still_draining = drain.poll() is None
+    drain.wait()
+    subprocess.run([ctl, "--node", address, "drain"], check=True)
+    for name in ("held.bin", "idle.bin", "busy.bin"):
+        (pfs / name).unlink(missing_ok=True)
+    return {"idle_p50": percentile(idle, 0.5) * 1e6, "idle_p99": percentile(idle, 0.99) * 1e6,
+            "busy_p50": percentile(busy, 0.5) * 1e6, "busy_p99": percentile(busy, 0.99) * 1e6,
+            "drain_outlasted_writes": float(still_draining)}  # fmt: skip
 
 
 def main() -> None:
@@ -119,6 +181,8 @@ def main() -> None:
             print(f"round {round_ + 1}/{args.rounds}: ingest {ingest:.2f} GB/s (loopback "
                   f"{loopback:.2f}, device {on_device:.2f}); drain {drain:.2f} GB/s (fio "
                   f"{fio:.2f})", flush=True)  # fmt: skip
+        latencies = [latency_during_drain(ctl, address, data_file, pfs)
+                     for _ in range(args.rounds)]  # fmt: skip
     finally:
         node.terminate()
         node.wait()
@@ -142,6 +206,18 @@ def main() -> None:
         values = rows[key]
         print(f"| {label} | {statistics.median(values):.2f} | {min(values):.2f} "
               f"| {max(values):.2f} |")  # fmt: skip
+    print("\n64 KiB writes to one file, alone and while the node drains another "
+          f"({args.mib} MiB), over {args.rounds} rounds of 400 writes:")  # fmt: skip
+    print("| write latency (us) | median | min | max |\n| --- | --- | --- | --- |")
+    for key, label in (("idle_p50", "p50, node idle"), ("idle_p99", "p99, node idle"),
+                       ("busy_p50", "p50, during a drain"),
+                       ("busy_p99", "p99, during a drain")):  # fmt: skip
+        values = [round_[key] for round_ in latencies]
+        print(f"| {label} | {statistics.median(values):.0f} | {min(values):.0f} "
+              f"| {max(values):.0f} |")  # fmt: skip
+    outlasted = sum(round_["drain_outlasted_writes"] for round_ in latencies)
+    print(f"(the drain was still running when the writes ended in {outlasted:.0f} of "
+          f"{len(latencies)} rounds)")  # fmt: skip
 
 
 if __name__ == "__main__":
