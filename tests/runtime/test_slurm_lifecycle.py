@@ -200,6 +200,8 @@ def test_down_leaves_no_process_behind(cluster: Cluster) -> None:
     try:
         job = cluster.job("held", "sleep 300\n")
         wait(lambda: cluster.job_state(job) == "RUNNING", "the job to run")
+        # RUNNING comes when slurmctld sends the launch: wait for the job's own process too.
+        wait(lambda: "sleep" in cluster.cluster.leftovers().values(), "the job's sleep")
         os.kill(cluster.pids()["slurmd-hn0"], signal.SIGKILL)
         by_hand = subprocess.Popen(
             ["slurmd", "-D", "-N", "hn0"], env={**os.environ, "SLURM_CONF": str(cluster.cluster.conf)},
