@@ -52,15 +52,17 @@ sanitize: setup
 	  tests/runtime/test_bbd_stage_in.py
 
 lint: setup
-	$(VENV)/bin/ruff check python tests/sim tests/runtime scripts
-	$(VENV)/bin/ruff format --check python tests/sim tests/runtime scripts
+	$(VENV)/bin/ruff check python tests/sim tests/runtime tests/fsoracle scripts
+	$(VENV)/bin/ruff format --check python tests/sim tests/runtime tests/fsoracle scripts
 	$(VENV)/bin/mypy --config-file python/pyproject.toml python/harmonia
+	MYPYPATH=python:tests/fsoracle $(VENV)/bin/mypy --config-file python/pyproject.toml \
+	  tests/fsoracle/fsoracle
 	clang-format --dry-run --Werror $$(git ls-files '*.cpp' '*.hpp' '*.c' '*.h')
 	scripts/clang-tidy.sh $(BUILD)
 
 format: setup
-	$(VENV)/bin/ruff format python tests/sim tests/runtime scripts
-	$(VENV)/bin/ruff check --fix python tests/sim tests/runtime scripts
+	$(VENV)/bin/ruff format python tests/sim tests/runtime tests/fsoracle scripts
+	$(VENV)/bin/ruff check --fix python tests/sim tests/runtime tests/fsoracle scripts
 	clang-format -i $$(git ls-files '*.cpp' '*.hpp' '*.c' '*.h')
 
 ## Speed figures for docs/benchmarks.md (not part of the tests).

@@ -1,0 +1,275 @@
+"""Runs one operation sequence with the executor (fsexec) in a mode and as a user, and collects
+what it printed and the tree it left: no library (the oracle), RAM staging, SSD staging
+(HARMONIA_STAGE_DIR) and buffer nodes (a scheduler and two harmonia-bbd under a PFS root)."""
+
+import json
+import os
+import pwd
+import select
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Self
+
+from harmonia.buffers import BufferCluster, ClusterSettings
+
+BUILD = Path(os.environ.get("HARMONIA_BUILD", "build")).absolute()
+FSEXEC = BUILD / "tests" / "fsoracle" / "fsexec"
+LIBRARY = BUILD / "src" / "runtime" / "bbio" / "libharmonia.so"
+RECOVER = BUILD / "src" / "storage" / "harmonia-recover"
+BBD = BUILD / "src" / "bbd" / "harmonia-bbd"
+
+MODES = ("plain", "ram", "disk", "buffers")
+LIBRARY_MODES = MODES[1:]
+RUN_TIMEOUT = 60.0
+
+
+@dataclass(frozen=True)
+class User:
+    name: str
+    uid: int
+    gid: int
+
+    @property
+    def label(self) -> str:
+        """`root`, or `user` for an ordinary user (whatever its name)."""
+        return "root" if self.uid == 0 else "user"
+
+
+def current_user() -> User:
+    entry = pwd.getpwuid(os.getuid())
+    return User(entry.pw_name, entry.pw_uid, entry.pw_gid)
+
+
+def ordinary_user() -> User | None:
+    """`nobody`, when this process may act as it (it runs as root); None otherwise."""
+    if os.getuid() != 0:
+        return None
+    try:
+        entry = pwd.getpwnam("nobody")
+    except KeyError:
+        return None
+    return User(entry.pw_name, entry.pw_uid, entry.pw_gid)
+
+
+@dataclass
+class Outcome:
+    """What one run printed (one JSON object per line of the sequence), the tree it left, read
+    after every process exited (and, through buffer nodes, after the drain), and how it ended."""
+
+    lines: list[dict[str, Any]]
+    tree: dict[str, dict[str, Any]]
+    status: int
+    stderr: str
+    directory: Path
+
+
+StepHook = Callable[[int, dict[str, Any], subprocess.Popen[bytes], Path], bool]
+"""Called after line k's result with the running executor and the run's directory; False: stop
+feeding lines (the hook killed the program)."""
+
+
+def read_tree(root: Path) -> dict[str, dict[str, Any]]:
+    """Every name below root with its lstat fields and, for files, their bytes (read as the
+    harness's user, after the program ended)."""
+    tree: dict[str, dict[str, Any]] = {}
+    for directory, dirs, files in os.walk(root):
+        dirs.sort()
+        for name in sorted(dirs + files):
+            path = Path(directory) / name
+            st = path.lstat()
+            entry: dict[str, Any] = {
+                "type": "d" if path.is_dir() and not path.is_symlink() else "f",
+                "mode": f"{st.st_mode & 0o7777:04o}",
+                "size": st.st_size,
+                "nlink": st.st_nlink,
+                "uid": st.st_uid,
+                "gid": st.st_gid,
+                "ino": st.st_ino,
+                "mtime": [st.st_mtime_ns // 10**9, st.st_mtime_ns % 10**9],
+                "atime": [st.st_atime_ns // 10**9, st.st_atime_ns % 10**9],
+            }
+            if path.is_symlink():
+                entry["type"] = "l"
+                entry["target"] = os.readlink(path)
+            elif entry["type"] == "f":
+                entry["content"] = path.read_bytes()
+            tree[str(path.relative_to(root))] = entry
+    return tree
+
+
+@dataclass
+class Workspace:
+    """Directories, stage directories and the buffer nodes that many runs share: a directory of
+    its own under the system's temporary directory (every user can reach it), removed by close."""
+
+    modes: tuple[str, ...] = MODES
+    base: Path = field(
+        default_factory=lambda: Path(tempfile.mkdtemp(prefix="fsoracle-"))
+    )
+    cluster: BufferCluster | None = None
+    runs: int = 0
+
+    def __post_init__(self) -> None:
+        self.base.chmod(0o755)
+        if "buffers" in self.modes:
+            directory = self.base / "cluster"
+            directory.mkdir(mode=0o755)
+            settings = ClusterSettings(directory, buffers=2, capacity=256 << 20,
+                                       flush_threshold=0.5)  # fmt: skip
+            self.cluster = BufferCluster(settings)
+            self.cluster.start()
+            self.cluster.pfs.chmod(0o755)
+
+    def close(self) -> None:
+        if self.cluster is not None:
+            self.cluster.stop()
+            self.cluster = None
+        shutil.rmtree(self.base, ignore_errors=True)
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
+
+    def fresh_directory(self, mode: str, user: User) -> Path:
+        """An empty directory for one run, owned by its user (through buffer nodes, under the
+        PFS root)."""
+        self.runs += 1
+        parent = self.cluster.pfs if mode == "buffers" and self.cluster else self.base
+        path = parent / f"{mode}-{user.label}-{self.runs}"
+        path.mkdir()
+        os.chown(path, user.uid, user.gid)
+        return path
+
+    def stage_directory(self, user: User) -> Path:
+        """The SSD staging directory of a user's runs: the user's own, so staging stays on."""
+        path = self.base / f"stage-{user.label}"
+        if not path.exists():
+            path.mkdir(mode=0o700)
+            os.chown(path, user.uid, user.gid)
+        return path
+
+    def environment(self, mode: str, user: User) -> dict[str, str]:
+        env = {k: v for k, v in os.environ.items()
+               if not k.startswith("HARMONIA_") and k != "LD_PRELOAD"}  # fmt: skip
+        if mode == "plain":
+            return env
+        env["LD_PRELOAD"] = str(LIBRARY.resolve())
+        if mode == "disk":
+            env["HARMONIA_STAGE_DIR"] = str(self.stage_directory(user))
+        if mode == "buffers":
+            assert self.cluster is not None
+            env.update(self.cluster.env())
+            env["HARMONIA_JOB"] = f"fsoracle-{self.runs}"
+        return env
+
+    def drain(self) -> list[str]:
+        """Every buffer node writes out all it holds; the failures, if any."""
+        return self.cluster.drain_all(timeout=60) if self.cluster else []
+
+    def run(self, lines: list[str], mode: str, user: User, step: StepHook | None = None,
+            after: Callable[[Path], str] | None = None, trace: bool = False,
+            keep: bool = False) -> Outcome:  # fmt: skip
+        """Runs the sequence, with `step` called after each line when given; once the program
+        ended, `after` (recovery, say) runs and says what went wrong, then the tree is read.
+        `trace`: results name the inode behind each descriptor (FSEXEC_TRACE_INODES). The
+        directory is removed afterwards unless `keep`."""
+        directory = self.fresh_directory(mode, user)
+        sequence = directory.with_name(directory.name + ".seq")
+        sequence.write_text("".join(line + "\n" for line in lines))
+        try:
+            with (
+                tempfile.TemporaryFile() as errors,
+                self.executor(
+                    directory, sequence, mode, user, step is not None, errors, trace
+                ) as program,
+            ):
+                printed = self._feed(program, step, directory)
+                status = program.wait()
+                errors.seek(0)
+                stderr = errors.read().decode(errors="replace")
+            if after is not None:
+                stderr += after(directory)
+            if mode == "buffers":
+                for failure in self.drain():
+                    stderr += f"\nharmonia-bbctl drain: {failure}"
+            tree = read_tree(directory)
+            return Outcome(printed, tree, status, stderr, directory)
+        finally:
+            sequence.unlink(missing_ok=True)
+            if not keep:
+                shutil.rmtree(directory, ignore_errors=True)
+
+    @contextmanager
+    def executor(self, directory: Path, sequence: Path, mode: str, user: User, stepping: bool,
+                 errors: Any, trace: bool) -> Iterator[subprocess.Popen[bytes]]:  # fmt: skip
+        command = [
+            str(FSEXEC),
+            *(["--step"] if stepping else []),
+            str(directory),
+            str(sequence),
+        ]
+        as_user: dict[str, Any] = {}
+        if user.uid != os.getuid():
+            as_user = {"user": user.uid, "group": user.gid, "extra_groups": []}
+        program = subprocess.Popen(
+            command, stdin=subprocess.PIPE if stepping else subprocess.DEVNULL,
+            stdout=subprocess.PIPE, stderr=errors,
+            env={**self.environment(mode, user), **({"FSEXEC_TRACE_INODES": "1"} if trace else {})},
+            start_new_session=True, **as_user,
+        )  # fmt: skip
+        try:
+            yield program
+        finally:
+            if program.poll() is None:
+                kill_group(program)
+
+    @staticmethod
+    def _feed(program: subprocess.Popen[bytes], step: StepHook | None,
+              directory: Path) -> list[dict[str, Any]]:  # fmt: skip
+        """Reads the results line by line (answering each with a go-ahead when stepping); a run
+        past RUN_TIMEOUT is killed, and says so in a last line."""
+        assert program.stdout is not None
+        source = program.stdout.fileno()
+        printed: list[dict[str, Any]] = []
+        pending = b""
+        deadline = time.monotonic() + RUN_TIMEOUT
+        feeding = step is not None
+        while True:
+            ready, _, _ = select.select(
+                [source], [], [], max(0.0, deadline - time.monotonic())
+            )
+            if not ready:
+                kill_group(program)
+                printed.append({"timeout": RUN_TIMEOUT})
+                return printed
+            chunk = os.read(source, 1 << 20)
+            if not chunk:
+                return printed
+            pending += chunk
+            while b"\n" in pending:
+                line, pending = pending.split(b"\n", 1)
+                printed.append(json.loads(line))
+                if feeding and step is not None:
+                    feeding = step(len(printed) - 1, printed[-1], program, directory)
+                    if feeding:
+                        assert program.stdin is not None
+                        program.stdin.write(b"go\n")
+                        program.stdin.flush()
+
+
+def kill_group(program: subprocess.Popen[bytes]) -> None:
+    """SIGKILL to the executor and every process it started (they share its session)."""
+    try:
+        os.killpg(program.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    program.wait()

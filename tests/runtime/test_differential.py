@@ -1,0 +1,124 @@
+"""Differential testing of libharmonia (docs/testing.md): operation sequences run by the
+executor (tests/fsoracle/fsexec.c) without the library and with RAM staging, SSD staging and
+buffer nodes, as root and as an ordinary user, must print the same results, errno, bytes and
+stat fields, and leave the same tree (docs/staging-library.md, "The model the tester checks").
+
+- the regression files (tests/fsoracle/regressions): one minimal sequence per defect found, run
+  in every mode; the runs that fail today are strict expected failures;
+- a fixed-seed budget of generated sequences, which fails on any difference that no known
+  defect explains, with the sequence shrunk to a minimal one;
+- checks that the tester is not comparing plain I/O with plain I/O: staging is on in each mode
+  and for each user."""
+
+import os
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fsoracle"))
+from fsoracle.compare import differences
+from fsoracle.harness import (
+    BBD,
+    FSEXEC,
+    LIBRARY_MODES,
+    User,
+    Workspace,
+    current_user,
+    ordinary_user,
+)
+from fsoracle.regression import Regression, every
+from fsoracle.search import hunt
+
+#: Generated sequences in `make test`: about a minute on the 2-core CI machine.
+BUDGET = int(os.environ.get("HARMONIA_FSORACLE_BUDGET", "150"))
+USERS = ("root", "user")
+
+
+@pytest.fixture(scope="module")
+def workspace() -> Iterator[Workspace]:
+    for tool in (FSEXEC, BBD):
+        if not tool.is_file():
+            pytest.skip(f"not built: {tool}")
+    with Workspace() as running:
+        yield running
+
+
+def user_for(label: str) -> User:
+    """Root, or an ordinary user (nobody, which needs this test to run as root)."""
+    if label == "root":
+        if os.getuid() != 0:
+            pytest.skip("runs as root only when the tests do")
+        return current_user()
+    if os.getuid() != 0:
+        return current_user()
+    user = ordinary_user()
+    if user is None:
+        pytest.skip("no user 'nobody' on this machine to run as")
+    return user
+
+
+def regression_runs() -> Iterator[object]:
+    for regression in every():
+        for mode in LIBRARY_MODES:
+            for label in USERS:
+                why = regression.fails.get(f"{mode}/{label}")
+                marks = [pytest.mark.xfail(strict=True, reason=why)] if why else []
+                yield pytest.param(regression, mode, label, marks=marks,
+                                   id=f"{regression.name}-{mode}-{label}")  # fmt: skip
+
+
+@pytest.mark.parametrize(("regression", "mode", "label"), list(regression_runs()))
+def test_regression_sequence_gives_what_plain_io_gives(
+    workspace: Workspace, regression: Regression, mode: str, label: str
+) -> None:
+    user = user_for(label)
+    sequence = regression.sequence
+    oracle = workspace.run(sequence, "plain", user)
+    found = differences(
+        sequence, oracle, workspace.run(sequence, mode, user), mode, user.label
+    )
+    assert not found, "\n".join(str(d) for d in found[:20])
+
+
+def test_generated_sequences_give_what_plain_io_gives(workspace: Workspace) -> None:
+    users = [current_user()] + ([u] if (u := ordinary_user()) is not None else [])
+    finding = hunt(workspace, users, examples=BUDGET, shrink_seconds=20)
+    assert finding is None, (
+        "a difference no known defect explains (tests/fsoracle/fsoracle/known.py); save the "
+        "sequence under tests/fsoracle/regressions/ once understood:\n"
+        + finding.verdict.report(finding.sequence)
+    )
+
+
+@pytest.mark.parametrize("label", USERS)
+@pytest.mark.parametrize("mode", ["ram", "disk"])
+def test_staging_holds_the_bytes_back_in_each_mode(
+    workspace: Workspace, mode: str, label: str
+) -> None:
+    # Another process's stat before the writer settles shows the file on disk: 0 bytes while
+    # the library holds them (docs/staging-library.md, "Known limits"). Plain I/O shows them.
+    user = user_for(label)
+    sequence = ["0 spawn 1", "0 creat h0 a 0644", "0 write h0 5000 1", "1 stat a",
+                "0 close h0", "1 exit", "0 tree"]  # fmt: skip
+    plain = workspace.run(sequence, "plain", user)
+    staged = workspace.run(sequence, mode, user)
+    assert plain.lines[3]["st"]["size"] == 5000
+    assert staged.lines[3]["st"]["size"] == 0, (
+        "the library staged nothing: staging is off"
+    )
+    assert staged.tree["a"]["content"] == plain.tree["a"]["content"]
+
+
+@pytest.mark.parametrize("label", USERS)
+def test_buffer_mode_sends_the_bytes_to_the_nodes(
+    workspace: Workspace, label: str
+) -> None:
+    user = user_for(label)
+    assert workspace.cluster is not None
+    before = workspace.cluster.node_total("received_bytes")
+    sequence = ["0 creat h0 a 0644", "0 write h0 3000000 1", "0 close h0", "0 tree"]
+    outcome = workspace.run(sequence, "buffers", user)
+    assert workspace.cluster.node_total("received_bytes") - before >= 3_000_000
+    assert len(outcome.tree["a"]["content"]) == 3_000_000
