@@ -74,7 +74,7 @@ def recover(user: User) -> Any:
     when it failed."""
 
     def run(directory: Path) -> str:
-        stage = directory.parent / f"stage-{user.label}"
+        stage = Workspace.stage_directory(directory, user)
         as_user: dict[str, Any] = {}
         if user.uid != os.getuid():
             as_user = {"user": user.uid, "group": user.gid, "extra_groups": []}

@@ -119,7 +119,7 @@ class Workspace:
     def __post_init__(self) -> None:
         self.base.chmod(0o755)
         if "buffers" in self.modes:
-            directory = self.base / "cluster"
+            directory = self.base / "c"  # short: Unix socket paths below it stay short
             directory.mkdir(mode=0o755)
             settings = ClusterSettings(directory, buffers=2, capacity=256 << 20,
                                        flush_threshold=0.5)  # fmt: skip
@@ -139,32 +139,36 @@ class Workspace:
     def __exit__(self, *_: object) -> None:
         self.close()
 
-    def fresh_directory(self, mode: str, user: User) -> Path:
+    def fresh_directory(self, mode: str, user: User, length: int = 0) -> Path:
         """An empty directory for one run, owned by its user (through buffer nodes, under the
-        PFS root)."""
+        PFS root); its path padded to `length` characters, so that names below it reach
+        limits (108 bytes for a Unix socket) at the same depth in every mode."""
         self.runs += 1
         parent = self.cluster.pfs if mode == "buffers" and self.cluster else self.base
-        path = parent / f"{mode}-{user.label}-{self.runs}"
+        name = f"{mode}-{user.label}-{self.runs}"
+        path = parent / name.ljust(length - len(str(parent)) - 1, "_")
         path.mkdir()
         os.chown(path, user.uid, user.gid)
         return path
 
-    def stage_directory(self, user: User) -> Path:
-        """The SSD staging directory of a user's runs: the user's own, so staging stays on."""
-        path = self.base / f"stage-{user.label}"
+    @staticmethod
+    def stage_directory(directory: Path, user: User) -> Path:
+        """The SSD staging directory of a run in `directory`: the user's own (so that staging
+        stays on), beside it, new for each run (a crash's logs stay with their run)."""
+        path = directory.with_name(directory.name + ".stage")
         if not path.exists():
             path.mkdir(mode=0o700)
             os.chown(path, user.uid, user.gid)
         return path
 
-    def environment(self, mode: str, user: User) -> dict[str, str]:
+    def environment(self, mode: str, user: User, directory: Path) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items()
                if not k.startswith("HARMONIA_") and k != "LD_PRELOAD"}  # fmt: skip
         if mode == "plain":
             return env
         env["LD_PRELOAD"] = str(LIBRARY.resolve())
         if mode == "disk":
-            env["HARMONIA_STAGE_DIR"] = str(self.stage_directory(user))
+            env["HARMONIA_STAGE_DIR"] = str(self.stage_directory(directory, user))
         if mode == "buffers":
             assert self.cluster is not None
             env.update(self.cluster.env())
@@ -207,6 +211,9 @@ class Workspace:
             sequence.unlink(missing_ok=True)
             if not keep:
                 shutil.rmtree(directory, ignore_errors=True)
+                shutil.rmtree(
+                    directory.with_name(directory.name + ".stage"), ignore_errors=True
+                )
 
     @contextmanager
     def executor(self, directory: Path, sequence: Path, mode: str, user: User, stepping: bool,
@@ -220,10 +227,13 @@ class Workspace:
         as_user: dict[str, Any] = {}
         if user.uid != os.getuid():
             as_user = {"user": user.uid, "group": user.gid, "extra_groups": []}
+        env = self.environment(mode, user, directory)
+        if trace:
+            env["FSEXEC_TRACE_INODES"] = "1"
         program = subprocess.Popen(
             command, stdin=subprocess.PIPE if stepping else subprocess.DEVNULL,
             stdout=subprocess.PIPE, stderr=errors,
-            env={**self.environment(mode, user), **({"FSEXEC_TRACE_INODES": "1"} if trace else {})},
+            env=env,
             start_new_session=True, **as_user,
         )  # fmt: skip
         try:

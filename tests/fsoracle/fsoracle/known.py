@@ -186,11 +186,38 @@ KNOWN: list[KnownDefect] = [
         ),
     ),
     KnownDefect(
+        "pwrite-on-append-descriptor",
+        "pwrite on an O_APPEND descriptor writes at its offset instead of appending",
+        lambda d, line, s: (
+            any(w.split()[1] in ("pwrite", "pwritev") for w in s[: max(d.index, 0)])
+            and any("APPEND" in w for w in s[: max(d.index, 0)])
+            and data_field(d)
+        ),
+    ),
+    KnownDefect(
         "errno-after-success",
         "a call that succeeds changes errno (open, creat, openat and fopen that create or open "
         "a file leave ENOENT; fork leaves EINVAL through buffer nodes)",
         lambda d, line, s: d.field == "errno" and d.expected == SENTINEL,
         taints=False,
+    ),
+    KnownDefect(
+        "recovery-after-rename",
+        "with SSD staging, a file renamed while open and then killed is recovered under the "
+        "name it was opened under, and the new name stays empty",
+        never,
+        crash_matches=lambda problem, target, mode, ran: (
+            mode == "disk" and called(ran, "rename", "renameat2")
+        ),
+    ),
+    KnownDefect(
+        "crash-after-unlink",
+        "through buffer nodes, a file unlinked (or renamed away) before the program was killed "
+        "is recreated by the drain",
+        never,
+        crash_matches=lambda problem, target, mode, ran: (
+            mode == "buffers" and called(ran, "unlink", "rename", "renameat2")
+        ),
     ),
     KnownDefect(
         "efault-path-crashes",

@@ -6,7 +6,9 @@
     ...
 
 A `# fails MODE/USER...: REASON` line marks those runs (USER: `root` or `user`, an ordinary
-user) as expected failures; every other run of the file must match the oracle."""
+user) as expected failures; every other run of the file must match the oracle. A
+`# crash TARGET MODE AFTER` line makes it a crash check instead (fsoracle.crash): TARGET
+(`program`, `node`, `scheduler`) killed in MODE after line AFTER."""
 
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,6 +22,9 @@ class Regression:
     sequence: list[str]
     comments: list[str] = field(default_factory=list)
     fails: dict[str, str] = field(default_factory=dict)  # "mode/user" -> why
+    crash: tuple[str, str, int] | None = (
+        None  # what is killed, in which mode, after which line
+    )
 
     def text(self) -> str:
         lines = [f"# {c}" for c in self.comments]
@@ -44,6 +49,13 @@ def load(path: Path) -> Regression:
                 )
             for run in runs.split():
                 regression.fails[run] = why.strip()
+        elif line.startswith("# crash "):
+            words = line.split()
+            if len(words) != 5 or not words[4].isdigit():
+                raise ValueError(
+                    f"{path}:{number}: expected '# crash TARGET MODE AFTER'"
+                )
+            regression.crash = (words[2], words[3], int(words[4]))
         elif line.startswith("#"):
             regression.comments.append(line[1:].strip())
         else:
