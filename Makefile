@@ -14,7 +14,7 @@ SANITIZE_PROGRAMS := harmonia-bbd harmonia-bbctl harmonia-schedd harmonia-schedc
 SANITIZE_ENV := ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:quarantine_size_mb=16 \
   UBSAN_OPTIONS=print_stacktrace=1
 
-.PHONY: setup build demo test test-cpp test-py sanitize lint format bench mutate clean
+.PHONY: setup build demo test test-cpp test-py sanitize lint format bench mutate fuzz clean
 
 setup:
 	scripts/install-deps.sh
@@ -83,6 +83,13 @@ bench: build
 MUTANTS ?= 150
 mutate: setup
 	$(VENV)/bin/python scripts/mutate.py --sample $(MUTANTS) --out results/mutation
+
+## The differential and crash tester of libharmonia for HOURS (docs/testing.md): every new
+## failure is shrunk and saved in results/fsoracle/ as a regression file with its seed.
+HOURS ?= 1
+fuzz: build
+	HARMONIA_BUILD=$(BUILD) PYTHONPATH=tests/fsoracle $(VENV)/bin/python -m fsoracle.fuzz \
+	  --hours $(HOURS) --out results/fsoracle
 
 clean:
 	rm -rf $(BUILD) $(SANITIZE_BUILD) results

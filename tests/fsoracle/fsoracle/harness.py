@@ -277,9 +277,17 @@ class Workspace:
 
 
 def kill_group(program: subprocess.Popen[bytes]) -> None:
-    """SIGKILL to the executor and every process it started (they share its session)."""
+    """SIGKILL to the executor and every process it started (they share its session), and
+    wait until none is left (a log of a process still alive is not recovered)."""
     try:
         os.killpg(program.pid, signal.SIGKILL)
     except ProcessLookupError:
         pass
     program.wait()
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        try:
+            os.killpg(program.pid, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.01)
