@@ -23,6 +23,7 @@ from fsoracle.compare import differences
 from fsoracle.crash import Crash, check_crash
 from fsoracle.harness import (
     BBD,
+    FAULTY,
     FSEXEC,
     LIBRARY_MODES,
     User,
@@ -166,3 +167,25 @@ def test_posix_conformance_suite_gives_what_plain_io_gives(
             plain, posix_suite.run(workspace, mode, user, list(plain))
         )
         assert set(found) == set(POSIX_SUITE_DIFFERENCES), f"{mode}: {found}"
+
+
+@pytest.mark.parametrize(
+    ("fault", "field"),
+    [("errno", "errno"), ("stat", "st.size"), ("rename", "entry")],
+)
+def test_the_tester_catches_a_wrong_interposer(
+    workspace: Workspace, fault: str, field: str
+) -> None:
+    # The tester must keep failing on a wrong library once libharmonia's defects are fixed.
+    if not FAULTY.is_file():
+        pytest.skip(f"not built: {FAULTY}")
+    user = current_user()
+    sequence = ["0 creat h0 a 0644", "0 write h0 100 1", "0 fstat h0", "0 close h0",
+                "0 rename a b", "0 tree"]  # fmt: skip
+    oracle = workspace.run(sequence, "plain", user)
+    wrong = workspace.run(sequence, "plain", user,
+                          env={"LD_PRELOAD": str(FAULTY), "FSORACLE_FAULT": fault})  # fmt: skip
+    found = differences(sequence, oracle, wrong, "faulty", user.label)
+    assert any(d.field == field for d in found), found
+    assert not differences(sequence, oracle, workspace.run(sequence, "plain", user), "plain",
+                           user.label)  # fmt: skip

@@ -21,6 +21,7 @@ from harmonia.buffers import BufferCluster, ClusterSettings
 
 BUILD = Path(os.environ.get("HARMONIA_BUILD", "build")).absolute()
 FSEXEC = BUILD / "tests" / "fsoracle" / "fsexec"
+FAULTY = BUILD / "tests" / "fsoracle" / "libfsoracle_faulty.so"
 LIBRARY = BUILD / "src" / "runtime" / "bbio" / "libharmonia.so"
 RECOVER = BUILD / "src" / "storage" / "harmonia-recover"
 BBD = BUILD / "src" / "bbd" / "harmonia-bbd"
@@ -181,19 +182,20 @@ class Workspace:
 
     def run(self, lines: list[str], mode: str, user: User, step: StepHook | None = None,
             after: Callable[[Path], str] | None = None, trace: bool = False,
-            keep: bool = False) -> Outcome:  # fmt: skip
+            keep: bool = False, env: dict[str, str] | None = None) -> Outcome:  # fmt: skip
         """Runs the sequence, with `step` called after each line when given; once the program
         ended, `after` (recovery, say) runs and says what went wrong, then the tree is read.
-        `trace`: results name the inode behind each descriptor (FSEXEC_TRACE_INODES). The
-        directory is removed afterwards unless `keep`."""
+        `trace`: results name the inode behind each descriptor (FSEXEC_TRACE_INODES); `env`:
+        more environment. The directory is removed afterwards unless `keep`."""
         directory = self.fresh_directory(mode, user)
         sequence = directory.with_name(directory.name + ".seq")
         sequence.write_text("".join(line + "\n" for line in lines))
+        extra = {**({"FSEXEC_TRACE_INODES": "1"} if trace else {}), **(env or {})}
         try:
             with (
                 tempfile.TemporaryFile() as errors,
                 self.executor(
-                    directory, sequence, mode, user, step is not None, errors, trace
+                    directory, sequence, mode, user, step is not None, errors, extra
                 ) as program,
             ):
                 printed = self._feed(program, step, directory)
@@ -217,7 +219,7 @@ class Workspace:
 
     @contextmanager
     def executor(self, directory: Path, sequence: Path, mode: str, user: User, stepping: bool,
-                 errors: Any, trace: bool) -> Iterator[subprocess.Popen[bytes]]:  # fmt: skip
+                 errors: Any, extra: dict[str, str]) -> Iterator[subprocess.Popen[bytes]]:  # fmt: skip
         command = [
             str(FSEXEC),
             *(["--step"] if stepping else []),
@@ -227,9 +229,7 @@ class Workspace:
         as_user: dict[str, Any] = {}
         if user.uid != os.getuid():
             as_user = {"user": user.uid, "group": user.gid, "extra_groups": []}
-        env = self.environment(mode, user, directory)
-        if trace:
-            env["FSEXEC_TRACE_INODES"] = "1"
+        env = {**self.environment(mode, user, directory), **extra}
         program = subprocess.Popen(
             command, stdin=subprocess.PIPE if stepping else subprocess.DEVNULL,
             stdout=subprocess.PIPE, stderr=errors,
