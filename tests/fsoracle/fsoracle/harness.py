@@ -2,6 +2,7 @@
 what it printed and the tree it left: no library (the oracle), RAM staging, SSD staging
 (HARMONIA_STAGE_DIR) and buffer nodes (a scheduler and two harmonia-bbd under a PFS root)."""
 
+import ctypes
 import json
 import os
 import pwd
@@ -68,7 +69,6 @@ class Outcome:
     tree: dict[str, dict[str, Any]]
     status: int
     stderr: str
-    directory: Path
 
 
 StepHook = Callable[[int, dict[str, Any], subprocess.Popen[bytes], Path], bool]
@@ -119,6 +119,7 @@ class Workspace:
 
     def __post_init__(self) -> None:
         self.base.chmod(0o755)
+        reap_orphans(True)
         if "buffers" in self.modes:
             directory = self.base / "c"  # short: Unix socket paths below it stay short
             directory.mkdir(mode=0o755)
@@ -132,6 +133,7 @@ class Workspace:
         if self.cluster is not None:
             self.cluster.stop()
             self.cluster = None
+        reap_orphans(False)
         shutil.rmtree(self.base, ignore_errors=True)
 
     def __enter__(self) -> Self:
@@ -182,11 +184,11 @@ class Workspace:
 
     def run(self, lines: list[str], mode: str, user: User, step: StepHook | None = None,
             after: Callable[[Path], str] | None = None, trace: bool = False,
-            keep: bool = False, env: dict[str, str] | None = None) -> Outcome:  # fmt: skip
+            env: dict[str, str] | None = None) -> Outcome:  # fmt: skip
         """Runs the sequence, with `step` called after each line when given; once the program
         ended, `after` (recovery, say) runs and says what went wrong, then the tree is read.
         `trace`: results name the inode behind each descriptor (FSEXEC_TRACE_INODES); `env`:
-        more environment. The directory is removed afterwards unless `keep`."""
+        more environment. The run's directory is removed afterwards."""
         directory = self.fresh_directory(mode, user)
         sequence = directory.with_name(directory.name + ".seq")
         sequence.write_text("".join(line + "\n" for line in lines))
@@ -208,14 +210,13 @@ class Workspace:
                 for failure in self.drain():
                     stderr += f"\nharmonia-bbctl drain: {failure}"
             tree = read_tree(directory)
-            return Outcome(printed, tree, status, stderr, directory)
+            return Outcome(printed, tree, status, stderr)
         finally:
             sequence.unlink(missing_ok=True)
-            if not keep:
-                shutil.rmtree(directory, ignore_errors=True)
-                shutil.rmtree(
-                    directory.with_name(directory.name + ".stage"), ignore_errors=True
-                )
+            shutil.rmtree(directory, ignore_errors=True)
+            shutil.rmtree(
+                directory.with_name(directory.name + ".stage"), ignore_errors=True
+            )
 
     @contextmanager
     def executor(self, directory: Path, sequence: Path, mode: str, user: User, stepping: bool,
@@ -278,7 +279,9 @@ class Workspace:
 
 def kill_group(program: subprocess.Popen[bytes]) -> None:
     """SIGKILL to the executor and every process it started (they share its session), and
-    wait until none is left (a log of a process still alive is not recovered)."""
+    wait until none is left, zombies included: harmonia-recover skips the logs of processes
+    that still exist, and a killed worker's parent is gone, so this process (a subreaper while
+    a Workspace is open) reaps it."""
     try:
         os.killpg(program.pid, signal.SIGKILL)
     except ProcessLookupError:
@@ -286,8 +289,31 @@ def kill_group(program: subprocess.Popen[bytes]) -> None:
     program.wait()
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline:
-        try:
-            os.killpg(program.pid, 0)
-        except ProcessLookupError:
+        members = group_members(program.pid)
+        if not members:
             return
-        time.sleep(0.01)
+        for pid, state, parent in members:
+            if state == "Z" and parent == os.getpid():
+                os.waitpid(pid, 0)
+        time.sleep(0.005)
+
+
+def group_members(group: int) -> list[tuple[int, str, int]]:
+    """The processes of a process group: pid, state (Z: zombie) and parent."""
+    members = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if int(fields[2]) == group:
+            members.append((int(stat.parent.name), fields[0], int(fields[1])))
+    return members
+
+
+def reap_orphans(on: bool) -> None:
+    """Makes this process the reaper of its descendants' orphans (PR_SET_CHILD_SUBREAPER), or
+    no longer."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(36, int(on), 0, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_CHILD_SUBREAPER)")

@@ -50,23 +50,6 @@ def called(sequence: list[str], *calls: str) -> bool:
     return any(line.split()[1] in calls for line in sequence)
 
 
-def process_of(difference: Difference) -> int:
-    return int(difference.call.split()[0]) if difference.index >= 0 else -1
-
-
-DATA_CALLS = ("write", "pwrite", "writev", "pwritev", "fwrite", "ftruncate", "truncate",
-              "sendfile", "copy_file_range", "creat")  # fmt: skip
-
-
-def wrote_elsewhere(difference: Difference, sequence: list[str]) -> bool:
-    """Whether a process other than the difference's own wrote a file before its line."""
-    me = process_of(difference)
-    return any(
-        int(line.split()[0]) != me and line.split()[1] in DATA_CALLS
-        for line in sequence[: difference.index]
-    )  # fmt: skip
-
-
 def shows_fewer_bytes(line: list[Difference]) -> bool:
     """Whether a line's differences show a file (or a read) shorter than the oracle's."""
     return any(
@@ -95,11 +78,38 @@ def tree_path(difference: Difference) -> str:
     return ""
 
 
-def renamed_or_unlinked(path: str, sequence: list[str]) -> bool:
-    """Whether a line renames, exchanges or unlinks that path (either end of a rename)."""
+def renamed_or_unlinked(path: str, sequence: list[str], calls: tuple[str, ...] = (
+        "rename", "renameat2", "unlink")) -> bool:  # fmt: skip
+    """Whether a line renames, exchanges or unlinks that path or a directory above it (either
+    end of a rename)."""
     for line in sequence:
         words = line.split()
-        if words[1] in ("rename", "renameat2", "unlink") and path in words[2:4]:
+        if words[1] in calls and any(
+            path == w or path.startswith(w + "/") for w in words[2:4]
+        ):
+            return True
+    return False
+
+
+def pwrite_on_append(sequence: list[str]) -> bool:
+    """Whether a pwrite or pwritev went through a descriptor in O_APPEND mode."""
+    append: dict[tuple[str, str], bool] = {}
+    for line in sequence:
+        words = line.split()
+        p, call, args = words[0], words[1], words[2:]
+        if call in ("open", "openat", "creat"):
+            append[(p, args[0])] = call != "creat" and "APPEND" in args[-2]
+        elif call == "setfl":
+            append[(p, args[0])] = "APPEND" in args[1]
+        elif call == "dup":
+            append[(p, args[0])] = append.get((p, args[1]), False)
+        elif call == "dup2":
+            append[(p, args[1])] = append.get((p, args[0]), False)
+        elif call == "fork":  # the child has the parent's descriptors
+            append.update(
+                {(args[0], h): on for (q, h), on in list(append.items()) if q == p}
+            )
+        elif call in ("pwrite", "pwritev") and append.get((p, args[0]), False):
             return True
     return False
 
