@@ -6,7 +6,7 @@
  * same sequence with and without libharmonia and compares the lines; because the calls are real
  * libc calls made by a dynamically linked program, LD_PRELOAD sees every one of them.
  *
- *   fsexec [--step] DIRECTORY < SEQUENCE
+ *   fsexec [--step] DIRECTORY SEQUENCE
  *
  * A line of the sequence is `PROC CALL ARGS...`. PROC is the process that makes the call: 0 is
  * started with the sequence, others by `spawn` (fork and exec of a fresh fsexec, which inherits
@@ -14,7 +14,7 @@
  * Descriptors are named h0..h7 and stdio streams s0..s3, per process. With --step, fsexec reads
  * a line from standard input after printing each result (the harness takes its time between
  * two calls: snapshots, a node killed, the program killed). Every process runs in DIRECTORY with
- * umask 022. The grammar of each call is in docs/testing.md. */
+ * umask 022. The calls and their arguments are listed in docs/testing.md. */
 #define _GNU_SOURCE
 #include <dirent.h>
 #include <errno.h>
@@ -277,6 +277,21 @@ static int by_name(const void* a, const void* b) {
   return strcmp(*(char* const*)a, *(char* const*)b);
 }
 
+/* The names of an open directory but . and .., sorted; the directory is closed. */
+static char** sorted_names(DIR* d, size_t* count) {
+  char** names = NULL;
+  *count = 0;
+  for (struct dirent* e; (e = readdir(d));) {
+    if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+    names = realloc(names, (*count + 1) * sizeof *names);
+    if (!names) abort();
+    names[(*count)++] = strdup(e->d_name);
+  }
+  closedir(d);
+  if (*count) qsort(names, *count, sizeof *names, by_name);
+  return names;
+}
+
 static void put_file(struct text* t, const char* path) {
   const int fd = open(path, O_RDONLY | O_NOFOLLOW);
   if (fd < 0) {
@@ -297,16 +312,8 @@ static void put_file(struct text* t, const char* path) {
 static void put_tree(struct text* t, const char* dir, int* first) {
   DIR* d = opendir(dir);
   if (!d) return;
-  char** names = NULL;
   size_t count = 0;
-  for (struct dirent* e; (e = readdir(d));) {
-    if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
-    names = realloc(names, (count + 1) * sizeof *names);
-    if (!names) abort();
-    names[count++] = strdup(e->d_name);
-  }
-  closedir(d);
-  qsort(names, count, sizeof *names, by_name);
+  char** names = sorted_names(d, &count);
   for (size_t k = 0; k < count; ++k) {
     char path[PATH_MAX];
     snprintf(path, sizeof path, "%s/%s", dir, names[k]);
@@ -722,16 +729,8 @@ static void perform(char** a, int n, struct text* t) {
     CALL((d = opendir(a[1])) ? 0 : -1);
     begin(t, op, ret, err);
     if (d) {
-      char** names = NULL;
       size_t count = 0;
-      for (struct dirent* e; (e = readdir(d));) {
-        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
-        names = realloc(names, (count + 1) * sizeof *names);
-        if (!names) abort();
-        names[count++] = strdup(e->d_name);
-      }
-      closedir(d);
-      qsort(names, count, sizeof *names, by_name);
+      char** names = sorted_names(d, &count);
       put(t, ", \"names\": [");
       for (size_t k = 0; k < count; ++k) {
         put(t, "%s\"%s\"", k ? ", " : "", names[k]);

@@ -7,6 +7,7 @@ A difference found once is not searched for again in the same run (it joins the 
 for the rest of it), so that the hours go to new ones."""
 
 import argparse
+import signal
 import sys
 import time
 from pathlib import Path
@@ -38,6 +39,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.hours <= 0 or args.batch < 1 or args.max_calls < 1:
         parser.error("--hours, --batch and --max-calls must be positive")
     args.out.mkdir(parents=True, exist_ok=True)
+    # SIGTERM ends the run as Ctrl-C does: the daemons stop and the directories go.
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
     users = [current_user()] + ([u] if (u := ordinary_user()) is not None else [])
     known = list(KNOWN)
     tally, failures = Tally(), 0

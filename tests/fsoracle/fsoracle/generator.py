@@ -246,6 +246,12 @@ class Admission:
             return self.write_through(p, slot, stream=True)
         elif call == "fread":
             return self.read_through(p, slot, stream=True)
+        elif (
+            call == "fseek"
+        ):  # may write the stream's buffer, and SEEK_END reads the size
+            return self.read_through(p, slot, stream=True) and self.write_through(
+                p, slot, True
+            )
         elif call in READS or (call == "lseek" and args[2] in ("END", "DATA", "HOLE")):
             return self.read_through(p, slot)
         elif call in ("sendfile", "copy_file_range"):
@@ -432,7 +438,7 @@ class Generator:
         + ("writev", "lseek", "truncate", "ftruncate", "dup", "renameat2", "link", "symlink",
            "mkdir", "rmdir", "chmod", "chown", "utimensat", "futimens", "mmap", "sendfile",
            "copy_file_range", "fopen", "fwrite", "fflush", "fclose", "readfile", "readfile",
-           "listdir", "fork", "spawn", "exit", "setfl", "efault", "readlink", "fread")
+           "listdir", "fork", "spawn", "exit", "setfl", "efault", "readlink", "fread", "fseek")
     )  # fmt: skip
 
     def step(self, draw: Draw) -> None:
@@ -591,6 +597,10 @@ class Generator:
     def draw_fwrite(self, draw: Draw, p: int) -> str:
         s = self.handle(draw, p, stream=True)
         return f"{p} fwrite {s} {self.size(draw, SIZES[:7])} {self.next_seed()}"
+
+    def draw_fseek(self, draw: Draw, p: int) -> str:
+        whence = draw(st.sampled_from(("SET", "CUR", "END")))
+        return f"{p} fseek {self.handle(draw, p, stream=True)} {self.size(draw, OFFSETS)} {whence}"
 
     def draw_fflush(self, draw: Draw, p: int) -> str:
         return f"{p} fflush {self.handle(draw, p, stream=True)}"

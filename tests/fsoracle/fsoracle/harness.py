@@ -126,7 +126,11 @@ class Workspace:
             settings = ClusterSettings(directory, buffers=2, capacity=256 << 20,
                                        flush_threshold=0.5)  # fmt: skip
             self.cluster = BufferCluster(settings)
-            self.cluster.start()
+            try:
+                self.cluster.start()
+            except BaseException:
+                self.close()  # what did start must not outlive the workspace
+                raise
             self.cluster.pfs.chmod(0o755)
 
     def close(self) -> None:
