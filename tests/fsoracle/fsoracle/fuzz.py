@@ -14,7 +14,7 @@ from pathlib import Path
 
 from fsoracle.compare import Difference
 from fsoracle.harness import Workspace, current_user, ordinary_user
-from fsoracle.known import KNOWN, KnownDefect, call_of
+from fsoracle.known import KNOWN, KnownDefect, call_of, never
 from fsoracle.regression import Regression
 from fsoracle.search import Tally, crash_hunt, hunt, signature
 
@@ -60,7 +60,7 @@ def main(argv: list[str] | None = None) -> int:
                                known=known, tally=tally)  # fmt: skip
             if crash is not None:
                 failures += 1
-                known.append(KnownDefect(f"crash-{seed}", crash.problems[0], lambda *_: False,
+                known.append(KnownDefect(f"crash-{seed}", crash.problems[0], never,
                                          crash_matches=lambda p, *_, c=crash: p in c.problems))  # fmt: skip
                 save(args.out / f"seed{seed}-crash.seq", seed, crash.sequence, crash.report(),
                      crash=f"{crash.crash.target} {crash.crash.mode} {crash.crash.after}")  # fmt: skip

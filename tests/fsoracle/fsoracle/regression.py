@@ -8,7 +8,8 @@
 A `# fails MODE/USER...: REASON` line marks those runs (USER: `root` or `user`, an ordinary
 user) as expected failures; every other run of the file must match the oracle. A
 `# crash TARGET MODE AFTER` line makes it a crash check instead (fsoracle.crash): TARGET
-(`program`, `node`, `scheduler`) killed in MODE after line AFTER."""
+(`program`, `node`, `scheduler`) killed in MODE after line AFTER. `# repeat N` runs it N times,
+every run compared (for a defect that loses a race most of the time, not always)."""
 
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,8 +24,9 @@ class Regression:
     comments: list[str] = field(default_factory=list)
     fails: dict[str, str] = field(default_factory=dict)  # "mode/user" -> why
     crash: tuple[str, str, int] | None = (
-        None  # what is killed, in which mode, after which line
+        None  # killed: what, in which mode, after which line
     )
+    repeat: int = 1  # runs of it, each compared
 
     def text(self) -> str:
         lines = [f"# {c}" for c in self.comments]
@@ -56,6 +58,13 @@ def load(path: Path) -> Regression:
                     f"{path}:{number}: expected '# crash TARGET MODE AFTER'"
                 )
             regression.crash = (words[2], words[3], int(words[4]))
+        elif line.startswith("# repeat "):
+            count = line.split()[2]
+            if not count.isdigit() or int(count) < 1:
+                raise ValueError(
+                    f"{path}:{number}: expected '# repeat N', N at least 1"
+                )
+            regression.repeat = int(count)
         elif line.startswith("#"):
             regression.comments.append(line[1:].strip())
         else:

@@ -165,13 +165,15 @@ class CrashFinding:
 
 def crash_hunt(workspace: Workspace, users: list[User], examples: int, seed: int | None = None,
                known: Iterable[KnownDefect] = KNOWN, max_calls: int = 20,
-               tally: Tally | None = None,
-               progress: Callable[[Tally], None] | None = None) -> CrashFinding | None:  # fmt: skip
+               tally: Tally | None = None, progress: Callable[[Tally], None] | None = None,
+               shrink_seconds: float = 60) -> CrashFinding | None:  # fmt: skip
     """Generated sequences, each killed at a drawn point (crash.crashes) and checked against
-    the crash rule; the first problem no known defect explains, shrunk by Hypothesis."""
+    the crash rule; the first problem no known defect explains, shrunk by Hypothesis for at
+    most `shrink_seconds`."""
     known = list(known)
     tally = tally if tally is not None else Tally()
     last: list[CrashFinding] = []
+    shrink_until: list[float] = []
 
     @settings(max_examples=examples, derandomize=seed is None, database=None, deadline=None,
               suppress_health_check=list(HealthCheck), phases=[Phase.generate, Phase.shrink],
@@ -179,11 +181,17 @@ def crash_hunt(workspace: Workspace, users: list[User], examples: int, seed: int
     @given(sequences(max_calls), st.data())
     def trial(sequence: list[str], data: st.DataObject) -> None:
         crash = data.draw(crashes(sequence))
+        if shrink_until and time.monotonic() > shrink_until[0]:
+            if (sequence, crash) == (last[-1].sequence, last[-1].crash):
+                raise NewDifference(last[-1].report())
+            return
         for user in users:
             problems = explained(check_crash(workspace, sequence, user, crash), crash,
                                  sequence, known)  # fmt: skip
             tally.runs += 1
             if problems:
+                if not shrink_until:
+                    shrink_until.append(time.monotonic() + shrink_seconds)
                 last.append(CrashFinding(sequence, crash, user.label, problems))
                 raise NewDifference("\n".join(problems))
         tally.sequences += 1
