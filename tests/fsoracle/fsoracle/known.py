@@ -94,6 +94,15 @@ def pwrite_on_append(sequence: list[str]) -> bool:
     return False
 
 
+def setid_file_with_stream(sequence: list[str]) -> bool:
+    """Whether a file was made with a set-user-ID or set-group-ID mode and a stream opened."""
+    made = any(
+        line.split()[1] in ("open", "openat", "creat") and line.split()[-1][:2] in ("04", "02", "06")
+        for line in sequence
+    )  # fmt: skip
+    return made and any(line.split()[1] == "fopen" for line in sequence)
+
+
 def read_where_oracle_failed(d: Difference, line: list[Difference]) -> bool:
     return call_of(d) in ("read", "pread", "readv", "preadv") and any(
         x.field == "ret" and x.expected == -1 for x in line
@@ -111,6 +120,14 @@ KNOWN: list[KnownDefect] = [
             and d.index >= 0
             and data_field(d)
             and exited_holding_writes(s[: d.index])
+        ),
+    ),
+    KnownDefect(
+        "stream-and-descriptor-on-a-setid-file",
+        "on a set-ID file written by an ordinary user, a stream's full buffer reaches the file "
+        "only at fclose, after writes made later through another descriptor",
+        lambda d, line, s: (
+            d.user == "user" and data_field(d) and setid_file_with_stream(s)
         ),
     ),
     KnownDefect(
