@@ -2,10 +2,11 @@
 
 Compared, line by line: every call's result and errno (errno also after calls that succeed),
 the bytes every read saw, the stat fields (type, mode with its set-user-ID, set-group-ID and
-sticky bits, size of files and links, link count, owner, group, which names share an inode) and
-the times a program set itself; then the tree the run left, read after it ended: the same fields
-and every file's bytes. Not compared: descriptor numbers (the executor names descriptors, the
-library may hold numbers of its own), inode numbers themselves (only which names share one), a
+sticky bits, size of files and links, link count, owner, group) and the times a program set
+itself; then the tree the run left, read after it ended: the same fields
+and every file's bytes, and which names of one tree share an inode. Not compared: descriptor
+numbers (the executor names descriptors, the library may hold numbers of its own), inode numbers
+themselves (a file system may give a deleted file's number to a new file at any time), a
 directory's size (how the file system lays out entries), st_blocks (allocation), ctime, and
 times the clock set (a time before 2010 is one the program set; any later one is the clock's,
 and then the run must show a clock time too, not a set one)."""
@@ -52,50 +53,51 @@ def digest(content: bytes) -> str:
     return f"{len(content)} bytes, sha256 {hashlib.sha256(content).hexdigest()[:16]}"
 
 
-class Normalizer:
-    """Inode numbers become the order in which a run first showed them; times become the time
-    a program set, or `clock`; a directory's size is dropped."""
+def normal_stat(st: dict[str, Any], inodes: dict[int, int] | None) -> dict[str, Any]:
+    """Times become the time a program set, or `clock`; a directory's size is dropped; the
+    inode number becomes its order of appearance in `inodes` (one tree listing), or is dropped:
+    only which names of one listing share an inode is compared, since a file system may give
+    a deleted file's number to a new file at any time."""
+    out = dict(st)
+    number = int(out.pop("ino"))
+    if inodes is not None:
+        out["ino"] = inodes.setdefault(number, len(inodes))
+    out["mtime"] = when(st["mtime"])
+    out["atime"] = when(st["atime"])
+    if out.get("type") == "d":
+        out.pop("size", None)
+    return out
 
-    def __init__(self) -> None:
-        self.inodes: dict[int, int] = {}
 
-    def stat(self, st: dict[str, Any]) -> dict[str, Any]:
-        out = dict(st)
-        out["ino"] = self.inodes.setdefault(int(st["ino"]), len(self.inodes))
-        out["mtime"] = when(st["mtime"])
-        out["atime"] = when(st["atime"])
-        if out.get("type") == "d":
-            out.pop("size", None)
-        return out
+def normal_line(line: dict[str, Any]) -> dict[str, Any]:
+    out = dict(line)
+    if "st" in out:
+        out["st"] = normal_stat(out["st"], None)
+    if "entries" in out:
+        inodes: dict[int, int] = {}
+        out["entries"] = {
+            e["path"]: {**{k: v for k, v in e.items() if k not in ("path", "st")},
+                        **normal_stat(e["st"], inodes)}
+            for e in out["entries"]
+        }  # fmt: skip
+    return out
 
-    def line(self, line: dict[str, Any]) -> dict[str, Any]:
-        out = dict(line)
-        if "st" in out:
-            out["st"] = self.stat(out["st"])
-        if "entries" in out:
-            out["entries"] = {
-                e["path"]: {**{k: v for k, v in e.items() if k not in ("path", "st")},
-                            **self.stat(e["st"])}
-                for e in out["entries"]
-            }  # fmt: skip
-        return out
 
-    def tree(self, tree: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
-        out = {}
-        for path, entry in tree.items():
-            normal = self.stat(entry)
-            if "content" in normal:
-                normal["content"] = digest(normal["content"])
-            out[path] = normal
-        return out
+def normal_tree(tree: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    inodes: dict[int, int] = {}
+    out = {}
+    for path, entry in tree.items():
+        normal = normal_stat(entry, inodes)
+        if "content" in normal:
+            normal["content"] = digest(normal["content"])
+        out[path] = normal
+    return out
 
 
 def normalized(
     outcome: Outcome,
 ) -> tuple[list[dict[str, Any]], dict[str, dict[str, Any]]]:
-    normalizer = Normalizer()
-    lines = [normalizer.line(line) for line in outcome.lines]
-    return lines, normalizer.tree(outcome.tree)
+    return [normal_line(line) for line in outcome.lines], normal_tree(outcome.tree)
 
 
 def compare_fields(

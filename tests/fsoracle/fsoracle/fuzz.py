@@ -69,6 +69,8 @@ def main(argv: list[str] | None = None) -> int:
                   f"new failures, {rate:.1f} sequences/s, {tally.elapsed / 60:.1f} min",
                   flush=True)  # fmt: skip
             seed += 1
+    seen = ", ".join(f"{key} {count}" for key, count in tally.known.most_common())
+    print(f"known defects seen (sequences): {seen or 'none'}")
     print(
         f"done: {failures} new failures in {args.out}"
         if failures

@@ -70,6 +70,9 @@ NAMESPACE = ("rename", "renameat2", "unlink", "link", "symlink", "mkdir", "rmdir
 class Handle:
     file: int | None  # the model's file; None: unknown, or surely no file
     writes: bool
+    last: str = (
+        ""  # a stream's last call: fread, fwrite, flushed (fflush after fwrite), or ""
+    )
 
 
 @dataclass
@@ -242,13 +245,24 @@ class Admission:
             self.drop(p, slot, stream=True)
         elif call in WRITES:
             return self.write_through(p, slot)
-        elif call == "fwrite":
+        elif call in ("fwrite", "fread"):
+            # C11 7.21.5.3: input directly after output needs fflush or fseek between, output
+            # after input needs fseek (what a stream does otherwise is up to its libc)
+            stream = self.processes[p].streams.get(slot)
+            if stream is not None and {stream.last, call} == {"fread", "fwrite"}:
+                return False
+            if stream is not None:
+                stream.last = call
+            if call == "fread":
+                return self.read_through(p, slot, stream=True)
             return self.write_through(p, slot, stream=True)
-        elif call == "fread":
-            return self.read_through(p, slot, stream=True)
-        elif (
-            call == "fseek"
-        ):  # may write the stream's buffer, and SEEK_END reads the size
+        elif call in ("fseek", "fflush"):
+            stream = self.processes[p].streams.get(slot)
+            if stream is not None and (call == "fseek" or stream.last == "fwrite"):
+                stream.last = ""
+            if call == "fflush":
+                return True
+            # fseek may write the stream's buffer, and SEEK_END reads the size
             return self.read_through(p, slot, stream=True) and self.write_through(
                 p, slot, True
             )

@@ -151,6 +151,7 @@ KNOWN: list[KnownDefect] = [
         lambda d, line, s: (
             data_field(d) and pwrite_on_append(s if d.index < 0 else s[: d.index + 1])
         ),
+        crash_matches=lambda problem, target, mode, ran: pwrite_on_append(ran),
     ),
     KnownDefect(
         "errno-after-success",
