@@ -131,6 +131,17 @@ KNOWN: list[KnownDefect] = [
         ),
     ),
     KnownDefect(
+        "write-to-a-file-created-read-only",
+        "through buffer nodes, an ordinary user's writes to a file created read-only (through "
+        "the creating open's descriptor) are refused by the node: 'Permission denied' on stderr",
+        lambda d, line, s: (
+            d.mode == "buffers"
+            and d.user == "user"
+            and d.field == "stderr"
+            and "Permission denied (as uid" in str(d.got)
+        ),
+    ),
+    KnownDefect(
         "read-on-write-only-descriptor",
         "through buffer nodes, a read on a write-only descriptor returns bytes instead of EBADF",
         lambda d, line, s: d.mode == "buffers" and read_where_oracle_failed(d, line),
