@@ -55,9 +55,7 @@ def hunt(workspace: Workspace, users: list[User], examples: int, seed: int | Non
     last: list[Finding] = []
     shrink_until: list[float] = []
 
-    @settings(max_examples=examples, derandomize=seed is None, database=None, deadline=None,
-              suppress_health_check=list(HealthCheck), phases=[Phase.generate, Phase.shrink],
-              verbosity=Verbosity.quiet, report_multiple_bugs=False)  # fmt: skip
+    @search_settings(examples, seed)
     @given(sequences(max_calls))
     def trial(sequence: list[str]) -> None:
         if shrink_until and time.monotonic() > shrink_until[0]:
@@ -91,6 +89,15 @@ def hunt(workspace: Workspace, users: list[User], examples: int, seed: int | Non
     ):  # Flaky: timing made a failure come and go; still one
         return minimize(workspace, last[-1], users, known)
     return None
+
+
+def search_settings(examples: int, seed: int | None) -> settings:
+    """Hypothesis's settings for a search: `examples` sequences, the same ones every time when
+    `seed` is None, no example database, failures shrunk, quietly."""
+    return settings(max_examples=examples, derandomize=seed is None, database=None,
+                    deadline=None, suppress_health_check=list(HealthCheck),
+                    phases=[Phase.generate, Phase.shrink], verbosity=Verbosity.quiet,
+                    report_multiple_bugs=False)  # fmt: skip
 
 
 def signature(difference: Difference) -> tuple[str, str, str, str]:
@@ -175,9 +182,7 @@ def crash_hunt(workspace: Workspace, users: list[User], examples: int, seed: int
     last: list[CrashFinding] = []
     shrink_until: list[float] = []
 
-    @settings(max_examples=examples, derandomize=seed is None, database=None, deadline=None,
-              suppress_health_check=list(HealthCheck), phases=[Phase.generate, Phase.shrink],
-              verbosity=Verbosity.quiet, report_multiple_bugs=False)  # fmt: skip
+    @search_settings(examples, seed)
     @given(sequences(max_calls), st.data())
     def trial(sequence: list[str], data: st.DataObject) -> None:
         crash = data.draw(crashes(sequence))
