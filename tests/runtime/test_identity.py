@@ -8,7 +8,6 @@ import os
 import pwd
 import shutil
 import socket
-import struct
 import subprocess
 import sys
 import tempfile
@@ -20,7 +19,21 @@ import pytest
 from bbio_support import BUILD, LIBRARY
 from munge_support import munged
 from schedd_support import SCHEDD, munge_daemon, status, wait_until
-from wire_support import read_varint, varint
+from users_support import made_users, why_no_users
+from wire_support import (
+    BB_FORBIDDEN,
+    BB_OK,
+    BB_UNAUTHENTICATED,
+    bb_authenticate,
+    bb_drain,
+    bb_read,
+    bb_write,
+    call,
+    connect,
+    decode,
+    field,
+    seq,
+)
 
 BBD = BUILD / "src" / "bbd" / "harmonia-bbd"
 BBCTL = BUILD / "src" / "bbd" / "harmonia-bbctl"
@@ -28,65 +41,14 @@ WRITER = Path(__file__).with_name("slow_writer.py")
 
 
 def _why_not() -> str:
-    if os.geteuid() != 0:
-        return "making users and acting as them needs root"
-    for tool in ("useradd", "userdel", "runuser", "munged", "munge", "mungekey"):
-        if shutil.which(tool) is None:
-            return f"{tool} is not installed (Debian: passwd, util-linux, munge)"
     if not BBD.is_file() or not SCHEDD.is_file():
         return "the daemons are not built"
-    return ""
+    return why_no_users("runuser", "munged", "munge", "mungekey")
 
 
 pytestmark = pytest.mark.skipif(bool(_why_not()), reason=_why_not() or "-")
 
 
-# --- a few protobuf fields by hand: the tests speak the wire format the daemons read ---------
-
-
-def _field(number: int, payload: bytes) -> bytes:
-    return varint(number << 3 | 2) + varint(len(payload)) + payload
-
-
-def _seq(n: int) -> bytes:
-    return varint(1 << 3) + varint(n)
-
-
-def _decode(body: bytes) -> dict[int, int | bytes]:
-    fields: dict[int, int | bytes] = {}
-    at = 0
-    while at < len(body):
-        key, at = read_varint(body, at)
-        kind = key & 7
-        if kind == 0:
-            fields[key >> 3], at = read_varint(body, at)
-        elif kind == 2:
-            length, at = read_varint(body, at)
-            fields[key >> 3] = body[at : at + length]
-            at += length
-        else:
-            raise AssertionError(f"unexpected wire type {kind}")
-    return fields
-
-
-def _call(sock: socket.socket, body: bytes) -> dict[int, int | bytes]:
-    sock.sendall(struct.pack(">I", len(body)) + body)
-    header = _receive(sock, 4)
-    return _decode(_receive(sock, struct.unpack(">I", header)[0]))
-
-
-def _receive(sock: socket.socket, n: int) -> bytes:
-    data = b""
-    while len(data) < n:
-        chunk = sock.recv(n - len(data))
-        assert chunk, "the daemon closed the connection"
-        data += chunk
-    return data
-
-
-# bb.proto: Request{seq=1, write=2, read=3, drain=4, status=5, authenticate=6};
-# Response{code=2 (OK 0, FORBIDDEN 6, UNAUTHENTICATED 7), message=3, data=4, uid=6}.
-BB_OK, BB_FORBIDDEN, BB_UNAUTHENTICATED = 0, 6, 7
 # control.proto: Error{code=1 (FORBIDDEN 6, UNAUTHENTICATED 9), message=2} in Envelope field 13.
 CONTROL_ERROR, CONTROL_AUTHENTICATED = 13, 24
 CONTROL_UNAUTHENTICATED = 9
@@ -97,41 +59,14 @@ CONTROL_REQUESTS = {  # every request of the control protocol, by its Envelope f
 }  # fmt: skip
 
 
-def bb_authenticate(credential: bytes) -> bytes:
-    return _seq(1) + _field(6, _field(1, credential))
-
-
-def bb_write(file: str, data: bytes) -> bytes:
-    return _seq(2) + _field(2, _field(1, file.encode()) + _field(3, data))
-
-
-def bb_read(file: str, length: int) -> bytes:
-    return _seq(3) + _field(
-        3, _field(1, file.encode()) + varint(3 << 3) + varint(length)
-    )
-
-
-def bb_drain(file: str) -> bytes:
-    return _seq(4) + _field(4, _field(1, file.encode()))
-
-
 # --- the users, munged and the daemons -------------------------------------------------------
 
 
 @pytest.fixture(scope="module")
 def users() -> Iterator[dict[str, pwd.struct_passwd]]:
     """Two users of their own (A owns the job and files, B attacks), removed afterwards."""
-    names = {"a": f"hmna{os.getpid() % 100000}", "b": f"hmnb{os.getpid() % 100000}"}
-    made = []
-    try:
-        for name in names.values():
-            subprocess.run(["useradd", "--no-create-home", "--shell", "/usr/sbin/nologin", name],
-                           check=True, capture_output=True)  # fmt: skip
-            made.append(name)
-        yield {key: pwd.getpwnam(name) for key, name in names.items()}
-    finally:
-        for name in made:
-            subprocess.run(["userdel", name], check=False, capture_output=True)
+    with made_users("a", "b") as made:
+        yield made
 
 
 @pytest.fixture
@@ -186,14 +121,9 @@ def node(
         daemon.wait(timeout=10)
 
 
-def connect(address: str) -> socket.socket:
-    host, port = address.rsplit(":", 1)
-    return socket.create_connection((host, int(port)), timeout=10)
-
-
 def as_user(address: str, cred: bytes) -> socket.socket:
     sock = connect(address)
-    reply = _call(sock, bb_authenticate(cred))
+    reply = call(sock, bb_authenticate(cred))
     assert reply.get(2, 0) == BB_OK, reply
     return sock
 
@@ -221,7 +151,7 @@ def test_user_b_can_do_nothing_to_user_as_files(
     secret = os.urandom(70_000)
     writer = as_user(address, credential(munge_socket, "harmonia-bbd", a))
     for file in ("a/secret.dat", "shared/a.dat"):
-        assert _call(writer, bb_write(file, secret)).get(2, 0) == BB_OK
+        assert call(writer, bb_write(file, secret)).get(2, 0) == BB_OK
     # The first write made the PFS files as A.
     assert (pfs / "a/secret.dat").stat().st_uid == users["a"].pw_uid
     assert (pfs / "shared/a.dat").stat().st_uid == users["a"].pw_uid
@@ -233,16 +163,16 @@ def test_user_b_can_do_nothing_to_user_as_files(
             bb_read(file, 100),
             bb_drain(file),
         ):
-            reply = _call(attacker, request)
+            reply = call(attacker, request)
             assert reply.get(2, 0) == BB_FORBIDDEN, (file, reply)
             assert 4 not in reply, "no byte of A's data goes to B"
             assert f"uid {users['a'].pw_uid}".encode() in reply[3]  # type: ignore[operator]
     # A new file in A's directory: the PFS refuses it to B, so the node does too.
-    reply = _call(attacker, bb_write("a/new.dat", b"x"))
+    reply = call(attacker, bb_write("a/new.dat", b"x"))
     assert reply.get(2, 0) == BB_FORBIDDEN and b"as uid" in reply[3], reply  # type: ignore[operator]
     assert not (pfs / "a/new.dat").exists()
     # "Drain everything" by B drains only B's files: A's stay held, untouched.
-    assert _call(attacker, _seq(5) + _field(4, b"")).get(2, 0) == BB_OK
+    assert call(attacker, seq(5) + field(4, b"")).get(2, 0) == BB_OK
     assert (pfs / "a/secret.dat").stat().st_size == 0
     # The same through the real tool run as B.
     for args in (("get", "a/secret.dat", "0", "100"), ("drain", "a/secret.dat")):
@@ -250,8 +180,8 @@ def test_user_b_can_do_nothing_to_user_as_files(
         assert done.returncode != 0 and "FORBIDDEN" in done.stderr, done
         assert done.stdout == ""
     # A reads and drains its own; the bytes are intact, the files A's.
-    assert _call(writer, bb_read("a/secret.dat", len(secret))).get(4) == secret
-    assert _call(writer, bb_drain("")).get(2, 0) == BB_OK
+    assert call(writer, bb_read("a/secret.dat", len(secret))).get(4) == secret
+    assert call(writer, bb_drain("")).get(2, 0) == BB_OK
     assert (pfs / "a/secret.dat").read_bytes() == secret
     assert (pfs / "shared/a.dat").read_bytes() == secret
     assert (pfs / "a/secret.dat").stat().st_uid == users["a"].pw_uid
@@ -264,10 +194,10 @@ def test_root_acts_for_any_user(
     writer = as_user(
         address, credential(munge_socket, "harmonia-bbd", users["a"].pw_name)
     )
-    assert _call(writer, bb_write("a/x.dat", b"0123456789")).get(2, 0) == BB_OK
+    assert call(writer, bb_write("a/x.dat", b"0123456789")).get(2, 0) == BB_OK
     admin = as_user(address, credential(munge_socket, "harmonia-bbd"))
-    assert _call(admin, bb_read("a/x.dat", 10)).get(4) == b"0123456789"
-    assert _call(admin, bb_drain("a/x.dat")).get(2, 0) == BB_OK
+    assert call(admin, bb_read("a/x.dat", 10)).get(4) == b"0123456789"
+    assert call(admin, bb_drain("a/x.dat")).get(2, 0) == BB_OK
     # Drained as A: the file stays A's.
     assert (pfs / "a/x.dat").read_bytes() == b"0123456789"
     assert (pfs / "a/x.dat").stat().st_uid == users["a"].pw_uid
@@ -281,8 +211,8 @@ def test_bad_credentials_and_no_credential_are_refused(
     # No credential: every request is refused, nothing written.
     sock = connect(address)
     for request in (bb_write("shared/u.dat", b"x"), bb_read("shared/u.dat", 1),
-                    bb_drain(""), _seq(5) + _field(5, b"")):  # fmt: skip
-        reply = _call(sock, request)
+                    bb_drain(""), seq(5) + field(5, b"")):  # fmt: skip
+        reply = call(sock, request)
         assert reply.get(2, 0) == BB_UNAUTHENTICATED and b"Authenticate" in reply[3], (
             reply
         )  # type: ignore[operator]
@@ -297,21 +227,21 @@ def test_bad_credentials_and_no_credential_are_refused(
     }
     for what, bad in refused.items():
         sock = connect(address)
-        reply = _call(sock, bb_authenticate(bad))
+        reply = call(sock, bb_authenticate(bad))
         assert reply.get(2, 0) == BB_UNAUTHENTICATED, (what, reply)
         assert (
-            _call(sock, bb_write("shared/u.dat", b"x")).get(2, 0) == BB_UNAUTHENTICATED
+            call(sock, bb_write("shared/u.dat", b"x")).get(2, 0) == BB_UNAUTHENTICATED
         ), what
     # Replayed: accepted once, then refused on any connection.
     as_user(address, good)
-    reply = _call(connect(address), bb_authenticate(good))
+    reply = call(connect(address), bb_authenticate(good))
     assert reply.get(2, 0) == BB_UNAUTHENTICATED and b"replayed" in reply[3].lower(), (
         reply
     )  # type: ignore[union-attr]
     # Too old for the node's window (--auth-window 2), though munged's TTL would still take it.
     old = credential(munge_socket, "harmonia-bbd", a)
     time.sleep(3.2)
-    reply = _call(connect(address), bb_authenticate(old))
+    reply = call(connect(address), bb_authenticate(old))
     assert reply.get(2, 0) == BB_UNAUTHENTICATED and b"window" in reply[3], reply  # type: ignore[operator]
     assert not (pfs / "shared/u.dat").exists()
 
@@ -335,17 +265,17 @@ def test_path_escapes_are_refused_for_users(
         str(outside / "x"),
         "shared/link/x",
     ):
-        reply = _call(sock, bb_write(name, b"escape"))
+        reply = call(sock, bb_write(name, b"escape"))
         assert reply.get(2, 0) != BB_OK, (name, reply)
     # A directory swapped for a link between the write and its drain: the drain writes through
     # the descriptor opened at the write, to the file deleted with its directory, never through
     # the link.
     (pfs / "shared/run").mkdir()
     (pfs / "shared/run").chmod(0o777)
-    assert _call(sock, bb_write("shared/run/out.dat", b"data")).get(2, 0) == BB_OK
+    assert call(sock, bb_write("shared/run/out.dat", b"data")).get(2, 0) == BB_OK
     shutil.rmtree(pfs / "shared/run")
     (pfs / "shared/run").symlink_to(outside)
-    _call(sock, bb_drain("shared/run/out.dat"))
+    call(sock, bb_drain("shared/run/out.dat"))
     assert list(outside.iterdir()) == []
 
 
@@ -417,18 +347,18 @@ def test_an_unauthenticated_tcp_client_gets_nothing(
 ) -> None:
     _, tcp = schedd
     sock = connect(tcp)
-    for name, field in CONTROL_REQUESTS.items():
-        reply = _call(sock, _seq(field) + _field(field, b""))
+    for name, number in CONTROL_REQUESTS.items():
+        reply = call(sock, seq(number) + field(number, b""))
         assert CONTROL_ERROR in reply, (name, reply)
-        error = _decode(reply[CONTROL_ERROR])  # type: ignore[arg-type]
+        error = decode(reply[CONTROL_ERROR])  # type: ignore[arg-type]
         assert error.get(1) == CONTROL_UNAUTHENTICATED, (name, error)
     forged = credential(munge_socket, "harmonia-schedd")[:-12] + b"AAAAAAAAAAA:"
-    reply = _call(sock, _seq(99) + _field(23, _field(1, forged)))
-    assert _decode(reply[CONTROL_ERROR]).get(1) == CONTROL_UNAUTHENTICATED  # type: ignore[arg-type]
+    reply = call(sock, seq(99) + field(23, field(1, forged)))
+    assert decode(reply[CONTROL_ERROR]).get(1) == CONTROL_UNAUTHENTICATED  # type: ignore[arg-type]
     good = credential(munge_socket, "harmonia-schedd")
-    assert CONTROL_AUTHENTICATED in _call(sock, _seq(100) + _field(23, _field(1, good)))
-    status = _call(sock, _seq(101) + _field(11, b""))
+    assert CONTROL_AUTHENTICATED in call(sock, seq(100) + field(23, field(1, good)))
+    status = call(sock, seq(101) + field(11, b""))
     assert CONTROL_ERROR not in status and 12 in status, status
     # Replayed on a second connection: refused.
-    again = _call(connect(tcp), _seq(1) + _field(23, _field(1, good)))
-    assert _decode(again[CONTROL_ERROR]).get(1) == CONTROL_UNAUTHENTICATED  # type: ignore[arg-type]
+    again = call(connect(tcp), seq(1) + field(23, field(1, good)))
+    assert decode(again[CONTROL_ERROR]).get(1) == CONTROL_UNAUTHENTICATED  # type: ignore[arg-type]
