@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 from bbio_support import BUILD
+from proc_support import cpu_seconds, proc_status
 from schedd_support import SCHEDD, status, wait_until
 
 BBD = BUILD / "src" / "bbd" / "harmonia-bbd"
@@ -31,19 +32,6 @@ def _limited(command: list[str], files: int | None) -> list[str]:
     return (
         ["prlimit", f"--nofile={files}:{files}", "--", *command] if files else command
     )
-
-
-def _proc_status(pid: int, key: str) -> int:
-    """A number of /proc/PID/status: VmRSS and VmHWM in KiB, Threads."""
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith(key + ":"):
-            return int(line.split()[1])
-    raise KeyError(key)
-
-
-def _cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 @contextmanager
@@ -117,7 +105,7 @@ def test_a_node_past_its_descriptors_refuses_and_keeps_serving(tmp_path: Path) -
         held = [_connect(address, stack) for _ in range(2 * FILES)]
         assert wait_until(lambda: len(os.listdir(f"/proc/{pid}/fd")) >= FILES - 2, 5)
         print(f"\nbbd, {FILES} descriptors, {len(held)} connections, --max-connections 1000:"
-              f" {_proc_status(pid, 'Threads')} threads, RSS {_proc_status(pid, 'VmRSS')} KiB")  # fmt: skip
+              f" {proc_status(pid, 'Threads')} threads, RSS {proc_status(pid, 'VmRSS')} KiB")  # fmt: skip
         refused = [_closed_within(c, 0.05) for c in held[-FILES // 2 :]]
         assert any(b"out of file descriptors" in got for _, got in refused), refused
         for connection in held:
@@ -133,10 +121,10 @@ def test_a_node_refuses_connections_past_max_connections(tmp_path: Path) -> None
         refused = _bbctl(address, "status")
         assert refused.returncode != 0
         assert "too many connections (at most 32, --max-connections)" in refused.stderr
-        print(f"\nbbd, {FILES} descriptors, {FILES} connections: {_proc_status(pid, 'Threads')}"
+        print(f"\nbbd, {FILES} descriptors, {FILES} connections: {proc_status(pid, 'Threads')}"
               f" threads, {len(os.listdir(f'/proc/{pid}/fd'))} descriptors open,"
-              f" RSS {_proc_status(pid, 'VmRSS')} KiB")  # fmt: skip
-        assert _proc_status(pid, "Threads") <= 2 * 32 + 8
+              f" RSS {proc_status(pid, 'VmRSS')} KiB")  # fmt: skip
+        assert proc_status(pid, "Threads") <= 2 * 32 + 8
         for connection in held:
             connection.close()
         assert wait_until(lambda: _bbctl(address, "status").returncode == 0, 10)
@@ -150,16 +138,16 @@ def test_idle_and_stalled_connections_time_out(tmp_path: Path) -> None:
     ):
         assert _bbctl(address, "status").returncode == 0  # the node is all started
         time.sleep(0.1)
-        threads = _proc_status(pid, "Threads")
+        threads = proc_status(pid, "Threads")
         idle = [_connect(address, stack) for _ in range(40)]
         stalled = _connect(address, stack)
         stalled.sendall(struct.pack(">I", 1000) + b"x" * 10)  # a frame cut short
-        assert wait_until(lambda: _proc_status(pid, "Threads") >= threads + 80, 5)
-        print(f"\nbbd, 41 connections: {_proc_status(pid, 'Threads')} threads (idle: {threads}),"
-              f" RSS {_proc_status(pid, 'VmRSS')} KiB")  # fmt: skip
+        assert wait_until(lambda: proc_status(pid, "Threads") >= threads + 80, 5)
+        print(f"\nbbd, 41 connections: {proc_status(pid, 'Threads')} threads (idle: {threads}),"
+              f" RSS {proc_status(pid, 'VmRSS')} KiB")  # fmt: skip
         assert _closed_within(stalled, 3)[0], "a sender stalled mid-frame is dropped"
         assert all(_closed_within(c, 1)[0] for c in idle), "idle connections are closed"
-        assert wait_until(lambda: _proc_status(pid, "Threads") <= threads, 5), (
+        assert wait_until(lambda: proc_status(pid, "Threads") <= threads, 5), (
             "threads end"
         )
         # A client that keeps talking is not cut off (each pause is below the timeout).
@@ -174,14 +162,14 @@ def test_idle_and_stalled_connections_time_out(tmp_path: Path) -> None:
 
 def test_frames_announced_and_not_sent_take_no_memory(tmp_path: Path) -> None:
     with ExitStack() as stack, _node(tmp_path) as (pid, address):
-        before = _proc_status(pid, "VmRSS")
+        before = proc_status(pid, "VmRSS")
         connections = [_connect(address, stack) for _ in range(40)]
         for connection in connections:
             connection.sendall(
                 struct.pack(">I", 16 << 20)
             )  # 16 MiB announced, nothing sent
         time.sleep(0.5)
-        grown = _proc_status(pid, "VmHWM") - before
+        grown = proc_status(pid, "VmHWM") - before
         print(
             f"\nbbd, 40 frames of 16 MiB announced: RSS {before} KiB, peak +{grown} KiB"
         )
@@ -251,11 +239,11 @@ def test_the_scheduler_past_its_descriptors_does_not_spin(tmp_path: Path) -> Non
             except OSError:  # the backlog is full: the daemon does not take more
                 break
         time.sleep(0.3)
-        cpu = _cpu_seconds(pid)
+        cpu = cpu_seconds(pid)
         time.sleep(1)
-        spent = _cpu_seconds(pid) - cpu
+        spent = cpu_seconds(pid) - cpu
         print(f"\nschedd, {FILES} descriptors, {len(held)} connections: {spent:.2f} s CPU in 1 s,"
-              f" RSS {_proc_status(pid, 'VmRSS')} KiB")  # fmt: skip
+              f" RSS {proc_status(pid, 'VmRSS')} KiB")  # fmt: skip
         assert spent < 0.1, "the daemon waits, it does not busy-loop"
         for connection in held:
             connection.close()
@@ -286,11 +274,11 @@ def test_clients_that_never_read_do_not_grow_the_scheduler(
             job = _unix(address, stack)
             job.sendall(_register(f"{k:03d}" + "j" * 250))
             assert len(job.recv(4, socket.MSG_WAITALL)) == 4
-        before = _proc_status(pid, "VmRSS")
+        before = proc_status(pid, "VmRSS")
         for _ in range(12):
             _flood(address, stack, requests=3000)  # 30 MB of replies each, unread
         time.sleep(0.5)
-        grown = _proc_status(pid, "VmHWM") - before
+        grown = proc_status(pid, "VmHWM") - before
         print(f"\nschedd, 12 clients not reading (--max-output {cap or '256M'}): RSS {before} KiB,"
               f" peak +{grown} KiB")  # fmt: skip
         assert grown < 80 * 1024, f"RSS grew by {grown} KiB"

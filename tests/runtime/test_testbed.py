@@ -3,11 +3,8 @@ network namespace with its own address and a shaped link (scripts/testbed.py), e
 connection authenticated with MUNGE. The scaled VPIC case with every byte checked; a buffer
 host's link cut and restored mid-run; the scheduler's host unreachable."""
 
-import json
 import os
-import shutil
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -26,49 +23,23 @@ from harmonia.buffers import (
 )
 from harmonia.experiments.buffers import DrainingCase
 from munge_support import munged
+from testbed_support import hosts_of_their_own, why_no_testbed
 
-ROOT = Path(__file__).resolve().parents[2]
-TESTBED = ROOT / "scripts" / "testbed.py"
 NAME = f"hmt{os.getpid() % 10000}"
-
-
-def _why_not() -> str:
-    if os.geteuid() != 0:
-        return "network namespaces need root"
-    for tool in ("ip", "tc", "munged", "mpirun"):
-        if shutil.which(tool) is None:
-            return f"{tool} is not installed (Debian: iproute2, munge, openmpi-bin)"
-    probe = subprocess.run(
-        ["ip", "netns", "add", f"{NAME}probe"],
-        check=False,
-        capture_output=True,
-        text=True,
-    )
-    if probe.returncode != 0:
-        return f"this machine cannot make network namespaces: {probe.stderr.strip()}"
-    subprocess.run(["ip", "netns", "del", f"{NAME}probe"], check=False)
-    return ""
-
 
 pytestmark = [
     needs(BBD),
-    pytest.mark.skipif(bool(_why_not()), reason=_why_not() or "-"),
+    pytest.mark.skipif(
+        bool(why_no_testbed(NAME, "munged", "mpirun")),
+        reason=why_no_testbed(NAME, "munged", "mpirun") or "-",
+    ),
 ]
 
 
 @pytest.fixture(scope="module")
 def testbed() -> Iterator[dict[str, Any]]:
-    up = subprocess.run([sys.executable, str(TESTBED), "up", NAME], capture_output=True,
-                        text=True, check=False)  # fmt: skip
-    assert up.returncode == 0, up.stderr
-    try:
-        yield json.loads(up.stdout)
-    finally:
-        subprocess.run([sys.executable, str(TESTBED), "down", NAME], check=False)
-        left = subprocess.run(
-            ["ip", "netns", "list"], check=False, capture_output=True, text=True
-        ).stdout
-        assert NAME not in left, "the test bed's namespaces were all removed"
+    with hosts_of_their_own(NAME) as description:
+        yield description
 
 
 @pytest.fixture(scope="module")
