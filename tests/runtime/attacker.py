@@ -3,7 +3,7 @@ library only (it runs under /usr/bin/python3):
 
     attacker.py hold node|schedd ADDRESS COUNT
         Opens COUNT connections to a buffer node (HOST:PORT) or to harmonia-schedd (a Unix
-        socket's path), asks the daemon's status on each, and prints as JSON how many it was
+        socket's path, or HOST:PORT), asks the daemon's status on each, and prints as JSON how many it was
         served on (`held`), how many were refused and the first refusal; then keeps the ones it
         holds until its standard input closes.
     attacker.py push HOST:PORT CONNECTIONS WRITES
@@ -11,9 +11,22 @@ library only (it runs under /usr/bin/python3):
         16 MiB each: raw payloads after their frames on even connections, the bytes inside
         the frame on odd ones. Prints as JSON, for each, the bytes the kernel took (until the
         node closed the connection) and the node's answer.
+    attacker.py sockets COUNT
+        Makes COUNT loopback TCP connections to a listener of its own (2 x COUNT sockets in
+        the kernel's table, none to a daemon), says how many, and keeps them until its
+        standard input closes.
+    attacker.py knock HOST:PORT COUNT
+        COUNT times, one after the other: connects, closes its side at once (the kernel's
+        table lists the connection as closing, no longer established, by the time the daemon
+        looks), and waits for the daemon to close it too.
+    attacker.py hog PATH
+        Under libharmonia: declares an I/O phase of 1 TiB (harmonia_io_begin), writes 1 MB to
+        PATH, says "in phase", and keeps the phase open until its standard input closes.
 """
 
+import ctypes
 import json
+import os
 import socket
 import struct
 import sys
@@ -126,11 +139,55 @@ def push(address: str, connections: int, writes: int) -> None:
     print(json.dumps(results), flush=True)
 
 
+def sockets(count: int) -> None:
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(4096)
+    kept = [listener]
+    for _ in range(count):
+        kept.append(socket.create_connection(listener.getsockname()))
+        kept.append(listener.accept()[0])
+    print(json.dumps({"sockets": len(kept) - 1}), flush=True)
+    sys.stdin.read()
+    reset(kept)
+
+
+def knock(address: str, count: int) -> None:
+    for _ in range(count):
+        sock = connect(address)
+        sock.shutdown(socket.SHUT_WR)
+        while reply(sock) is not None:
+            pass
+        reset([sock])
+    print(json.dumps({"knocks": count}), flush=True)
+
+
+def hog(path: str) -> None:
+    library = ctypes.CDLL(None)
+    library.harmonia_io_begin.argtypes = [ctypes.c_char_p, ctypes.c_size_t]
+    if library.harmonia_io_begin(b"hog", 1 << 40) != 0:
+        sys.exit(
+            "attacker.py hog: harmonia_io_begin failed (is libharmonia preloaded?)"
+        )
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    os.write(fd, b"M" * 1_000_000)
+    print("in phase", flush=True)
+    sys.stdin.read()
+    library.harmonia_io_end()
+    os.close(fd)
+
+
 if __name__ == "__main__":
     what = sys.argv[1]
     if what == "hold":
         hold(sys.argv[2], sys.argv[3], int(sys.argv[4]))
     elif what == "push":
         push(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]))
+    elif what == "sockets":
+        sockets(int(sys.argv[2]))
+    elif what == "knock":
+        knock(sys.argv[2], int(sys.argv[3]))
+    elif what == "hog":
+        hog(sys.argv[2])
     else:
         sys.exit(f"attacker.py: unknown attack {what!r}")

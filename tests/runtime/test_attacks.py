@@ -11,6 +11,7 @@ import json
 import os
 import pwd
 import shutil
+import signal
 import stat
 import subprocess
 import sys
@@ -27,8 +28,9 @@ import pytest
 from bbio_support import BUILD, LIBRARY
 from harmonia.buffers import BufferCluster, ClusterError, ClusterSettings, Hosts
 from harmonia.slurm import SlurmSettings
+from harmonia.slurm_bb import Hooks
 from munge_support import munged
-from proc_support import descriptors, proc_status
+from proc_support import cpu_seconds, descriptors, proc_status
 from schedd_support import SCHEDCTL, SCHEDD, SteppedWriter, expected_bytes, wait_until
 from slurm_support import Cluster as SlurmCluster
 from slurm_support import needs_slurm, running
@@ -531,6 +533,112 @@ def test_users_together_leave_root_its_slots(up: Site) -> None:
         assert up.bbctl(None, 1, "status").returncode == 0, "root is served"
 
 
+@pytest.mark.xfail(
+    strict=True,
+    reason="a node run with --auth peer (harmonia up's, harmonia cluster up's) answers the "
+    "MUNGE credential its clients send whenever munged can make one with INVALID (this "
+    "connection already acts for uid N), and the clients give up: harmonia-bbctl fails and "
+    "libharmonia writes through to the PFS, on every host where munged runs",
+)
+def test_alice_is_served_where_munged_runs(
+    up: Site, users: dict[str, pwd.struct_passwd]
+) -> None:
+    # A site's hosts run munged (Slurm's); alice's tools and job can reach it.
+    alice = users["alice"]
+    with munged("harmonia-attacks-site-munge-") as (munge_socket,):
+        done = up.bbctl(alice, 0, "status", munge=munge_socket)
+        assert done.returncode == 0, (
+            f"harmonia-bbctl status as alice: {done.stderr.strip()}"
+        )
+        received = up.total("received_bytes")
+        writer = UserWriter(up, alice, "alice-munged", up.pfs / "alice" / "munged.dat",
+                            munge=munge_socket)  # fmt: skip
+        try:
+            with writing(writer, chunks=3):
+                assert wait_until(lambda: up.total("received_bytes") >= received + 3_000_000,
+                                  timeout=15), "alice's data through the buffers"  # fmt: skip
+            err = writer.close()
+            assert "refused" not in err and "writing through" not in err, err
+        finally:
+            writer.kill()
+
+
+# CPU a node may spend to accept a connection and find out whose it is.
+ACCEPT_CPU_SECONDS = 0.002
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="a node learns a loopback peer's user by reading /proc/net/tcp, the socket table "
+    "of the whole host, at each accept, in its one accepting thread: a connection it does not "
+    "find there costs a read of all of it (tens of ms once a user holds many sockets), and "
+    "everyone's connections wait behind it",
+)
+def test_connections_a_node_cannot_name_cost_it_little(
+    up: Site, users: dict[str, pwd.struct_passwd]
+) -> None:
+    # nobody holds 18,000 loopback sockets of its own (9,000 connections to itself, within one
+    # process's descriptors, none to a daemon), then knocks: 40 connections to a node, each
+    # closed at once (the table then lists it as closing, so the node does not find it).
+    pid = up.node_pids[2]
+    with attacker(up, users["nobody"], "sockets", "9000") as held:
+        cpu = cpu_seconds(pid)
+        subprocess.run([*up.on(users["nobody"]), PYTHON, str(ATTACKER), "knock", up.nodes[2],
+                        "40"], capture_output=True, check=True, timeout=120)  # fmt: skip
+        spent = (cpu_seconds(pid) - cpu) / 40
+    print(f"\nnode CPU per connection it could not name, {held['sockets']} sockets held by "
+          f"nobody: {spent * 1e3:.1f} ms")  # fmt: skip
+    assert spent < ACCEPT_CPU_SECONDS, spent
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="a phase is placed on every node whatever its declared size: --max-phase-share "
+    "bounds its bytes, not its nodes, and the default policy (max-bandwidth, one phase per "
+    "node) keeps every other job off the buffers until it ends",
+)
+def test_a_phase_of_1_tib_leaves_buffers_for_alice(
+    up: Site, users: dict[str, pwd.struct_passwd]
+) -> None:
+    # mallory's job declares a 1 TiB phase (harmonia_io_begin) and keeps it open; alice's job
+    # then writes 3 MB: its phase must get buffers at once, its writes not wait.
+    alice, mallory = users["alice"], users["mallory"]
+    hog = subprocess.Popen(
+        [*up.on(mallory), PYTHON, str(ATTACKER), "hog", str(up.pfs / "hog.dat")],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env=up.job_env("hog"),
+    )  # fmt: skip
+    owner = None
+    try:
+        assert hog.stdout is not None and hog.stdout.readline() == "in phase\n"
+        assert wait_until(
+            lambda: up.jobs("hog").get(mallory.pw_uid, {}).get("in_phase") == 1
+        )
+        # Bounded by the site: half of all buffers (--max-phase-share 0.5), not 1 TiB.
+        reserved = sum(b["scheduled_used"] for b in up.status()["buffers"])
+        assert reserved <= 0.5 * 4 * (256 << 20), reserved
+        received = up.total("received_bytes")
+        owner = UserWriter(up, alice, "alice-after-hog", up.pfs / "alice" / "after.dat")
+        waits = []
+        for k in range(3):
+            started = time.monotonic()
+            owner.write(k)
+            waits.append(time.monotonic() - started)
+        granted = up.jobs("alice-after-hog")[alice.pw_uid]["directive"]["buffers"]
+        print(f"\nalice's writes beside a 1 TiB phase: {[f'{w:.2f} s' for w in waits]}, "
+              f"buffers {granted}")  # fmt: skip
+        assert granted, "alice's phase got buffers"
+        assert up.total("received_bytes") >= received + 3_000_000, (
+            "her data on the buffers"
+        )
+        assert max(waits) < 0.5, waits
+    finally:
+        for process in (hog, owner.process if owner else None):
+            if process is not None and process.poll() is None:
+                process.kill()
+                process.communicate(timeout=10)
+
+
 # What `harmonia up` writes in its run directory (for one node): what links are planted as.
 VICTIM_FILES = ("env.sh", "schedd.log", "schedd.pid", "bb0.pid", "bb0.log", "bb0.port")
 
@@ -621,6 +729,108 @@ def test_harmonia_up_refuses_a_dir_another_user_made(
         shutil.rmtree(directory, ignore_errors=True)
 
 
+SWAP = """
+import os, sys, time
+parent = sys.argv[1]
+while not os.path.exists(parent + "/run/schedd.pid"):
+    time.sleep(0.002)
+os.rename(parent + "/run", parent + "/taken")  # root's directory, renamed in mallory's
+os.rename(parent + "/mine", parent + "/run")
+"""
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="harmonia up checks only the last part of --dir and then writes by path: inside a "
+    "directory another user may rename in, that user swaps the run directory for her own "
+    "after the check, and root writes its files there and starts a node on her linked device",
+)
+def test_harmonia_up_in_another_users_directory_writes_nothing_of_hers(
+    users: dict[str, pwd.struct_passwd], victim: Path
+) -> None:
+    # root runs `harmonia up --dir P/run`, P being mallory's: once root's run directory is
+    # made (its schedd.pid written), mallory renames it and puts hers in its place, with her
+    # node device a link to a root-only directory.
+    mallory = users["mallory"]
+    parent = Path(tempfile.mkdtemp(prefix="harmonia-attacks-parent-"))
+    os.chown(parent, mallory.pw_uid, mallory.pw_gid)
+    parent.chmod(0o755)
+    code = (f"import os; os.makedirs({str(parent / 'mine' / 'pfs')!r}); "
+            f"os.symlink({str(victim)!r}, {str(parent / 'mine' / 'bb0')!r})")  # fmt: skip
+    subprocess.run([*run_as(mallory), PYTHON, "-c", code], check=True)
+    swap = subprocess.Popen([*run_as(mallory), PYTHON, "-c", SWAP, str(parent)])
+    up = subprocess.Popen(
+        [str(HARMONIA), "up", "--buffers", "1", "--dir", str(parent / "run"), "--every", "0.2"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env={**os.environ, "HARMONIA_BUILD": str(BUILD)},
+    )  # fmt: skip
+    try:
+        swap.wait(timeout=30)
+        time.sleep(1)  # harmonia up goes on starting its node
+    finally:
+        up.send_signal(signal.SIGINT)
+        up.communicate(timeout=60)
+        if swap.poll() is None:
+            swap.kill()
+            swap.wait()
+    try:
+        made = sorted(p.name for p in victim.iterdir())
+        assert _untouched(victim) and made == sorted(VICTIM_FILES + ("stage-in",)), (
+            f"through her link: {made}, stage-in/ emptied"
+        )
+        hers = parent / "run"
+        written = sorted(p.name for p in hers.iterdir() if p.lstat().st_uid == 0)
+        assert written == [], f"root wrote {written} in mallory's directory"
+    finally:
+        shutil.rmtree(parent, ignore_errors=True)
+
+
+# --- harmonia cluster up -----------------------------------------------------------------------
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="the Slurm post_run hook waits for every job named slurm-ID, whoever's: a process "
+    "of another user registered under that key holds the job's end up to 30 s",
+)
+def test_a_squatted_slurm_key_does_not_hold_up_the_jobs_end(
+    cluster: tuple[Site, SlurmCluster], users: dict[str, pwd.struct_passwd]
+) -> None:
+    # mallory registers slurm-77, alice's Slurm job, and stays: the burst-buffer hooks (run as
+    # SlurmUser) set alice's job up and, after it ran, post_run must return at once.
+    site, slurm = cluster
+    alice, mallory = users["alice"], users["mallory"]
+    squatter = UserWriter(site, mallory, "slurm-77", site.pfs / "squat77.dat")
+    hooks = Hooks(slurm.hooks)
+    ended = threading.Event()
+
+    def post_run() -> None:
+        try:
+            hooks.post_run("77")
+        finally:
+            ended.set()
+
+    try:
+        squatter.write(0)
+        assert wait_until(lambda: mallory.pw_uid in site.jobs("slurm-77"))
+        hooks.setup(
+            "77", str(alice.pw_uid), str(alice.pw_gid), "harmonia", "1", SLURM_REQUEST
+        )
+        threading.Thread(target=post_run, daemon=True).start()
+        assert ended.wait(timeout=5), "post_run still waits for mallory's process"
+    finally:
+        squatter.kill()
+        ended.wait(timeout=40)
+        hooks.teardown(
+            "77", str(alice.pw_uid), str(alice.pw_gid), "harmonia", "1", "false"
+        )
+
+
+SLURM_REQUEST = json.dumps({"capacity": "1048576", "io": "0", "pool": "harmonia", "priority": 0,
+                            "hint": "flushable", "access": "striped", "node_agent": False,
+                            "ntasks": 1, "stage_in": {}, "stage_out": {}})  # fmt: skip
+
+
 # --- hosts of their own ------------------------------------------------------------------------
 
 
@@ -688,3 +898,55 @@ def test_unauthenticated_payloads_take_no_memory(
         users["alice"], 0, "put", "alice/served.dat", str(bed.scratch / "payload")
     )
     assert done.returncode == 0, done.stderr
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="an --auth munge node counts a connection under its address until it "
+    "authenticates, and keeps counting it there: 64 connections that never authenticate from "
+    "one host lock every user of that host out of the node, root included (the slots kept for "
+    "root go only to peers known at accept)",
+)
+def test_unauthenticated_connections_from_a_host_leave_its_users_served(
+    bed: Site, users: dict[str, pwd.struct_passwd]
+) -> None:
+    alice = users["alice"]
+    with attacker(bed, users["nobody"], "hold", "node", bed.nodes[0], "100",
+                  credential=False) as taken:  # fmt: skip
+        assert taken["held"] == 64 and "address" in taken["refusal"], taken
+        # From the other compute host all are served.
+        assert bed.bbctl(alice, 0, "status", host=1).returncode == 0
+        assert bed.bbctl(None, 0, "status", host=1).returncode == 0
+        # From the attacker's host too: alice (authenticated) and root.
+        done = bed.bbctl(alice, 0, "status")
+        assert done.returncode == 0, (
+            f"alice on the attacker's host: {done.stderr.strip()}"
+        )
+        done = bed.bbctl(None, 0, "status")
+        assert done.returncode == 0, (
+            f"root on the attacker's host: {done.stderr.strip()}"
+        )
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="harmonia-schedd --auth munge counts a TCP connection under its address for its "
+    "whole life: 1,024 connections that never authenticate from one host keep every job of "
+    "that host from registering, for as long as they are held",
+)
+def test_unauthenticated_connections_from_a_host_leave_its_jobs_registered(
+    bed: Site, users: dict[str, pwd.struct_passwd]
+) -> None:
+    assert bed.hosts is not None
+    alice = users["alice"]
+    with attacker(bed, users["nobody"], "hold", "schedd", bed.hosts.schedd_address, "1100",
+                  credential=False) as taken:  # fmt: skip
+        assert taken["held"] == 1024, taken
+        owner = UserWriter(bed, alice, "alice-beside", bed.pfs / "alice" / "beside.dat")
+        try:
+            owner.write(0)
+            assert wait_until(
+                lambda: alice.pw_uid in bed.jobs("alice-beside"), timeout=5
+            ), "alice's job on the attacker's host registered"
+        finally:
+            owner.kill()
