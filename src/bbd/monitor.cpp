@@ -367,6 +367,7 @@ void Monitor::serve_scheduler() {
       entry->set_end(held.end);
       entry->set_mtime_ns(held.mtime_ns);
       entry->set_uid(held.uid);
+      entry->set_handle(held.handle);
     }
     for (const std::uint64_t inode : files.released) r->add_released(inode);
     {

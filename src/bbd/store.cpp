@@ -491,7 +491,7 @@ void Store::recover() {
     // Two recovered files with one inode cannot both be live: the orphan keeps its own key.
     const std::uint64_t slot = log.orphan ? ~log.created : log.inode;
     logs_[slot] = found.log;
-    if (!log.orphan) file_changes_[log.inode] = true;
+    if (!log.orphan) file_changes_.insert(log.inode);
   }
 }
 
@@ -742,7 +742,7 @@ Status Store::write(const FileRef& file, std::uint64_t offset, std::string_view 
       log->end = std::max(log->end, offset + data.size());
       log->last_write_ns = wall_clock_ns();
       received_ += data.size();
-      file_changes_[log->inode] = true;
+      file_changes_.insert(log->inode);
     }
     if (on_write_) on_write_();
     return Status::Ok;
@@ -1144,7 +1144,7 @@ Status Store::drain_log(const LogPtr& log, std::string& why) {
   if (log->segments.empty()) {
     log->removed = true;
     logs_.erase(log->inode);
-    file_changes_[log->inode] = false;
+    file_changes_.insert(log->inode);
   }
   return Status::Ok;
 }
@@ -1339,17 +1339,19 @@ HeldFileChanges Store::take_file_changes(bool all) {
   std::lock_guard lock(mutex_);
   HeldFileChanges out;
   const auto state = [](const Log& log) {
-    return HeldFileState{log.inode, log.name, log.end, log.last_write_ns, log.owner};
+    return HeldFileState{log.inode, log.name, log.end, log.last_write_ns, log.owner, log.handle};
   };
   if (all) {
     for (const auto& [inode, log] : logs_)
       if (!log->orphan && log->bytes > 0) out.held.push_back(state(*log));
   } else {
-    for (const auto& [inode, held] : file_changes_) {
+    // A changed file is held while its log holds bytes; otherwise it is released, whatever the
+    // change was (the scheduler must never keep a file whose inode a new file may take).
+    for (const std::uint64_t inode : file_changes_) {
       const auto found = logs_.find(inode);
-      if (held && found != logs_.end() && found->second->bytes > 0)
+      if (found != logs_.end() && !found->second->orphan && found->second->bytes > 0)
         out.held.push_back(state(*found->second));
-      else if (!held && found == logs_.end())
+      else
         out.released.push_back(inode);
     }
   }

@@ -69,6 +69,7 @@ struct HeldFileState {
   std::uint64_t end = 0;      ///< the largest offset + length held
   std::int64_t mtime_ns = 0;  ///< when its last write arrived
   uid_t uid = 0;
+  std::string handle;  ///< its file handle, "" where the node has none
 };
 
 /// What changed in the files held since the last look (Store::take_file_changes).
@@ -256,8 +257,8 @@ class Store {
   std::atomic<unsigned> draining_{0};
   std::string fence_node_;
   std::atomic<bool> fence_warned_{false};
-  /// Files whose held state changed since take_file_changes (true: held, false: released).
-  std::map<std::uint64_t, bool> file_changes_;
+  /// Files (by inode) whose held state changed since take_file_changes.
+  std::set<std::uint64_t> file_changes_;
   std::function<void()> on_write_;
   /// The drain scheduler (drain_next), and the files queued in it by request id; guarded by
   /// queue_mutex_ (taken before mutex_).

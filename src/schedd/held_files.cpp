@@ -39,6 +39,7 @@ std::vector<std::uint64_t> HeldFiles::report(int node, const control::BufferRepo
     File& file = files_[held.inode()];
     file.name = held.name();
     file.uid = held.uid();
+    if (!held.handle().empty()) file.handle = held.handle();
     file.nodes[node] = {held.end(), held.mtime_ns()};
     by_node_[node].insert(held.inode());
   }

@@ -26,6 +26,7 @@ class HeldFiles {
   struct File {
     std::string name;  ///< the latest name a node reported
     uid_t uid = 0;
+    std::string handle;  ///< its file handle as a node reported it ("" unknown)
     std::map<int, Holding> nodes;
     /// The file's size as written: the end of the last byte any node holds.
     std::uint64_t size() const;

@@ -199,6 +199,7 @@ void Service::start_settle(ConnectionId id, const control::SettleFile& file, dou
     started->set_held(true);
     started->set_held_size(held->size());
     started->set_held_mtime_ns(held->mtime_ns());
+    started->set_held_handle(held->handle);
   }
   if (file.stat_only()) return;
   if (settles_.size() >= kMaxSettles) {

@@ -338,7 +338,7 @@ class Agent {
     if (!connected_) return std::nullopt;
     const std::optional<SettleStart> started = start_settle(lock, "", 0, inode, true, true);
     if (!started || !started->held) return std::nullopt;
-    return HeldByNodes{started->size, started->mtime_ns};
+    return HeldByNodes{started->size, started->mtime_ns, started->handle};
   }
 
   void shutdown() {
@@ -553,6 +553,7 @@ class Agent {
     bool held = false;
     uint64_t size = 0;
     int64_t mtime_ns = 0;
+    std::string handle;
   };
 
   /// Sends SettleFile and waits for its SettleStarted; nothing when the daemon did not answer.
@@ -596,8 +597,14 @@ class Agent {
         break;
       case HARMONIA__CONTROL__ENVELOPE__BODY_SETTLE_STARTED: {
         const auto* started = e->settle_started;
-        settle_started_[e->seq] = {started->id, started->waiting, started->held != 0,
-                                   started->held_size, started->held_mtime_ns};
+        settle_started_[e->seq] = {
+            started->id,
+            started->waiting,
+            started->held != 0,
+            started->held_size,
+            started->held_mtime_ns,
+            std::string(reinterpret_cast<const char*>(started->held_handle.data),
+                        started->held_handle.len)};
         apply(started->directive);
         break;
       }

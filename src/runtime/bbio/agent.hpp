@@ -98,6 +98,7 @@ std::optional<bool> drain_through_scheduler(const std::string& name, ino_t inode
 struct HeldByNodes {
   std::uint64_t size = 0;     ///< the file's size as written
   std::int64_t mtime_ns = 0;  ///< the time of its last write
+  std::string handle;         ///< the held file's handle as its node knows it ("" unknown)
 };
 /// For a stat of the file with `inode` beneath HARMONIA_BUFFER_ROOT: what the buffer nodes hold
 /// of it, as the scheduler daemon knows it (one round trip); nothing without a daemon.

@@ -618,12 +618,26 @@ bool publish(const FileKey& file) {
   return published;
 }
 
-std::string handle_of(int fd) {
+std::string handle_of(int fd) { return handle_at(fd, ""); }
+
+bool user_may_open_for_writing(int fd) {
+  const int errno_before = errno;
+  const std::string link = "/proc/self/fd/" + std::to_string(fd);
+  const bool may = faccessat(AT_FDCWD, link.c_str(), W_OK, AT_EACCESS) == 0;
+  errno = errno_before;
+  return may;
+}
+
+std::string handle_at(int dirfd, const char* path) {
   std::string bytes(sizeof(file_handle) + MAX_HANDLE_SZ, '\0');
   auto* handle = reinterpret_cast<file_handle*>(bytes.data());
   handle->handle_bytes = MAX_HANDLE_SZ;
   int mount = 0;
-  if (name_to_handle_at(fd, "", handle, &mount, AT_EMPTY_PATH) != 0) return "";
+  const int errno_before = errno;
+  const int flags = path[0] ? AT_SYMLINK_FOLLOW : AT_EMPTY_PATH;
+  const int result = name_to_handle_at(dirfd, path, handle, &mount, flags);
+  errno = errno_before;
+  if (result != 0) return "";
   bytes.resize(sizeof(file_handle) + handle->handle_bytes);
   return bytes;
 }

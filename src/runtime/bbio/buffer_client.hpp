@@ -48,6 +48,12 @@ struct FileKey {
 
 /// The file handle of the open file `fd`, or "" where the file system or kernel gives none.
 std::string handle_of(int fd);
+/// Whether this process's user (effective ids, groups, ACLs) may open the file behind `fd`
+/// for writing now, as a buffer node acting for it would.
+bool user_may_open_for_writing(int fd);
+/// The file handle of the file `path` names (relative to `dirfd`, its links followed; "" for
+/// `dirfd` itself), or "".
+std::string handle_at(int dirfd, const char* path);
 
 /// Before [offset, offset + length) of `file` is written anywhere but the nodes this process
 /// lost while they may hold its writes of that file: records the range as newer than what those

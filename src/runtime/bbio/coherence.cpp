@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <optional>
 #include <climits>
 #include <cstdio>
 #include <mutex>
@@ -39,14 +40,19 @@ StagedFile* staged_behind(int fd) {
   return staged_inode(st.st_dev, st.st_ino);
 }
 
-/// `find()`, or nullptr if it threw (the call then runs as it would without the library).
+/// `find()`, or nullptr if it threw (the call then runs as it would without the library). A
+/// lookup leaves the program's errno as it was: the call that follows may succeed without
+/// setting it.
 template <class Find>
 StagedFile* found(Find find) noexcept {
+  const int program_errno = errno;
+  StagedFile* file = nullptr;
   try {
-    return find();
+    file = find();
   } catch (...) {
-    return nullptr;
   }
+  errno = program_errno;
+  return file;
 }
 
 /// Runs `call` once the file behind `fd`, if staged, is settled.
@@ -76,6 +82,21 @@ auto path_settled(int dirfd, const char* path, int at_flags, Call call) -> declt
   return call();
 }
 
+/// What the buffer nodes hold of the regular file `path` (relative to `dirfd`) with `inode`,
+/// when it is beneath HARMONIA_BUFFER_ROOT and they hold any. A held file whose handle differs
+/// from this one's was removed since, and this file took its inode: nothing is held of it.
+std::optional<agent::HeldByNodes> held_of(int dirfd, const char* path, dev_t device,
+                                          ino_t inode) {
+  if (!agent::configured() || !buffers::beneath_buffer_root(dirfd, path, device))
+    return std::nullopt;
+  auto held = agent::held_by_nodes(inode);
+  if (held && !held->handle.empty()) {
+    const std::string mine = buffers::handle_at(dirfd, path);
+    if (!mine.empty() && mine != held->handle) return std::nullopt;
+  }
+  return held;
+}
+
 /// A stat by path shows the size and times the program wrote: staged here, from the staged
 /// file; held by buffer nodes (written by this or another process, closed or not), from what
 /// the scheduler daemon knows of them.
@@ -87,10 +108,8 @@ void overlay_written(int dirfd, const char* path, Stat& st) {
       file->overlay(st);
       return 0;
     }
-    if (!S_ISREG(st.st_mode) || !agent::configured() ||
-        !buffers::beneath_buffer_root(dirfd, path, st.st_dev))
-      return 0;
-    if (const auto held = agent::held_by_nodes(st.st_ino)) {
+    if (!S_ISREG(st.st_mode)) return 0;
+    if (const auto held = held_of(dirfd, path, st.st_dev, st.st_ino)) {
       st.st_size = std::max<off64_t>(st.st_size, static_cast<off64_t>(held->size));
       const timespec written{static_cast<time_t>(held->mtime_ns / 1'000'000'000),
                              static_cast<long>(held->mtime_ns % 1'000'000'000)};
@@ -182,10 +201,8 @@ HARMONIA_EXPORT int statx(int dirfd, const char* path, int flags, unsigned int m
       file->overlay(*st);
       return 0;
     }
-    if (!S_ISREG(st->stx_mode) || !agent::configured() ||
-        !buffers::beneath_buffer_root(dirfd, path, device))
-      return 0;
-    if (const auto held = agent::held_by_nodes(st->stx_ino)) {
+    if (!S_ISREG(st->stx_mode)) return 0;
+    if (const auto held = held_of(dirfd, path, device, st->stx_ino)) {
       if (st->stx_mask & STATX_SIZE)
         st->stx_size = std::max<std::uint64_t>(st->stx_size, held->size);
       const statx_timestamp written{held->mtime_ns / 1'000'000'000,
