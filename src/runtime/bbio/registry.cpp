@@ -1,5 +1,6 @@
 #include "runtime/bbio/registry.hpp"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <sys/stat.h>
@@ -9,6 +10,7 @@
 #include <atomic>
 #include <cerrno>
 #include <climits>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <mutex>
@@ -183,6 +185,37 @@ int settle_elsewhere(int dirfd, const char* path, const struct stat64& st) {
 
 namespace {}  // namespace
 
+namespace {
+
+/// Whether a descriptor of this process other than `fd` refers to the file `st` describes (an
+/// open file description staging cannot see: one reads or writes the file behind its back).
+/// One look at each descriptor: done once, when a file is about to be staged.
+bool opened_elsewhere(int fd, const struct stat64& st) {
+  const int listing = real().open("/proc/self/fd", O_RDONLY | O_DIRECTORY | O_CLOEXEC, 0);
+  if (listing < 0) return true;  // cannot tell: the careful answer
+  DIR* entries = fdopendir(listing);
+  if (!entries) {
+    real().close(listing);
+    return true;
+  }
+  bool found = false;
+  while (const dirent* entry = readdir(entries)) {
+    char* end = nullptr;
+    const long other = std::strtol(entry->d_name, &end, 10);
+    if (*end || end == entry->d_name || other == fd || other == listing) continue;
+    struct stat64 other_st {};
+    if (real().fstat64(static_cast<int>(other), &other_st) == 0 &&
+        other_st.st_dev == st.st_dev && other_st.st_ino == st.st_ino) {
+      found = true;
+      break;
+    }
+  }
+  closedir(entries);
+  return found;
+}
+
+}  // namespace
+
 StagedFile* staged(int fd) {
   State* s = state_ptr.load(std::memory_order_acquire);
   if (!in_range(fd) || !s) return nullptr;
@@ -201,13 +234,20 @@ void consider(int fd, int flags) {
     (void)plain_io_locked(s, st.st_dev, st.st_ino);
     return;
   }
+  if (!writes) return;
   // A set-user-ID or set-group-ID file loses those bits when an unprivileged process writes it:
   // the kernel decides at each write, so its writes go straight to it.
-  if (!writes || !in_range(fd) || s.final || !s.config.enabled ||
-      s.plain.count({st.st_dev, st.st_ino}) || (st.st_mode & (S_ISUID | S_ISGID)))
+  if (!in_range(fd) || s.final || !s.config.enabled || s.plain.count({st.st_dev, st.st_ino}) ||
+      (st.st_mode & (S_ISUID | S_ISGID)))
     return;
   const std::string path = path_of(fd);
   if (path.empty() || path[0] != '/' || !s.config.wants(path)) return;
+  // The same rule when the other description came first (opened before, for reading, or not
+  // staged): the file is plain I/O for good.
+  if (opened_elsewhere(fd, st)) {
+    (void)plain_io_locked(s, st.st_dev, st.st_ino);
+    return;
+  }
   (void)adopt(s, fd, path, flags);
 }
 
@@ -387,9 +427,10 @@ int unstage_all(bool final) {
     int flushed;
     {
       // Before fork or exec the files are read on as plain I/O: the buffer nodes' bytes too
-      // must be in them. At exit, the nodes keep what they hold and drain it as ordered.
+      // must be in them. At exit, the nodes keep what they hold and drain it as ordered; the
+      // exit closes the files, so each is published as a close would (close-to-open).
       std::lock_guard file_lock(file->mutex);
-      flushed = final ? file->flush() : file->settle();
+      flushed = final ? file->close_flush() : file->settle();
     }
     if (flushed != 0) {
       if (result == 0) first_errno = errno;

@@ -63,6 +63,7 @@ std::unique_ptr<StagedFile> StagedFile::create(int fd, const std::string& path, 
   file->path_ = path;
   file->buffer_file_.name = buffers::relative_name(path);
   file->append_ = (flags & O_APPEND) != 0;
+  file->readable_ = (flags & O_ACCMODE) != O_WRONLY;
   file->capacity_ = config.file_capacity;
   file->node_wait_ = config.node_wait;
   file->flush_scheduler_ = config.flush_scheduler;
@@ -77,6 +78,11 @@ std::unique_ptr<StagedFile> StagedFile::create(int fd, const std::string& path, 
   file->device_ = st.st_dev;
   file->inode_ = st.st_ino;
   file->buffer_file_.inode = st.st_ino;
+  // A buffer node opens the file as this process's user, as an open by name would: a file this
+  // descriptor may write but its user may not open for writing (created read-only, say) is
+  // staged here instead.
+  if (!file->buffer_file_.name.empty() && !buffers::user_may_open_for_writing(fd))
+    file->buffer_file_.name.clear();
   if (!file->buffer_file_.name.empty()) file->buffer_file_.handle = buffers::handle_of(fd);
   file->position_ = real().lseek64(fd, 0, SEEK_CUR);
   file->fd_ = real().fcntl(fd, F_DUPFD_CLOEXEC, 0);
@@ -149,7 +155,8 @@ ssize_t StagedFile::write_at(const struct iovec* iov, int count, off64_t offset)
     errno = EINVAL;
     return -1;
   }
-  return stage(iov, count, offset);
+  // Linux appends a pwrite to a file opened with O_APPEND, whatever its offset.
+  return stage(iov, count, append_ ? size_ : offset);
 }
 
 ssize_t StagedFile::write_direct(const struct iovec* iov, int count, off64_t offset) {
@@ -288,6 +295,10 @@ bool StagedFile::drain_needed(std::vector<std::string> nodes, const char* reason
 }
 
 ssize_t StagedFile::read_held(const struct iovec* iov, int count, off64_t offset) {
+  if (!readable_) {  // what the kernel answers a read of a write-only descriptor
+    errno = EBADF;
+    return -1;
+  }
   // Bytes staged here would have to be merged in: then the file is settled instead.
   if (push_gathered() != 0 || buffer_nodes_.empty() || !entries_.empty()) return kNotHeld;
   const off64_t at = offset < 0 ? position_ : offset;
@@ -584,8 +595,9 @@ off64_t StagedFile::seek(off64_t offset, int whence) {
       base = size_;
       break;
     default:
-      // SEEK_DATA, SEEK_HOLE: the file system must see the data to answer.
-      if (flush() != 0) return -1;
+      // SEEK_DATA, SEEK_HOLE: the file system must hold the data to answer (drained from the
+      // buffer nodes too).
+      if (settle() != 0) return -1;
       {
         const off64_t at = real().lseek64(fd_, offset, whence);
         if (at >= 0) position_ = at;

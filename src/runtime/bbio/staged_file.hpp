@@ -57,7 +57,8 @@ class StagedFile {
   int close_flush();
   /// A read served by the buffer nodes holding the file, when they hold all of the range (read
   /// after write, and a "cached" job's reads: docs/buffer-nodes.md): the bytes read, or
-  /// kNotHeld (nothing done: the caller settles and reads the file). `offset` < 0: at the
+  /// kNotHeld (nothing done: the caller settles and reads the file); -1 with EBADF on a
+  /// write-only descriptor. `offset` < 0: at the
   /// position, which advances.
   ssize_t read_held(const struct iovec* iov, int count, off64_t offset);
   static constexpr ssize_t kNotHeld = -2;
@@ -169,6 +170,7 @@ class StagedFile {
   std::vector<std::string> buffer_nodes_;  ///< nodes holding its data (one stripe map)
   std::uint64_t buffer_stripe_ = 0;        ///< bytes per node in turn on buffer_nodes_
   bool append_ = false;
+  bool readable_ = true;  ///< opened for reading too (not O_WRONLY)
   bool write_through_ = false;
   WritePlan plan_;
   bool in_callback_ = false;

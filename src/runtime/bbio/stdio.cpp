@@ -3,6 +3,7 @@
 // the staged descriptor: every stdio function (fwrite, fputs, fputc, fprintf, fflush, fclose,
 // ...) then reaches the staging code through the cookie, with libc's own buffering unchanged.
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -10,7 +11,9 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <memory>
 #include <string>
+#include <vector>
 
 #include "runtime/bbio/registry.hpp"
 #include "runtime/bbio/wrappers.hpp"
@@ -30,7 +33,13 @@ int open(const char*, int, ...);
 
 namespace {
 
-int fd_of(void* cookie) { return static_cast<int>(reinterpret_cast<intptr_t>(cookie)); }
+/// A cookie stream's descriptor, and the buffer libc's own stream would have had.
+struct StreamCookie {
+  int fd;
+  std::vector<char> buffer;
+};
+
+int fd_of(void* cookie) { return static_cast<StreamCookie*>(cookie)->fd; }
 
 ssize_t cookie_read(void* cookie, char* buf, size_t size) { return read(fd_of(cookie), buf, size); }
 
@@ -47,7 +56,11 @@ int cookie_seek(void* cookie, off64_t* position, int whence) {
   return 0;
 }
 
-int cookie_close(void* cookie) { return close(fd_of(cookie)); }
+int cookie_close(void* cookie) {
+  // libc is done with the stream's buffer once it calls this (it was the program's, to libc).
+  const std::unique_ptr<StreamCookie> owned(static_cast<StreamCookie*>(cookie));
+  return close(owned->fd);
+}
 
 /// open(2) flags for an fopen mode; -1 for modes we leave to libc (unknown letters, ",ccs=").
 int flags_for(const char* mode) {
@@ -89,9 +102,22 @@ int flags_for(const char* mode) {
 
 FILE* cookie_stream(int fd, const char* mode) {
   const cookie_io_functions_t io{cookie_read, cookie_write, cookie_seek, cookie_close};
-  FILE* stream = fopencookie(reinterpret_cast<void*>(static_cast<intptr_t>(fd)), mode, io);
+  // libc buffers a file's stream by its st_blksize (BUFSIZ at most), a cookie stream by
+  // BUFSIZ: the same size keeps when the bytes reach the file (a write of a whole buffer or
+  // more goes at once) as it would be without the library.
+  struct stat64 st {};
+  const std::size_t size = real().fstat64(fd, &st) == 0 && st.st_blksize > 0 &&
+                                   st.st_blksize < BUFSIZ
+                               ? static_cast<std::size_t>(st.st_blksize)
+                               : BUFSIZ;
+  auto cookie = std::make_unique<StreamCookie>(StreamCookie{fd, std::vector<char>(size)});
+  FILE* stream = fopencookie(cookie.get(), mode, io);
+  if (!stream) return nullptr;
+  StreamCookie* owned = cookie.release();  // the stream's now: cookie_close frees it
+  // Where it cannot be set, libc's own buffer serves.
+  (void)setvbuf(stream, owned->buffer.data(), _IOFBF, size);
   // fileno() of a cookie stream is -1; programs that fsync(fileno(f)) need the real one.
-  if (stream) stream->_fileno = fd;
+  stream->_fileno = fd;
   return stream;
 }
 
