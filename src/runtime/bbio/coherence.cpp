@@ -12,10 +12,10 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <optional>
 #include <climits>
 #include <cstdio>
 #include <mutex>
+#include <optional>
 #include <string>
 
 #include "runtime/bbio/agent.hpp"
@@ -85,8 +85,7 @@ auto path_settled(int dirfd, const char* path, int at_flags, Call call) -> declt
 /// What the buffer nodes hold of the regular file `path` (relative to `dirfd`) with `inode`,
 /// when it is beneath HARMONIA_BUFFER_ROOT and they hold any. A held file whose handle differs
 /// from this one's was removed since, and this file took its inode: nothing is held of it.
-std::optional<agent::HeldByNodes> held_of(int dirfd, const char* path, dev_t device,
-                                          ino_t inode) {
+std::optional<agent::HeldByNodes> held_of(int dirfd, const char* path, dev_t device, ino_t inode) {
   if (!agent::configured() || !buffers::beneath_buffer_root(dirfd, path, device))
     return std::nullopt;
   auto held = agent::held_by_nodes(inode);

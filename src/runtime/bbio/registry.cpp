@@ -204,8 +204,8 @@ bool opened_elsewhere(int fd, const struct stat64& st) {
     const long other = std::strtol(entry->d_name, &end, 10);
     if (*end || end == entry->d_name || other == fd || other == listing) continue;
     struct stat64 other_st {};
-    if (real().fstat64(static_cast<int>(other), &other_st) == 0 &&
-        other_st.st_dev == st.st_dev && other_st.st_ino == st.st_ino) {
+    if (real().fstat64(static_cast<int>(other), &other_st) == 0 && other_st.st_dev == st.st_dev &&
+        other_st.st_ino == st.st_ino) {
       found = true;
       break;
     }

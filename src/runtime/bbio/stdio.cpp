@@ -106,10 +106,10 @@ FILE* cookie_stream(int fd, const char* mode) {
   // BUFSIZ: the same size keeps when the bytes reach the file (a write of a whole buffer or
   // more goes at once) as it would be without the library.
   struct stat64 st {};
-  const std::size_t size = real().fstat64(fd, &st) == 0 && st.st_blksize > 0 &&
-                                   st.st_blksize < BUFSIZ
-                               ? static_cast<std::size_t>(st.st_blksize)
-                               : BUFSIZ;
+  const std::size_t size =
+      real().fstat64(fd, &st) == 0 && st.st_blksize > 0 && st.st_blksize < BUFSIZ
+          ? static_cast<std::size_t>(st.st_blksize)
+          : BUFSIZ;
   auto cookie = std::make_unique<StreamCookie>(StreamCookie{fd, std::vector<char>(size)});
   FILE* stream = fopencookie(cookie.get(), mode, io);
   if (!stream) return nullptr;
