@@ -1,5 +1,7 @@
 """Fixtures for libharmonia tests: run programs with and without the library and compare."""
 
+import shutil
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -14,6 +16,17 @@ def built() -> None:
     for path in (LIBRARY, DRIVER, RECOVER):
         if not path.is_file():
             pytest.skip(f"not built: {path}")
+
+
+@pytest.fixture
+def reachable() -> Iterator[Path]:
+    """A directory every user can pass through (pytest's own are root's, mode 0700)."""
+    where = Path(tempfile.mkdtemp(prefix="harmonia-reachable-"))
+    where.chmod(0o711)
+    try:
+        yield where
+    finally:
+        shutil.rmtree(where, ignore_errors=True)
 
 
 @pytest.fixture

@@ -4,17 +4,20 @@ the bytes written, whatever the policy and whatever happens to the nodes."""
 
 import json
 import os
+import pwd
 import random
 import signal
 import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from buffers_support import BBD, needs
 from harmonia.buffers import BufferCluster, ClusterSettings, JobSpec, run_jobs, verify
+from users_support import made_users, run_as, why_no_users
 
 pytestmark = needs(BBD)
 
@@ -92,29 +95,45 @@ def test_kill_9_of_a_node_mid_run_loses_nothing(tmp_path: Path, seed: int) -> No
         assert log.count("files recovered") == 2, "the node was restarted"
 
 
+@pytest.fixture(scope="module")
+def ordinary_user() -> Iterator[pwd.struct_passwd]:
+    """A user of the test's own, as a site's jobs run (the daemons stay root)."""
+    why = why_no_users()
+    if why:
+        pytest.skip(why)
+    with made_users("w") as made:
+        yield made["w"]
+
+
+@pytest.mark.parametrize("who", ["root", "user"])
 def test_a_range_rewritten_while_its_node_is_down_keeps_the_newer_bytes(
-    tmp_path: Path,
+    request: pytest.FixtureRequest, tmp_path: Path, who: str
 ) -> None:
     # One node that drains only when told; the job's first write goes to it, then the node dies,
     # the job rewrites part of that range (through to the PFS, fenced), and its close waits for
-    # the node, which comes back and drains its recovered log around the fenced range.
-    settings = ClusterSettings(tmp_path, buffers=1, capacity=64 << 20, policy="max-bandwidth",
+    # the node, which comes back and drains its recovered log around the fenced range. The job
+    # runs as root, or as an ordinary user beside root's daemons: the fence it leaves in the
+    # PFS must be one the node honours and removes, whoever made it.
+    user = request.getfixturevalue("ordinary_user") if who == "user" else None
+    directory = request.getfixturevalue("reachable") if user else tmp_path
+    settings = ClusterSettings(directory, buffers=1, capacity=64 << 20, policy="max-bandwidth",
                                flush_threshold=1.0)  # fmt: skip
-    target = tmp_path / "pfs" / "rewritten.dat"
+    target = directory / "pfs" / "rewritten.dat"
     with BufferCluster(settings) as cluster:
         job = subprocess.Popen(
-            [sys.executable, str(Path(__file__).with_name("rewriter.py")), str(target)],
+            [*(run_as(user) if user else []), sys.executable,
+             str(Path(__file__).with_name("rewriter.py")), str(target)],
             env={**os.environ, **cluster.env(), "HARMONIA_JOB": "rewriter"},
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         )  # fmt: skip
         assert job.stdout is not None and job.stdin is not None
-        assert job.stdout.readline().strip() == "written"
-        assert any((tmp_path / "bb0").glob("*.bblog")), "the first write is on the node"
+        assert job.stdout.readline().strip() == "written", job.stderr
+        assert any(settings.device(0).glob("*.bblog")), "the first write is on the node"
         cluster.kill_node(0)
         job.stdin.write("go\n")
         job.stdin.flush()
         assert job.stdout.readline().strip() == "rewritten"
-        fences = tmp_path / "pfs" / ".harmonia" / "fences"
+        fences = directory / "pfs" / ".harmonia" / "fences"
         assert any(p.is_file() for p in fences.rglob("*") if p.suffix != ".lock"), (
             "fenced"
         )
@@ -128,6 +147,8 @@ def test_a_range_rewritten_while_its_node_is_down_keeps_the_newer_bytes(
         "the node's older bytes must not land over the rewrite"
     )
     assert not any(p.is_file() for p in fences.rglob("*") if p.suffix != ".lock")
+    expected_owner = user.pw_uid if user else 0
+    assert target.stat().st_uid == expected_owner, "the drained file is the job user's"
 
 
 @pytest.mark.parametrize("hint", ["cached", "flushable"])

@@ -10,7 +10,6 @@ import shutil
 import socket
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -67,17 +66,6 @@ def users() -> Iterator[dict[str, pwd.struct_passwd]]:
     """Two users of their own (A owns the job and files, B attacks), removed afterwards."""
     with made_users("a", "b") as made:
         yield made
-
-
-@pytest.fixture
-def reachable() -> Iterator[Path]:
-    """A directory every user can pass through (pytest's own are root's, mode 0700)."""
-    where = Path(tempfile.mkdtemp(prefix="harmonia-identity-"))
-    where.chmod(0o711)
-    try:
-        yield where
-    finally:
-        shutil.rmtree(where, ignore_errors=True)
 
 
 @pytest.fixture(scope="module")
