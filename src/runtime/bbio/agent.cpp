@@ -43,6 +43,15 @@ namespace {
 
 namespace wire = harmonia::control;
 
+/// The directive staged files follow: replaced whole by publish(), read by copy. Without a
+/// daemon: stage, flush freely, no buffer nodes.
+std::mutex published_mutex;
+Directive& published_directive() {
+  static auto* directive = new Directive{0, true, true, {}};  // used until exit
+  return *directive;
+}
+std::atomic<std::uint64_t> published_version{0};
+
 /// How long a daemon may stay silent with a request outstanding before we write through.
 constexpr double kUnresponsive = 1.0;
 /// How long a process waits for the reply that starts a phase or registers it.
@@ -130,6 +139,7 @@ class Agent {
     host_ = printable(host);
     phase_gap_ = environment().config.phase_gap;
     read_grant_ = std::make_shared<const ReadGrant>();
+    publish({0, false, true, {}});  // until the daemon's first directive: write through
     if (pipe2(wake_, O_CLOEXEC | O_NONBLOCK) != 0) wake_[0] = wake_[1] = -1;
     thread_ = std::thread([this] { run(); });
     thread_.detach();
@@ -193,15 +203,6 @@ class Agent {
       std::unique_lock lock(mutex_);
       changed_.wait(lock, [this] { return !connected_ || !await_grant_.load(); });
     }
-  }
-
-  std::uint64_t directive_version() const {
-    return directive_version_.load(std::memory_order_acquire);
-  }
-
-  Directive directive() {
-    std::lock_guard lock(mutex_);
-    return {directive_version(), stage_, flush_allowed_, grant_};
   }
 
   void begin_phase(const std::string& name, size_t expected, bool detected) {
@@ -402,13 +403,12 @@ class Agent {
   /// Without a daemon: write through, flush freely, no pacing.
   void fall_back() {
     servers_.clear();
-    grant_ = Grant{};
     set_read_grant(ReadGrant{});
     await_grant_ = false;
     stage_ = false;
     flush_allowed_ = true;
     min_gap_ = 0;
-    ++directive_version_;  // after the fields: a reader that sees it sees them
+    publish({0, false, true, {}});
   }
 
   void apply(const Harmonia__Control__Directive* d) {
@@ -417,16 +417,16 @@ class Agent {
     stage_ = d->mode == HARMONIA__CONTROL__MODE__MODE_STAGE;
     flush_allowed_ = d->flush_allowed;
     min_gap_ = d->min_request_gap > 0 && d->min_request_gap < 10 ? d->min_request_gap : 0;
-    grant_ = Grant{};
+    Grant grant;
     if (d->buffer_mode) {
-      for (size_t i = 0; i < d->n_buffers; ++i) grant_.nodes.emplace_back(d->buffers[i]);
-      grant_.stripe = d->stripe_bytes;
-      grant_.job = d->job ? d->job : "";
+      for (size_t i = 0; i < d->n_buffers; ++i) grant.nodes.emplace_back(d->buffers[i]);
+      grant.stripe = d->stripe_bytes;
+      grant.job = d->job ? d->job : "";
     }
     await_grant_ = d->buffer_mode && d->await_grant;
     ReadGrant reads;
     if (d->buffer_mode && d->n_buffers > 0 && d->stripe_bytes > 0) {
-      reads.nodes = grant_.nodes;
+      reads.nodes = grant.nodes;
       reads.stripe = d->stripe_bytes;
       reads.files.assign(d->read_files, d->read_files + d->n_read_files);
       std::sort(reads.files.begin(), reads.files.end());
@@ -434,8 +434,8 @@ class Agent {
     set_read_grant(std::move(reads));
     // The read phase's nodes hold its copies: the process's writes meanwhile are no phase the
     // policy placed there, and go where writes outside a phase go.
-    if (read_phase_) grant_.nodes.clear();
-    ++directive_version_;  // after the fields: a reader that sees it sees them
+    if (read_phase_) grant.nodes.clear();
+    publish({0, stage_, flush_allowed_, std::move(grant)});
     // Flush now: staged data may go, and nothing else will move it soon (the process writes
     // through now, or asked to flush). The flusher thread writes it out behind the application.
     if (flush_allowed_ && staged_total() > 0 && (!stage_ || wants_flush_)) {
@@ -890,7 +890,6 @@ class Agent {
   uint64_t next_seq_ = 1, replied_ = 0;
   double lease_ = 10;
   std::vector<uint32_t> servers_;
-  Grant grant_;
   std::atomic<bool> await_grant_{false};
   // The read phase (HARMONIA_PREFETCH).
   bool read_phase_ = false;  ///< the phase in progress is the read phase begin_read_phase began
@@ -920,8 +919,6 @@ class Agent {
 
   std::atomic<bool> stage_{false};
   std::atomic<bool> flush_allowed_{true};
-  /// Counts the changes of stage_, flush_allowed_ and grant_ (apply, fall_back).
-  std::atomic<std::uint64_t> directive_version_{1};
   std::atomic<double> min_gap_{0};
   std::atomic<double> next_write_{0};
   std::atomic<double> last_write_{0};
@@ -997,15 +994,19 @@ void phase_end() {
   if (Agent* a = get()) a->end_phase();
 }
 
-std::uint64_t directive_version() {
-  Agent* a = get();
-  return a ? a->directive_version() : 0;
-}
+std::uint64_t directive_version() { return published_version.load(std::memory_order_acquire); }
 
 Directive directive() {
-  Agent* a = get();
-  // Without a daemon: stage, flush freely, no buffer nodes.
-  return a ? a->directive() : Directive{0, true, true, {}};
+  std::lock_guard lock(published_mutex);
+  return published_directive();
+}
+
+void publish(Directive next) {
+  std::lock_guard lock(published_mutex);
+  next.version = published_directive().version + 1;
+  published_directive() = std::move(next);
+  // After the directive: a reader that sees the version sees what it counts.
+  published_version.store(published_directive().version, std::memory_order_release);
 }
 
 std::vector<uint32_t> servers() {

@@ -76,6 +76,9 @@ struct Directive {
 std::uint64_t directive_version();
 /// The current directive (0 as its version, and staging, without a daemon).
 Directive directive();
+/// Replaces the current directive with `next` (its version the next one): the agent does at each
+/// directive of the daemon; a process with no daemon (a test standing in for one) may too.
+void publish(Directive next);
 /// The PFS servers the daemon wants new files on (indices; empty: all of them).
 std::vector<uint32_t> servers();
 /// Before this process opens the file `path` (device, inode on this host), or changes it by
