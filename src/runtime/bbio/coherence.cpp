@@ -98,14 +98,14 @@ std::optional<agent::HeldByNodes> held_of(int dirfd, const char* path, dev_t dev
 
 /// A stat by path shows the size and times the program wrote: staged here, from the staged
 /// file; held by buffer nodes (written by this or another process, closed or not), from what
-/// the scheduler daemon knows of them.
+/// the scheduler daemon knows of them. Both, for a file staged here that other processes write
+/// too.
 template <class Stat>
 void overlay_written(int dirfd, const char* path, Stat& st) {
   guarded([&] {
     if (StagedFile* file = any_staged() ? staged_inode(st.st_dev, st.st_ino) : nullptr) {
       std::lock_guard lock(file->mutex);
       file->overlay(st);
-      return 0;
     }
     if (!S_ISREG(st.st_mode)) return 0;
     if (const auto held = held_of(dirfd, path, st.st_dev, st.st_ino)) {
@@ -198,7 +198,6 @@ HARMONIA_EXPORT int statx(int dirfd, const char* path, int flags, unsigned int m
     if (StagedFile* file = any_staged() ? staged_inode(device, st->stx_ino) : nullptr) {
       std::lock_guard lock(file->mutex);
       file->overlay(*st);
-      return 0;
     }
     if (!S_ISREG(st->stx_mode)) return 0;
     if (const auto held = held_of(dirfd, path, device, st->stx_ino)) {

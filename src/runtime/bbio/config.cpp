@@ -410,11 +410,15 @@ Environment read_environment() {
 }
 
 const Environment& environment() {
+  // Read at the first call, from whichever wrapper comes first: the program's errno stays as
+  // it was (resolving paths sets it), since that call may succeed without setting it.
   static const Environment* env = [] {
+    const int program_errno = errno;
     auto* read = new Environment(read_environment());  // never destroyed: used until exit
     for (const auto& error : read->errors)
       report(error + "; staging disabled, writes go straight to their files");
     for (const auto& note : read->notes) report(note);
+    errno = program_errno;
     return read;
   }();
   return *env;

@@ -46,4 +46,58 @@ def never(difference: Difference, line: list[Difference], sequence: list[str]) -
     return False
 
 
-KNOWN: list[KnownDefect] = []
+#: Calls that act on an open descriptor, not by name.
+DESCRIPTOR_CALLS = frozenset({
+    "read", "pread", "readv", "preadv", "fstat", "lseek", "mmapread", "sendfile",
+    "copy_file_range", "fread",
+})  # fmt: skip
+WRITE_CALLS = frozenset({"write", "pwrite", "writev", "pwritev", "ftruncate", "fwrite"})
+
+
+def data_field(difference: Difference) -> bool:
+    """A field that shows a file's bytes, size or the time they changed."""
+    last = difference.field.rsplit(".", 1)[-1]
+    return last in ("size", "bytes", "hash", "n", "ret", "mtime")
+
+
+def written_elsewhere_while_open(difference: Difference, sequence: list[str]) -> bool:
+    """Whether the descriptor of the difference's call was opened (by name) before another
+    process wrote the same name and closed it or exited, and not opened again since."""
+    words = difference.call.split()
+    if len(words) < 3:
+        return False
+    process, handle = words[0], words[2]
+    opened: dict[tuple[str, str], str] = {}  # (process, handle) -> name
+    mine: str | None = None  # the name behind the descriptor, while it stays open
+    written_since_open = False
+    for line in sequence[: difference.index]:
+        p, call, *args = line.split()
+        if call in ("open", "openat", "creat", "fopen") and len(args) >= 2:
+            opened[(p, args[0])] = args[1]
+            if (p, args[0]) == (process, handle):
+                mine, written_since_open = args[1], False
+        elif (
+            call in WRITE_CALLS
+            and args
+            and p != process
+            and mine is not None
+            and opened.get((p, args[0])) == mine
+        ):
+            written_since_open = True
+    return mine is not None and written_since_open
+
+
+KNOWN: list[KnownDefect] = [
+    KnownDefect(
+        "read-of-bytes-another-process-wrote-while-open",
+        "through buffer nodes, a descriptor opened before another process wrote the file and "
+        "closed it (or exited) reads and fstats the file as it was, until the nodes drain it "
+        "or the file is opened again (close-to-open covers opens after the close, as in NFS)",
+        lambda d, line, s: (
+            d.mode == "buffers"
+            and call_of(d) in DESCRIPTOR_CALLS
+            and data_field(d)
+            and written_elsewhere_while_open(d, s)
+        ),
+    ),
+]
