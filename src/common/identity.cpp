@@ -2,9 +2,13 @@
 
 #include <arpa/inet.h>
 #include <grp.h>
+#include <linux/inet_diag.h>
+#include <linux/netlink.h>
+#include <linux/sock_diag.h>
 #include <munge.h>
 #include <netdb.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <pwd.h>
 #include <sys/fsuid.h>
 #include <sys/socket.h>
@@ -14,7 +18,6 @@
 #include <algorithm>
 #include <cerrno>
 #include <cmath>
-#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
@@ -38,39 +41,81 @@ munge_ctx_t context_for(const std::string& socket) {
 
 namespace {
 
-/// An address as /proc/net/tcp and tcp6 print it ("0100007F:1F90"): each 32-bit word of the
-/// address as the kernel holds it, in hexadecimal, then the port.
-std::string proc_address(const sockaddr_storage& address) {
-  char text[64];
+/// A TCP endpoint as the kernel's socket tables key it: the family (a v4-mapped IPv6 address is
+/// the IPv4 one), the address in network order and the port in network order.
+struct Endpoint {
+  int family = AF_INET;
+  std::uint32_t address[4] = {0, 0, 0, 0};
+  std::uint16_t port = 0;
+};
+
+Endpoint endpoint_of(const sockaddr_storage& address) {
+  Endpoint out;
   if (address.ss_family == AF_INET) {
     const auto& in = reinterpret_cast<const sockaddr_in&>(address);
-    std::snprintf(text, sizeof(text), "%08X:%04X", in.sin_addr.s_addr, ntohs(in.sin_port));
-  } else {
-    const auto& in6 = reinterpret_cast<const sockaddr_in6&>(address);
-    std::uint32_t words[4];
-    std::memcpy(words, &in6.sin6_addr, sizeof(words));
-    std::snprintf(text, sizeof(text), "%08X%08X%08X%08X:%04X", words[0], words[1], words[2],
-                  words[3], ntohs(in6.sin6_port));
+    out.address[0] = in.sin_addr.s_addr;
+    out.port = in.sin_port;
+    return out;
   }
-  return text;
+  const auto& in6 = reinterpret_cast<const sockaddr_in6&>(address);
+  out.port = in6.sin6_port;
+  if (IN6_IS_ADDR_V4MAPPED(&in6.sin6_addr)) {
+    std::memcpy(&out.address[0], &in6.sin6_addr.s6_addr[12], 4);
+    return out;
+  }
+  out.family = AF_INET6;
+  std::memcpy(out.address, &in6.sin6_addr, sizeof(out.address));
+  return out;
 }
 
-/// The user whose socket on this host is connected from `peer` to `local`: the owner of the
-/// kernel's entry for it in /proc/net/tcp (or tcp6), as identd finds it.
+/// How long the kernel may take to answer a socket lookup (it answers at once; this bounds a
+/// connection's set-up whatever happens).
+constexpr timeval kLookupTimeout{0, 200'000};
+
+/// The user whose socket on this host is connected from `peer` to `local`, as identd finds it:
+/// one exact lookup of that connection in the kernel's TCP table (NETLINK_SOCK_DIAG, the 4-tuple
+/// of the peer's socket), whatever the number of sockets on the host. Only an established socket
+/// that a process still holds names a user (a closed one, in TIME_WAIT or orphaned, does not).
 std::optional<uid_t> socket_owner(const sockaddr_storage& peer, const sockaddr_storage& local) {
-  const std::string want_local = proc_address(peer), want_remote = proc_address(local);
-  FILE* table = std::fopen(peer.ss_family == AF_INET ? "/proc/net/tcp" : "/proc/net/tcp6", "re");
-  if (!table) return {};
+  const Endpoint from = endpoint_of(peer), to = endpoint_of(local);
+  if (from.family != to.family) return {};
+  const int fd = socket(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC, NETLINK_SOCK_DIAG);
+  if (fd < 0) return {};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &kLookupTimeout, sizeof(kLookupTimeout));
+  struct {
+    nlmsghdr header;
+    inet_diag_req_v2 body;
+  } request{};
+  request.header.nlmsg_len = sizeof(request);
+  request.header.nlmsg_type = SOCK_DIAG_BY_FAMILY;
+  request.header.nlmsg_flags = NLM_F_REQUEST;  // one socket, not a dump of the table
+  request.body.sdiag_family = static_cast<std::uint8_t>(from.family);
+  request.body.sdiag_protocol = IPPROTO_TCP;
+  request.body.idiag_states = ~0U;
+  // The peer's socket: its own side is `peer`, its other side this daemon's `local`.
+  request.body.id.idiag_sport = from.port;
+  request.body.id.idiag_dport = to.port;
+  std::memcpy(request.body.id.idiag_src, from.address, sizeof(from.address));
+  std::memcpy(request.body.id.idiag_dst, to.address, sizeof(to.address));
+  request.body.id.idiag_cookie[0] = request.body.id.idiag_cookie[1] = INET_DIAG_NOCOOKIE;
+  sockaddr_nl kernel{};
+  kernel.nl_family = AF_NETLINK;
   std::optional<uid_t> owner;
-  char line[512];
-  while (!owner && std::fgets(line, sizeof(line), table)) {
-    char from[64], to[64];
-    unsigned state = 0, uid = 0;
-    if (std::sscanf(line, " %*u: %63s %63s %x %*s %*s %*s %u", from, to, &state, &uid) == 4 &&
-        state == 1 /* ESTABLISHED */ && want_local == from && want_remote == to)
-      owner = static_cast<uid_t>(uid);
+  alignas(nlmsghdr) char reply[8192];
+  if (sendto(fd, &request, sizeof(request), 0, reinterpret_cast<sockaddr*>(&kernel),
+             sizeof(kernel)) == static_cast<ssize_t>(sizeof(request))) {
+    const ssize_t length = recv(fd, reply, sizeof(reply), 0);
+    const auto* header = reinterpret_cast<const nlmsghdr*>(reply);
+    if (length > 0 && NLMSG_OK(header, static_cast<unsigned>(length)) &&
+        header->nlmsg_type == SOCK_DIAG_BY_FAMILY &&
+        header->nlmsg_len >= NLMSG_LENGTH(sizeof(inet_diag_msg))) {
+      const auto* found = static_cast<const inet_diag_msg*>(NLMSG_DATA(header));
+      if (found->idiag_state == TCP_ESTABLISHED && found->idiag_inode != 0 &&
+          found->id.idiag_sport == from.port && found->id.idiag_dport == to.port)
+        owner = static_cast<uid_t>(found->idiag_uid);
+    }
   }
-  std::fclose(table);
+  close(fd);
   return owner;
 }
 

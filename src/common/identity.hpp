@@ -28,9 +28,11 @@ struct Identity {
 
 /// The user at the other end of a connection, as the kernel knows it: on a Unix socket from
 /// SO_PEERCRED; on a TCP connection from this host (a loopback address at both ends) the owner
-/// of the peer's socket in the kernel's table (/proc/net/tcp, tcp6), with that user's primary
-/// group. Nothing for a TCP peer on another host (it must authenticate: MUNGE), or when the
-/// kernel does not say.
+/// of the peer's socket, found by one lookup of that connection in the kernel's TCP table
+/// (NETLINK_SOCK_DIAG: constant time, whatever the sockets on the host), with that user's
+/// primary group. Nothing for a TCP peer on another host (it must authenticate: MUNGE), for a
+/// peer whose socket is no longer established and held by a process, or when the kernel does
+/// not say.
 std::optional<Identity> peer_identity(int fd);
 /// Whom a connection counts for in the daemons' limits: "uid N" when its user is known, else
 /// "address HOST" (its peer's numeric address).

@@ -574,13 +574,6 @@ def test_alice_is_served_where_munged_runs(
 ACCEPT_CPU_SECONDS = 0.002
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a node learns a loopback peer's user by reading /proc/net/tcp, the socket table "
-    "of the whole host, at each accept, in its one accepting thread: a connection it does not "
-    "find there costs a read of all of it (tens of ms once a user holds many sockets), and "
-    "everyone's connections wait behind it",
-)
 def test_connections_a_node_cannot_name_cost_it_little(
     up: Site, users: dict[str, pwd.struct_passwd]
 ) -> None:
