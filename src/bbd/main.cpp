@@ -549,6 +549,11 @@ int main(int argc, char** argv) {
                  "A user who may act on any user's files (repeatable; root always may)");
   CLI11_PARSE(cli, argc, argv);
   static harmonia::common::CredentialChecker checker("harmonia-bbd", munge_socket, auth_window);
+  // Clients send a credential wherever munged makes one, also to a node that knows them from
+  // the kernel: it may confirm their user there, never name another.
+  access.confirm_credential = [](uid_t known, const std::string& credential, std::string& why) {
+    return checker.confirms(known, credential, why);
+  };
   if (auth == "munge")
     access.check_credential = [](const std::string& credential, std::string& why) {
       return checker.check(credential, why);

@@ -61,10 +61,16 @@ bb::Response answer(Store& store, const Access& access, Session& session,
   bb::Response response;
   response.set_seq(request.seq());
   if (request.has_authenticate()) {
-    if (session.who) {
-      response.set_code(bb::Response::INVALID);
-      response.set_message("this connection already acts for uid " +
-                           std::to_string(session.who->uid));
+    if (session.who) {  // clients send a credential wherever munged makes one: it may confirm
+      std::string why;
+      if (access.confirm_credential &&
+          !access.confirm_credential(session.who->uid, request.authenticate().credential(), why)) {
+        response.set_code(bb::Response::UNAUTHENTICATED);
+        response.set_message(why);
+        return response;
+      }
+      response.set_code(bb::Response::OK);
+      response.set_uid(session.who->uid);
       return response;
     }
     std::string why =

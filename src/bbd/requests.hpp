@@ -19,6 +19,9 @@ struct Access {
   common::Administrators admins;
   /// Decodes an Authenticate's credential (common::CredentialChecker); unset: none is accepted.
   std::function<std::optional<common::Identity>(const std::string&, std::string&)> check_credential;
+  /// Whether an Authenticate's credential may stand beside the user a connection already acts
+  /// for (common::CredentialChecker::confirms); unset: every one may (it changes nothing).
+  std::function<bool(uid_t, const std::string&, std::string&)> confirm_credential;
   /// Publish: tells the scheduler the files held now and returns once it has them; false with
   /// `why` when there is no scheduler to tell. Unset: a node with no scheduler.
   std::function<bool(std::string& why)> publish;

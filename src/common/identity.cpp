@@ -194,40 +194,69 @@ std::optional<std::string> make_credential(const std::string& service, const std
 CredentialChecker::CredentialChecker(std::string service, std::string socket, double window_seconds)
     : service_(std::move(service)), socket_(std::move(socket)), window_(window_seconds) {}
 
+namespace {
+
+/// What munged made of a credential.
+struct Decoded {
+  munge_err_t error = EMUNGE_SNAFU;
+  uid_t uid = 0;
+  gid_t gid = 0;
+  std::string payload;
+  time_t encoded_at = 0;
+  std::string message;      ///< munged's words for an error
+  bool no_context = false;  ///< libmunge could not be set up for the socket
+
+  /// A credential munged made with this key, whoever it names (replayed and expired ones too:
+  /// munged still says whose they are).
+  bool genuine() const {
+    return error == EMUNGE_SUCCESS || error == EMUNGE_CRED_EXPIRED ||
+           error == EMUNGE_CRED_REWOUND || error == EMUNGE_CRED_REPLAYED;
+  }
+};
+
+Decoded decode(const std::string& credential, const std::string& socket) {
+  Decoded out;
+  munge_ctx_t context = context_for(socket);
+  if (!context) {
+    out.no_context = true;
+    return out;
+  }
+  void* payload = nullptr;
+  int payload_length = 0;
+  out.error =
+      munge_decode(credential.c_str(), context, &payload, &payload_length, &out.uid, &out.gid);
+  munge_ctx_get(context, MUNGE_OPT_ENCODE_TIME, &out.encoded_at);  // munge_ctx_get writes a time_t
+  const char* detail = munge_ctx_strerror(context);
+  out.message = detail && *detail ? detail : munge_strerror(out.error);
+  munge_ctx_destroy(context);
+  if (payload)
+    out.payload.assign(static_cast<const char*>(payload), static_cast<std::size_t>(payload_length));
+  std::free(payload);
+  return out;
+}
+
+}  // namespace
+
 std::optional<Identity> CredentialChecker::check(const std::string& credential, std::string& why) {
   if (credential.empty() || credential.size() > 4096) {
     why = "no MUNGE credential (or one of more than 4096 bytes)";
     return {};
   }
-  munge_ctx_t context = context_for(socket_);
-  if (!context) {
+  const Decoded decoded = decode(credential, socket_);
+  if (decoded.no_context) {
     why = "munge: cannot use the socket " + socket_;
     return {};
   }
-  void* payload = nullptr;
-  int payload_length = 0;
-  uid_t uid = 0;
-  gid_t gid = 0;
-  const munge_err_t error =
-      munge_decode(credential.c_str(), context, &payload, &payload_length, &uid, &gid);
-  time_t encoded_at = 0;  // munge_ctx_get writes a time_t
-  munge_ctx_get(context, MUNGE_OPT_ENCODE_TIME, &encoded_at);
-  const char* detail = munge_ctx_strerror(context);
-  const std::string message = detail && *detail ? detail : munge_strerror(error);
-  munge_ctx_destroy(context);
-  const std::string said(payload ? static_cast<const char*>(payload) : "",
-                         payload ? static_cast<std::size_t>(payload_length) : 0);
-  std::free(payload);
-  if (error != EMUNGE_SUCCESS) {
-    why = "MUNGE credential refused: " + message;
+  if (decoded.error != EMUNGE_SUCCESS) {
+    why = "MUNGE credential refused: " + decoded.message;
     return {};
   }
-  if (said != service_) {
-    why = "MUNGE credential made for \"" + said.substr(0, 64) + "\", not " + service_;
+  if (decoded.payload != service_) {
+    why = "MUNGE credential made for \"" + decoded.payload.substr(0, 64) + "\", not " + service_;
     return {};
   }
   const auto now = static_cast<std::int64_t>(std::time(nullptr));
-  const double age = static_cast<double>(now - encoded_at);
+  const double age = static_cast<double>(now - decoded.encoded_at);
   if (std::fabs(age) > window_) {
     why = "MUNGE credential made " + std::to_string(static_cast<long long>(age)) +
           " s ago: outside the " + std::to_string(static_cast<long long>(window_)) + " s window";
@@ -240,7 +269,18 @@ std::optional<Identity> CredentialChecker::check(const std::string& credential, 
     why = "MUNGE credential replayed: it was accepted before";
     return {};
   }
-  return Identity{uid, gid};
+  return Identity{decoded.uid, decoded.gid};
+}
+
+bool CredentialChecker::confirms(uid_t known, const std::string& credential,
+                                 std::string& why) const {
+  if (credential.empty() || credential.size() > 4096) return true;
+  const Decoded decoded = decode(credential, socket_);
+  if (!decoded.genuine() || decoded.uid == known) return true;
+  why = "the MUNGE credential names uid " + std::to_string(decoded.uid) + ", but this " +
+        "connection already acts for uid " + std::to_string(known) +
+        " (the kernel's word for a peer on this host, or an earlier Authenticate): refused";
+  return false;
 }
 
 bool Administrators::contains(uid_t uid) const {

@@ -58,6 +58,11 @@ class CredentialChecker {
   /// The user the credential names, or nothing and `why` (forged, replayed, expired, made for
   /// another service, or munged unreachable).
   std::optional<Identity> check(const std::string& credential, std::string& why);
+  /// Whether `credential`, sent on a connection that already acts for `known` (the kernel's word
+  /// for a peer on this host, or an earlier credential), may stand beside it: false, `why`
+  /// saying so, when munged says it names another user. One that names `known`, or that cannot
+  /// be decoded here (no munged, another key), changes nothing: the connection keeps its user.
+  bool confirms(uid_t known, const std::string& credential, std::string& why) const;
   double window() const { return window_; }
 
  private:

@@ -213,6 +213,12 @@ int main(int argc, char** argv) {
   server.admins = service.admins;
   auto checker = std::make_shared<harmonia::common::CredentialChecker>("harmonia-schedd",
                                                                        munge_socket, auth_window);
+  // Clients over TCP send a credential wherever munged makes one, also where the kernel names
+  // them: it may confirm their user there, never name another.
+  service.confirm_credential = [checker](uid_t known, const std::string& credential,
+                                         std::string& why) {
+    return checker->confirms(known, credential, why);
+  };
   if (auth == "munge")
     service.check_credential = [checker](const std::string& credential, std::string& why) {
       return checker->check(credential, why);

@@ -473,10 +473,14 @@ void Service::set_phase(Connection& connection, Job& job, bool in_phase, double 
 
 void Service::authenticate(Connection& connection, const control::Authenticate& request,
                            Envelope& reply) {
-  if (connection.uid) {
-    set_error(reply, Error::CODE_ALREADY_REGISTERED,
-              "this connection already acts for uid " + std::to_string(*connection.uid) +
-                  " (a Unix socket's peer, or an earlier Authenticate)");
+  if (connection.uid) {  // the kernel's word, or an earlier credential: this one may confirm it
+    std::string why;
+    if (config_.confirm_credential &&
+        !config_.confirm_credential(*connection.uid, request.credential(), why)) {
+      set_error(reply, Error::CODE_UNAUTHENTICATED, why);
+      return;
+    }
+    reply.mutable_authenticated()->set_uid(*connection.uid);
     return;
   }
   std::string why =

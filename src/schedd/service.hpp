@@ -44,6 +44,9 @@ struct ServiceConfig {
   /// Decodes an Authenticate's credential: the user it names, or nothing and why. Unset: TCP
   /// connections cannot authenticate.
   std::function<std::optional<common::Identity>(const std::string&, std::string&)> check_credential;
+  /// Whether an Authenticate's credential may stand beside the user a connection already acts
+  /// for (common::CredentialChecker::confirms). Unset: every one may (it changes nothing).
+  std::function<bool(uid_t, const std::string&, std::string&)> confirm_credential;
 };
 
 /// A message for one connection.

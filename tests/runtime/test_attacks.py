@@ -540,13 +540,6 @@ def test_users_together_leave_root_its_slots(up: Site) -> None:
         assert up.bbctl(None, 1, "status").returncode == 0, "root is served"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a node run with --auth peer (harmonia up's, harmonia cluster up's) answers the "
-    "MUNGE credential its clients send whenever munged can make one with INVALID (this "
-    "connection already acts for uid N), and the clients give up: harmonia-bbctl fails and "
-    "libharmonia writes through to the PFS, on every host where munged runs",
-)
 def test_alice_is_served_where_munged_runs(
     up: Site, users: dict[str, pwd.struct_passwd]
 ) -> None:

@@ -6,9 +6,11 @@
 #include <google/protobuf/stubs/logging.h>
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <map>
 #include <optional>
 #include <random>
+#include <string>
 
 #include "control/frame.hpp"
 #include "schedd/service.hpp"
@@ -61,9 +63,9 @@ std::vector<std::vector<std::uint8_t>> seeds() {
 }
 
 /// Feeds `stream` to `service` as the server does; returns the replies expected and produced.
-/// `identified`: whether the connection has an identity (updated as it authenticates).
+/// `user`: the connection's user, once it has one (updated as it authenticates).
 void feed(Service& service, ConnectionId id, const std::vector<std::uint8_t>& stream,
-          size_t& requests, size_t& replies, bool& identified) {
+          size_t& requests, size_t& replies, std::optional<std::uint32_t>& user) {
   size_t used = 0;
   for (;;) {
     const auto scan =
@@ -84,15 +86,18 @@ void feed(Service& service, ConnectionId id, const std::vector<std::uint8_t>& st
       const bool reply = o.to == id && (!parsed || o.message.seq() == request.seq());
       replies += reply;
       if (!reply) continue;
-      if (!identified && parsed && !request.has_authenticate()) {
+      if (!user && parsed && !request.has_authenticate()) {
         ASSERT_TRUE(o.message.has_error()) << "a request with no identity was served";
         ASSERT_EQ(o.message.error().code(), control::Error::CODE_UNAUTHENTICATED);
       }
       if (o.message.has_authenticated()) {
-        ASSERT_FALSE(identified) << "a connection authenticated twice";
-        ASSERT_TRUE(request.authenticate().credential() == "uid:1000" ||
-                    request.authenticate().credential() == "uid:1001");
-        identified = true;
+        const std::uint32_t uid = o.message.authenticated().uid();
+        if (user) {
+          ASSERT_EQ(uid, *user) << "a credential changed a connection's user";
+          continue;
+        }
+        ASSERT_EQ(request.authenticate().credential(), "uid:" + std::to_string(uid));
+        user = uid;
       }
     }
     used += control::kHeaderBytes + scan.body_length;
@@ -112,7 +117,7 @@ TEST(FrameFuzz, MutatedFramesNeverCrashAndAlwaysGetAReply) {
     config.check_credential = check;
     Service service(config, 0);
     size_t requests = 0, replies = 0;
-    std::map<ConnectionId, bool> identified;
+    std::map<ConnectionId, std::optional<std::uint32_t>> user;
     for (int round = 0; round < 20000; ++round) {
       const ConnectionId id = 1 + random() % 8;
       if (random() % 50 == 0) {
@@ -121,10 +126,10 @@ TEST(FrameFuzz, MutatedFramesNeverCrashAndAlwaysGetAReply) {
       }
       if (random() % 3 == 0) {  // TCP: no identity until it authenticates
         service.on_connect(id, std::nullopt, 0);
-        identified[id] = false;
+        user[id] = std::nullopt;
       } else {
-        service.on_connect(id, 1000 + random() % 2, 0);
-        identified[id] = true;
+        user[id] = static_cast<std::uint32_t>(1000 + random() % 2);
+        service.on_connect(id, *user[id], 0);
       }
       std::vector<std::uint8_t> stream;
       for (int k = 0; k < 4; ++k) {
@@ -159,7 +164,7 @@ TEST(FrameFuzz, MutatedFramesNeverCrashAndAlwaysGetAReply) {
         }
         stream.insert(stream.end(), frame.begin(), frame.end());
       }
-      ASSERT_NO_THROW(feed(service, id, stream, requests, replies, identified[id]));
+      ASSERT_NO_THROW(feed(service, id, stream, requests, replies, user[id]));
       ASSERT_FALSE(HasFatalFailure());
       std::vector<Outgoing> out;
       ASSERT_NO_THROW(service.on_tick(static_cast<double>(round) * 0.001, out));

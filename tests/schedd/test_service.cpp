@@ -141,7 +141,8 @@ Envelope authenticate(const std::string& credential) {
   return e;
 }
 
-/// A credential checker for the tests: "uid:N" names user N, anything else is refused.
+/// A credential checker for the tests: "uid:N" names user N, anything else is refused (and
+/// cannot confirm or contradict a connection's user).
 ServiceConfig with_credentials() {
   ServiceConfig c = config("2a");
   c.admins.uids = {450};
@@ -152,6 +153,11 @@ ServiceConfig with_credentials() {
     }
     why = "forged";
     return std::optional<harmonia::common::Identity>();
+  };
+  c.confirm_credential = [](uid_t known, const std::string& credential, std::string& why) {
+    if (credential.rfind("uid:", 0) != 0 || std::stoul(credential.substr(4)) == known) return true;
+    why = "names another user";
+    return false;
   };
   return c;
 }
@@ -185,12 +191,32 @@ TEST(Service, OnlyAuthenticateIsServedUntilAConnectionHasAnIdentity) {
   EXPECT_EQ(h.call(1, registration("A")).error().code(), Error::CODE_UNAUTHENTICATED);
   ASSERT_TRUE(h.call(1, authenticate("uid:1000")).has_authenticated());
   EXPECT_TRUE(h.call(1, registration("A")).has_registered());
-  EXPECT_EQ(h.call(1, authenticate("uid:0")).error().code(), Error::CODE_ALREADY_REGISTERED)
-      << "an identity, once bound, is the connection's for its life";
-  // A Unix socket's peer has its identity from the kernel: no credential needed, none taken.
+  // An identity, once bound, is the connection's for its life: a credential may confirm it,
+  // never change it.
+  const Envelope other = h.call(1, authenticate("uid:0"));
+  EXPECT_EQ(other.error().code(), Error::CODE_UNAUTHENTICATED);
+  EXPECT_EQ(other.error().message(), "names another user");
+  const Envelope same = h.call(1, authenticate("uid:1000"));
+  ASSERT_TRUE(same.has_authenticated());
+  EXPECT_EQ(same.authenticated().uid(), 1000u);
+  // A Unix socket's (or a loopback peer's) identity comes from the kernel: no credential is
+  // needed; one naming that user, or one this daemon cannot decode, is answered with it, one
+  // naming another user is refused, and the connection stays its user's.
   h.connect(2, 1001);
   EXPECT_TRUE(h.call(2, registration("B")).has_registered());
-  EXPECT_EQ(h.call(2, authenticate("uid:0")).error().code(), Error::CODE_ALREADY_REGISTERED);
+  for (const char* credential : {"uid:1001", "garbage"}) {
+    const Envelope confirmed = h.call(2, authenticate(credential));
+    ASSERT_TRUE(confirmed.has_authenticated()) << credential;
+    EXPECT_EQ(confirmed.authenticated().uid(), 1001u);
+  }
+  EXPECT_EQ(h.call(2, authenticate("uid:0")).error().code(), Error::CODE_UNAUTHENTICATED);
+  h.connect(3, 1002);
+  EXPECT_EQ(h.call(3, authenticate("uid:0")).error().code(), Error::CODE_UNAUTHENTICATED);
+  ASSERT_TRUE(h.call(3, registration("C")).has_registered());
+  const auto jobs = h.call(3, status).status().jobs();
+  EXPECT_TRUE(std::any_of(jobs.begin(), jobs.end(), [](const auto& job) {
+    return job.job() == "C" && job.uid() == 1002u;
+  })) << "the refused credential left the connection its kernel's user";
 }
 
 TEST(Service, Strategy2aStagesTheSecomComerAndPushesChanges) {
