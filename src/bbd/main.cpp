@@ -19,11 +19,13 @@
 #include <cstdio>
 #include <cstring>
 #include <deque>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <system_error>
 #include <thread>
+#include <utility>
 
 #include "bbd/monitor.hpp"
 #include "bbd/requests.hpp"
@@ -67,9 +69,10 @@ struct Limits {
   unsigned reserved = 16;
 };
 
-/// Connections open now per peer (limits.per_peer).
+/// Connections open now per peer (limits.per_peer), and on probation.
 std::mutex peers_mutex;
 std::map<std::string, unsigned> open_per_peer;
+unsigned open_on_probation = 0;
 
 /// Writes "harmonia-bbd: LINE" to stderr at most once a second per `kind` of line, saying how
 /// many were left out since (a client opening connections in a loop must not fill the log).
@@ -141,11 +144,14 @@ constexpr std::size_t kFirstPiece = 64 * 1024;
 /// within this many milliseconds. Nothing larger is read into memory for an unknown peer.
 constexpr std::size_t kMaxUnauthenticatedFrame = 4096;
 constexpr int kAuthenticateWithinMs = 10'000;
+/// A connection let in on probation (Admission) must authenticate within this many milliseconds.
+constexpr int kProbationWithinMs = 2'000;
 
 /// One client connection's socket, with the idle timeout its reads and writes obey.
 struct Peer {
   int fd;
   int idle_timeout_ms;
+  int authenticate_within_ms = kAuthenticateWithinMs;
   /// The worker is answering a request: the client waits for it, so its silence is not idleness.
   std::atomic<bool> busy{false};
   /// The connection has an identity: until then its requests are small and must come soon.
@@ -163,7 +169,7 @@ struct Peer {
   bool readable_in_time() {
     // A connection that has not authenticated gets a short while to do it, whatever the idle
     // timeout: a slot held by a peer that never says who it is is a slot taken from the others.
-    const int limit = authenticated.load() ? idle_timeout_ms : kAuthenticateWithinMs;
+    const int limit = authenticated.load() ? idle_timeout_ms : authenticate_within_ms;
     if (limit <= 0) return true;
     for (;;) {
       pollfd wait{fd, POLLIN, 0};
@@ -234,12 +240,106 @@ void read_request(Peer& peer, Buffer& body, Received& slot) {
   body.trim(kFirstPiece);  // a Write's data comes as a payload: large bodies are rare
 }
 
+/// Where a connection's slot counts (Limits): under its user once the node knows it, under its
+/// address until then.
+struct Admission {
+  std::string key;          ///< "uid N" or "address HOST" (common::peer_key); empty: nowhere
+  bool privileged = false;  ///< root or an administrator: no bound but --max-connections
+  /// Let in past a bound that holds for peers with no identity yet (the connections of its
+  /// address before they authenticate, or the slots kept for root and the administrators): its
+  /// first request must be an Authenticate, within kProbationWithinMs, that names a user the
+  /// bound does not hold back; else it gets `refusal` and is closed. At most `limits.reserved`
+  /// connections are on probation at once.
+  bool probation = false;
+  std::string refusal;
+};
+
+/// Why the connection of `admission` may not have a slot (empty: it may), with `others`
+/// connections open besides it; `reserved`: whether the slots kept for root and the
+/// administrators are out of its reach. The caller holds peers_mutex.
+std::string bound_reached(const Admission& admission, const Limits& limits, unsigned others,
+                          bool reserved) {
+  if (admission.privileged) return {};
+  if (reserved && others + limits.reserved >= limits.max_connections)
+    return "its last " + std::to_string(limits.reserved) +
+           " connections are kept for root and the administrators";
+  if (const auto held = open_per_peer.find(admission.key);
+      held != open_per_peer.end() && held->second >= limits.per_peer)
+    return "too many connections from " + admission.key +
+           (admission.key.rfind("uid ", 0) == 0 ? "" : " before they authenticate") + " (at most " +
+           std::to_string(limits.per_peer) + " each)";
+  return {};
+}
+
+/// Takes a slot for a new connection, known to the kernel as `known` or not; the refusal when
+/// there is none. `credentials`: a peer with no identity may still authenticate (--auth munge).
+std::optional<std::string> admit(Admission& admission, const Limits& limits, const Access& access,
+                                 const std::optional<harmonia::common::Identity>& known,
+                                 bool credentials) {
+  std::lock_guard lock(peers_mutex);
+  const unsigned open = open_connections.load();
+  if (open >= limits.max_connections)
+    return "too many connections (at most " + std::to_string(limits.max_connections) +
+           ", --max-connections)";
+  admission.privileged = known && access.admins.contains(known->uid);
+  if (std::string why = bound_reached(admission, limits, open, true); !why.empty()) {
+    // A peer that may still say who it is gets its chance: root, or a user of a busy host.
+    if (known || !credentials || open_on_probation >= limits.reserved) return why;
+    admission.probation = true;
+    admission.refusal = std::move(why);
+    admission.key.clear();
+    ++open_on_probation;
+  } else {
+    ++open_per_peer[admission.key];
+  }
+  open_connections.fetch_add(1);
+  return {};
+}
+
+/// Stops counting the connection of `admission` anywhere but in open_connections. The caller
+/// holds peers_mutex.
+void uncount(Admission& admission) {
+  if (admission.probation)
+    --open_on_probation;
+  else if (!admission.key.empty() && --open_per_peer[admission.key] == 0)
+    open_per_peer.erase(admission.key);
+  admission.probation = false;
+  admission.key.clear();
+}
+
+/// The connection of `admission` has authenticated as `who`: it counts under that user from now
+/// on. The refusal when that user may not have it (the user's bound, or the slots kept for
+/// root), the connection then counting nowhere until it closes.
+std::optional<std::string> settle(Admission& admission, const Limits& limits, const Access& access,
+                                  const harmonia::common::Identity& who) {
+  std::lock_guard lock(peers_mutex);
+  const bool probation = admission.probation;
+  uncount(admission);
+  admission.key = harmonia::common::peer_key(-1, who.uid);
+  admission.privileged = access.admins.contains(who.uid);
+  // On probation it may hold a slot kept for root; otherwise it had one of the others.
+  std::string why = bound_reached(admission, limits, open_connections.load() - 1, probation);
+  if (!why.empty()) {
+    admission.key.clear();
+    return why;
+  }
+  ++open_per_peer[admission.key];
+  return {};
+}
+
+void release(Admission& admission) {
+  std::lock_guard lock(peers_mutex);
+  open_connections.fetch_sub(1);
+  uncount(admission);
+}
+
 /// One client connection: frames in, one response each, in order. Two stages: this thread reads
 /// requests (frames and raw payloads, into buffers that grow as their bytes arrive) while a worker
 /// stores the previous one and answers it; two buffers go round between them.
 void serve(Store& store, int fd, const Limits& limits, const Access& access,
-           std::optional<harmonia::common::Identity> known) {
-  Peer peer{fd, limits.idle_timeout_ms};
+           std::optional<harmonia::common::Identity> known, Admission& admission) {
+  Peer peer{fd, limits.idle_timeout_ms,
+            admission.probation ? kProbationWithinMs : kAuthenticateWithinMs};
   // The worker's: the kernel's word for a peer on this host, else an Authenticate sets it.
   Session session{known};
   peer.authenticated = known.has_value();
@@ -262,7 +362,7 @@ void serve(Store& store, int fd, const Limits& limits, const Access& access,
           next = std::move(full.front());
           full.pop_front();
         }
-        bool ok = true;
+        bool ok = true, ending = false;
         try {
           if (next->last && !next->refusal) {
             ok = false;  // the connection ended, mid-request or between requests: no answer
@@ -274,8 +374,26 @@ void serve(Store& store, int fd, const Limits& limits, const Access& access,
             peer.busy.store(true);
             bb::Response response;
             try {
-              response = answer(store, access, session, next->request,
-                                std::string_view(next->payload.data.get(), raw));
+              const bool had_identity = session.who.has_value();
+              if (admission.probation && !next->request.has_authenticate()) {
+                log_limited(kTooMany, admission.refusal + ": connection refused (no credential)");
+                response = refusal("the node is busy: " + admission.refusal);
+              } else {
+                response = answer(store, access, session, next->request,
+                                  std::string_view(next->payload.data.get(), raw));
+                if (!had_identity && session.who) {
+                  if (const auto why = settle(admission, limits, access, *session.who)) {
+                    log_limited(kTooMany, *why + ": connection of uid " +
+                                              std::to_string(session.who->uid) + " refused");
+                    response = refusal("the node is busy: " + *why);
+                    session.who.reset();
+                  }
+                }
+              }
+              response.set_seq(next->request.seq());
+              // A connection on probation, or refused its slot, has had its one chance.
+              ending =
+                  admission.probation || (!had_identity && !session.who && admission.key.empty());
               if (session.who) peer.authenticated = true;
               if (response.code() == bb::Response::UNAUTHENTICATED ||
                   response.code() == bb::Response::FORBIDDEN)
@@ -291,7 +409,7 @@ void serve(Store& store, int fd, const Limits& limits, const Access& access,
             }
             peer.busy.store(false);
             in_flight.fetch_sub(1);
-            ok = send_message(fd, response);
+            ok = send_message(fd, response) && !ending;
           }
         } catch (const std::bad_alloc&) {  // not even the reply fits: this connection ends
           log_limited(kMemory, "out of memory sending a reply: connection closed");
@@ -350,46 +468,24 @@ void serve(Store& store, int fd, const Limits& limits, const Access& access,
 /// then closed) beyond `limits.max_connections` or when no thread can be started.
 void start_connection(Store& store, int fd, const Limits& limits, const Access& access) {
   // Who it is, when the kernel says (--auth peer: a client on this host); with --auth munge a
-  // client says so with a credential. The key its connections count under.
-  const auto known = access.check_credential ? std::nullopt : harmonia::common::peer_identity(fd);
-  const std::string peer_key =
+  // client says so with a credential. The key its connections count under until then.
+  const bool credentials = static_cast<bool>(access.check_credential);
+  const auto known = credentials ? std::nullopt : harmonia::common::peer_identity(fd);
+  Admission admission;
+  admission.key =
       harmonia::common::peer_key(fd, known ? std::optional<uid_t>(known->uid) : std::nullopt);
-  const bool privileged = known && (known->uid == 0 || access.admins.contains(known->uid));
-  std::string why;
-  {
-    std::lock_guard lock(peers_mutex);
-    const unsigned open = open_connections.load();
-    if (open >= limits.max_connections)
-      why = "too many connections (at most " + std::to_string(limits.max_connections) +
-            ", --max-connections)";
-    else if (!privileged && open + limits.reserved >= limits.max_connections)
-      why = "its last " + std::to_string(limits.reserved) +
-            " connections are kept for root and the administrators";
-    else if (!privileged && open_per_peer[peer_key] >= limits.per_peer)
-      why = "too many connections from " + peer_key + " (at most " +
-            std::to_string(limits.per_peer) + " each)";
-    if (why.empty()) {
-      ++open_per_peer[peer_key];
-      open_connections.fetch_add(1);
-    }
-  }
-  if (!why.empty()) {
-    log_limited(kTooMany, why + ": connection of " + peer_key + " refused");
-    refuse_and_close(fd, refusal("the node is busy: " + why));
+  if (const auto why = admit(admission, limits, access, known, credentials)) {
+    log_limited(kTooMany, *why + ": connection of " + admission.key + " refused");
+    refuse_and_close(fd, refusal("the node is busy: " + *why));
     return;
   }
-  const auto finished = [peer_key] {
-    std::lock_guard lock(peers_mutex);
-    open_connections.fetch_sub(1);
-    if (--open_per_peer[peer_key] == 0) open_per_peer.erase(peer_key);
-  };
   try {
-    std::thread([&store, fd, &limits, &access, known, finished] {
-      serve(store, fd, limits, access, known);
-      finished();
+    std::thread([&store, fd, &limits, &access, known, admission]() mutable {
+      serve(store, fd, limits, access, known, admission);
+      release(admission);
     }).detach();
   } catch (const std::system_error& error) {
-    finished();
+    release(admission);
     log_limited(kThreads, std::string("cannot start a connection thread (") + error.what() +
                               "): connection refused");
     refuse_and_close(fd, refusal("the node cannot start a thread for this connection"));

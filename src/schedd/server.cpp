@@ -42,6 +42,10 @@ constexpr int kReadsPerWakeup = 16;
 constexpr int kRefused = -1, kNobodyWaiting = -2;
 /// Accepting pauses this long when descriptors or memory run out and no reserve is left.
 constexpr double kAcceptBackoffSeconds = 0.1;
+/// A TCP connection with no identity is closed after this long without a credential; one let
+/// in on probation (Server::admit) after the shorter time.
+constexpr double kAuthenticateWithinSeconds = 10;
+constexpr double kProbationWithinSeconds = 2;
 
 std::runtime_error failure(const std::string& what) {
   return std::runtime_error(what + ": " + std::strerror(errno));
@@ -93,6 +97,13 @@ void log_refusals(ConnectionId id, bool is_tcp, const std::vector<Outgoing>& out
 
 int open_reserve() { return open("/dev/null", O_RDONLY | O_CLOEXEC); }
 
+/// The error a connection gets when it may not keep its slot (then it is closed).
+control::Envelope busy(const std::string& why) {
+  control::Envelope reply;
+  reply.mutable_error()->set_message("harmonia-schedd is busy: " + why);
+  return reply;
+}
+
 }  // namespace
 
 double monotonic_seconds() {
@@ -110,7 +121,10 @@ struct Server::Connection {
   std::uint32_t armed = EPOLLIN | EPOLLRDHUP;  ///< the events epoll watches for it
   bool close_after = false;  ///< close once the output is sent (after a fatal error reply)
   bool is_tcp = false;
-  std::string peer;  ///< whom its slot counts for (Server::admit)
+  std::string peer;        ///< whom its slot counts for (Server::admit); empty: nobody
+  bool known = false;      ///< its user is known (the kernel's word, or a credential)
+  bool probation = false;  ///< let in past a bound until it authenticates (Server::admit)
+  std::string refusal;     ///< why it would not have been let in (probation)
 
   size_t unsent() const { return output.size() - output_sent; }
   /// Reading waits for the peer to read its replies.
@@ -206,6 +220,7 @@ void Server::run() {
       if (tcp_ >= 0) watch(epoll_, tcp_, kTcpKey, EPOLLIN, EPOLL_CTL_MOD);
     }
     if (now >= next_tick) {
+      close_unauthenticated(now);
       std::vector<Outgoing> out;
       for (ConnectionId id : service_.on_tick(now, out)) close_connection(id);
       send_all(out);
@@ -280,7 +295,9 @@ void Server::accept_all(int listener, bool is_unix) {
       const int yes = 1;
       setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &yes, sizeof(yes));
     }
-    if (!admit(fd, uid)) continue;
+    std::string refusal;
+    const Admitted admitted = admit(fd, uid, !is_unix && config_.tcp_credentials, refusal);
+    if (admitted == Admitted::No) continue;
     const ConnectionId id = next_id_++;
     epoll_event event{};
     event.events = EPOLLIN | EPOLLRDHUP;
@@ -293,10 +310,23 @@ void Server::accept_all(int listener, bool is_unix) {
     }
     try {
       connections_[id] = std::make_unique<Connection>(
-          Connection{id, fd, {}, {}, 0, EPOLLIN | EPOLLRDHUP, false, false, {}});
-      connections_[id]->is_tcp = !is_unix;
-      connections_[id]->peer = common::peer_key(fd, uid);
-      ++per_peer_[connections_[id]->peer];
+          Connection{id, fd, {}, {}, 0, EPOLLIN | EPOLLRDHUP, false, false, {}, false, false, {}});
+      Connection& connection = *connections_[id];
+      connection.is_tcp = !is_unix;
+      connection.known = uid.has_value();
+      if (admitted == Admitted::OnProbation) {
+        connection.probation = true;
+        connection.refusal = std::move(refusal);
+        ++on_probation_;
+      } else {
+        connection.peer = common::peer_key(fd, uid);
+        ++per_peer_[connection.peer];
+      }
+      if (!connection.known)
+        (connection.probation ? probation_deadlines_ : authentication_deadlines_)
+            .emplace_back(monotonic_seconds() + (connection.probation ? kProbationWithinSeconds
+                                                                      : kAuthenticateWithinSeconds),
+                          id);
     } catch (const std::bad_alloc&) {
       log_limited(kMemory, "out of memory: connection refused");
       close(fd);
@@ -355,11 +385,21 @@ bool Server::handle_input(Connection& connection) {
     }
     control::Envelope request;
     const std::uint8_t* body = connection.input.data() + used + control::kHeaderBytes;
-    if (request.ParseFromArray(body, static_cast<int>(scan.body_length))) {
+    if (!request.ParseFromArray(body, static_cast<int>(scan.body_length))) {
+      service_.on_malformed(id, now, out);
+    } else if (connection.probation && !request.has_authenticate()) {
+      // Let in past a bound only to authenticate: anything else closes it unanswered, as a
+      // refusal at accept does.
+      log_limited(kTooMany, connection.refusal + ": connection " + std::to_string(id) +
+                                " refused (no credential)");
+      flush_all(touched);
+      close_connection(id);
+      return false;
+    } else {
       service_.on_message(id, request, now, out);
       log_refusals(id, connection.is_tcp, out);
-    } else
-      service_.on_malformed(id, now, out);
+      if (!connection.known && request.has_authenticate()) settle(connection, out);
+    }
     used += control::kHeaderBytes + scan.body_length;
     queue_all(out, touched);
   }
@@ -475,33 +515,94 @@ void Server::flush_output(Connection& connection) {
   if (connection.close_after) close_connection(connection.id);
 }
 
-bool Server::admit(int fd, std::optional<uid_t> uid) {
-  if (uid && (*uid == 0 || config_.admins.contains(*uid))) return true;
+std::size_t Server::descriptor_limit() {
+  rlimit files{};
+  return getrlimit(RLIMIT_NOFILE, &files) == 0 && files.rlim_cur != RLIM_INFINITY
+             ? static_cast<std::size_t>(files.rlim_cur)
+             : std::size_t{1} << 20;
+}
+
+std::string Server::bound_reached(const std::string& key, std::optional<uid_t> uid,
+                                  std::size_t others, bool reserved) {
+  if (uid && config_.admins.contains(*uid)) return {};
   // The last slots (of the descriptors this daemon may open) are root's and the
   // administrators': a user's connections cannot lock them out (docs/limits.md).
-  rlimit files{};
-  const std::size_t most = getrlimit(RLIMIT_NOFILE, &files) == 0 && files.rlim_cur != RLIM_INFINITY
-                               ? static_cast<std::size_t>(files.rlim_cur)
-                               : std::size_t{1} << 20;
+  if (reserved && others + config_.reserved >= descriptor_limit())
+    return "its last " + std::to_string(config_.reserved) +
+           " connections are kept for root and the administrators";
+  if (const auto held = per_peer_.find(key);
+      held != per_peer_.end() && held->second >= config_.per_peer)
+    return "too many connections from " + key + (uid ? "" : " before they authenticate") +
+           " (at most " + std::to_string(config_.per_peer) + " each)";
+  return {};
+}
+
+Server::Admitted Server::admit(int fd, std::optional<uid_t> uid, bool may_authenticate,
+                               std::string& refusal) {
   const std::string key = common::peer_key(fd, uid);
-  std::string why;
-  if (connections_.size() + config_.reserved >= most)
-    why = "its last " + std::to_string(config_.reserved) +
-          " connections are kept for root and the administrators";
-  else if (per_peer_[key] >= config_.per_peer)
-    why = "too many connections from " + key + " (at most " + std::to_string(config_.per_peer) +
-          " each)";
-  if (why.empty()) return true;
-  log_limited(kTooMany, why + ": connection of " + key + " refused");
+  refusal = bound_reached(key, uid, connections_.size(), true);
+  if (refusal.empty()) return Admitted::Yes;
+  // A peer that may still say who it is gets its chance: root, or a user of a busy host.
+  if (may_authenticate && !uid && on_probation_ < config_.reserved) return Admitted::OnProbation;
+  log_limited(kTooMany, refusal + ": connection of " + key + " refused");
   close(fd);
-  return false;
+  return Admitted::No;
+}
+
+void Server::settle(Connection& connection, std::vector<Outgoing>& out) {
+  const auto reply = std::find_if(out.begin(), out.end(), [&](const Outgoing& message) {
+    return message.to == connection.id && message.message.has_authenticated();
+  });
+  if (reply == out.end()) {  // refused: a connection on probation has had its chance
+    if (connection.probation) connection.close_after = true;
+    return;
+  }
+  const uid_t uid = reply->message.authenticated().uid();
+  const bool probation = connection.probation;
+  uncount(connection);
+  connection.known = true;
+  const std::string key = common::peer_key(connection.fd, uid);
+  // On probation it may hold a slot kept for root; otherwise it had one of the others.
+  const std::string why = bound_reached(key, uid, connections_.size() - 1, probation);
+  if (!why.empty()) {
+    log_limited(kTooMany, why + ": connection of " + key + " refused");
+    reply->message = busy(why);
+    connection.close_after = true;
+    return;
+  }
+  connection.peer = key;
+  ++per_peer_[key];
+}
+
+void Server::uncount(Connection& connection) {
+  if (connection.probation) --on_probation_;
+  if (!connection.peer.empty() && --per_peer_[connection.peer] == 0)
+    per_peer_.erase(connection.peer);
+  connection.probation = false;
+  connection.peer.clear();
+}
+
+void Server::close_unauthenticated(double now) {
+  for (auto* deadlines : {&authentication_deadlines_, &probation_deadlines_}) {
+    while (!deadlines->empty() && deadlines->front().first <= now) {
+      const ConnectionId id = deadlines->front().second;
+      deadlines->pop_front();
+      const auto found = connections_.find(id);
+      if (found == connections_.end() || found->second->known) continue;
+      const double within =
+          deadlines == &probation_deadlines_ ? kProbationWithinSeconds : kAuthenticateWithinSeconds;
+      log_limited(kTooMany, "connection " + std::to_string(id) + " closed: no credential within " +
+                                std::to_string(static_cast<int>(within)) + " s");
+      close_connection(id);
+    }
+  }
 }
 
 void Server::close_connection(ConnectionId id) {
   const auto found = connections_.find(id);
   if (found == connections_.end()) return;
   close(found->second->fd);  // also removes it from epoll
-  if (--per_peer_[found->second->peer] == 0) per_peer_.erase(found->second->peer);
+  uncount(*found->second);
   queued_output_ -= found->second->unsent();
   connections_.erase(found);
   std::vector<Outgoing> out;

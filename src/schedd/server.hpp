@@ -3,6 +3,7 @@
 /// (control/frame.hpp), one Service (service.hpp) fed from one thread with epoll.
 
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <string>
 
@@ -57,9 +58,26 @@ class Server {
   void queue(Connection& connection, const control::Envelope& message);
   void flush_output(Connection& connection);
   void close_connection(ConnectionId id);
-  /// Whether the connection `fd` of `uid` may have a slot (ServerConfig::per_peer, reserved);
-  /// closes it, with a log line, when not.
-  bool admit(int fd, std::optional<uid_t> uid);
+  enum class Admitted { No, Yes, OnProbation };
+  /// Whether the connection `fd` of `uid` (nullopt: not known yet) may have a slot
+  /// (ServerConfig::per_peer, reserved); closes it, with a log line, when not. A TCP peer that
+  /// `may_authenticate` past a bound is let in on probation instead (at most `reserved` at
+  /// once), `refusal` saying which: its first request must be an Authenticate, within 2 s,
+  /// naming a user the bound does not hold back (root on a busy daemon, a user of a busy host).
+  Admitted admit(int fd, std::optional<uid_t> uid, bool may_authenticate, std::string& refusal);
+  /// Why a connection counted under `key` (of `uid`, if known) may not have a slot, with
+  /// `others` open besides it; `reserved`: whether the slots kept for root and the
+  /// administrators are out of its reach. Empty: it may.
+  std::string bound_reached(const std::string& key, std::optional<uid_t> uid, std::size_t others,
+                            bool reserved);
+  /// The connection sent an Authenticate, answered in `out`: once it has a user it counts under
+  /// that user, or is refused (the reply replaced) when that user may not have the slot.
+  void settle(Connection& connection, std::vector<Outgoing>& out);
+  /// Stops counting the connection under its peer (or on probation).
+  void uncount(Connection& connection);
+  /// Closes the TCP connections that have had no identity for their time.
+  void close_unauthenticated(double now);
+  static std::size_t descriptor_limit();
   void arm(Connection& connection);
   void enforce_output_cap();
   /// accept4 after EMFILE or ENFILE (`error`): with the spare descriptor, the connection waiting
@@ -80,6 +98,9 @@ class Server {
   ConnectionId next_id_ = 1;
   std::unordered_map<ConnectionId, std::unique_ptr<Connection>> connections_;
   std::unordered_map<std::string, std::size_t> per_peer_;  ///< connections open, by peer_key
+  std::size_t on_probation_ = 0;                           ///< connections on probation
+  /// When each connection with no identity must have authenticated, in accept order.
+  std::deque<std::pair<double, ConnectionId>> authentication_deadlines_, probation_deadlines_;
 };
 
 /// Seconds on the monotonic clock.

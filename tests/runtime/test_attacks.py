@@ -893,13 +893,6 @@ def test_unauthenticated_payloads_take_no_memory(
     assert done.returncode == 0, done.stderr
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="an --auth munge node counts a connection under its address until it "
-    "authenticates, and keeps counting it there: 64 connections that never authenticate from "
-    "one host lock every user of that host out of the node, root included (the slots kept for "
-    "root go only to peers known at accept)",
-)
 def test_unauthenticated_connections_from_a_host_leave_its_users_served(
     bed: Site, users: dict[str, pwd.struct_passwd]
 ) -> None:
