@@ -412,15 +412,17 @@ class Hooks:
 
     def post_run(self, job_id: str) -> str:
         # The job's processes are gone; wait until the scheduler has let them go, so that no
-        # phase of theirs is still open when its data is drained.
+        # phase of theirs is still open when its data is drained. Job keys are per user: another
+        # user's job under the same key is another job, and is not waited for.
         key = f"slurm-{job_id}"
+        state = self.load(job_id)
         deadline = time.monotonic() + 30
-        while any(j.get("job") == key for j in self.schedd_status(timeout=20).get("jobs", [])):
+        while any(j.get("job") == key and j.get("uid", 0) == state.get("uid")
+                  for j in self.schedd_status(timeout=20).get("jobs", [])):  # fmt: skip
             if time.monotonic() > deadline:
                 self.log(job_id, "post_run: harmonia-schedd still lists the job after 30 s")
                 break
             time.sleep(0.2)
-        state = self.load(job_id)
         state["stage"] = "post_run"
         self.save(job_id, state)
         return ""

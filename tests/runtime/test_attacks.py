@@ -781,11 +781,6 @@ def test_harmonia_up_in_another_users_directory_writes_nothing_of_hers(
 # --- harmonia cluster up -----------------------------------------------------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the Slurm post_run hook waits for every job named slurm-ID, whoever's: a process "
-    "of another user registered under that key holds the job's end up to 30 s",
-)
 def test_a_squatted_slurm_key_does_not_hold_up_the_jobs_end(
     cluster: tuple[Site, SlurmCluster], users: dict[str, pwd.struct_passwd]
 ) -> None:
@@ -814,9 +809,7 @@ def test_a_squatted_slurm_key_does_not_hold_up_the_jobs_end(
     finally:
         squatter.kill()
         ended.wait(timeout=40)
-        hooks.teardown(
-            "77", str(alice.pw_uid), str(alice.pw_gid), "harmonia", "1", "false"
-        )
+        hooks.teardown("77", "false")
 
 
 SLURM_REQUEST = json.dumps({"capacity": "1048576", "io": "0", "pool": "harmonia", "priority": 0,
@@ -913,12 +906,6 @@ def test_unauthenticated_connections_from_a_host_leave_its_users_served(
         assert not refused, f"refused on the attacker's host: {refused}"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="harmonia-schedd --auth munge counts a TCP connection under its address for its "
-    "whole life: 1,024 connections that never authenticate from one host keep every job of "
-    "that host from registering, for as long as they are held",
-)
 def test_unauthenticated_connections_from_a_host_leave_its_jobs_registered(
     bed: Site, users: dict[str, pwd.struct_passwd]
 ) -> None:
