@@ -42,19 +42,26 @@ Prediction predict(const Candidate& c, int group_phases, std::span<const BufferS
 }
 
 Deferral deferral(const OptimizerInput& in, const Candidate& c) {
-  const double all_buffers = static_cast<double>(in.buffers.size()) *
-                             per_buffer_bw(*in.device, c.op, 1, 1, in.buffer_link_bw);
+  const double one_buffer = per_buffer_bw(*in.device, c.op, 1, 1, in.buffer_link_bw);
+  const double all_buffers = static_cast<double>(in.buffers.size()) * one_buffer;
+  // Its own slice is on as many buffers as it may have.
+  const std::size_t widest = c.max_buffers > 0
+                                 ? std::min(in.buffers.size(), static_cast<size_t>(c.max_buffers))
+                                 : in.buffers.size();
   double backlog = 0;
   for (const auto& other : in.candidates) backlog += other.bytes;
-  const double slice = c.bytes / std::min(all_buffers, c.client_bw);
+  const double slice = c.bytes / std::min(static_cast<double>(widest) * one_buffer, c.client_bw);
   return {slice, std::max(slice, backlog / all_buffers)};
 }
 
 bool feasible(const OptimizerInput& in, const Group& g) {
   if (g.phase_count < 1 || g.buffer_count < std::max(1, in.min_buffers)) return false;
   double bytes = 0;
-  for (int p = g.first_phase; p < g.first_phase + g.phase_count; ++p)
-    bytes += in.candidates[static_cast<size_t>(p)].bytes;
+  for (int p = g.first_phase; p < g.first_phase + g.phase_count; ++p) {
+    const Candidate& c = in.candidates[static_cast<size_t>(p)];
+    if (c.max_buffers > 0 && g.buffer_count > c.max_buffers) return false;
+    bytes += c.bytes;
+  }
   const double per_buffer = bytes / g.buffer_count;
   for (int b = g.first_buffer; b < g.first_buffer + g.buffer_count; ++b) {
     const auto& slot = in.buffers[static_cast<size_t>(b)];
@@ -131,13 +138,18 @@ Plan optimize(const OptimizerInput& in, const Objective& obj) {
       const int max_phases = std::min(in.max_colocated, n - p);
       for (int i = 1; i <= max_phases; ++i) {
         double bytes = 0;
-        for (int k = p; k < p + i; ++k) bytes += in.candidates[static_cast<size_t>(k)].bytes;
+        int widest = m;  // the most buffers every phase of the group may be placed on
+        for (int k = p; k < p + i; ++k) {
+          const Candidate& c = in.candidates[static_cast<size_t>(k)];
+          bytes += c.bytes;
+          if (c.max_buffers > 0) widest = std::min(widest, c.max_buffers);
+        }
         // Extend the buffer range one buffer at a time, keeping the running minima that decide
         // feasibility and the group's bandwidth.
         double min_free = std::numeric_limits<double>::infinity();
         int max_phases_on_buffer = 0;
         std::vector<double> min_bw(static_cast<size_t>(i), std::numeric_limits<double>::infinity());
-        for (int j = 1; q + j <= m; ++j) {
+        for (int j = 1; q + j <= m && j <= widest; ++j) {
           const auto& slot = in.buffers[static_cast<size_t>(q + j - 1)];
           min_free = std::min(min_free, slot.free_bytes);
           max_phases_on_buffer = std::max(max_phases_on_buffer, slot.phases);

@@ -16,6 +16,7 @@ struct Candidate {
   Op op = Op::Write;
   double waited = 0;     ///< seconds already waited since the request
   double client_bw = 0;  ///< the application's network cap (nodes x link bandwidth)
+  int max_buffers = 0;   ///< the most buffers it may be placed on; 0: any number
 };
 
 /// A buffer node as the optimizer sees it.
@@ -94,7 +95,7 @@ Prediction predict(const Candidate& c, int group_phases, std::span<const BufferS
                    const DeviceModel& device, double buffer_link_bw);
 /// The prediction for deferring candidate `c` of `in`.
 Deferral deferral(const OptimizerInput& in, const Candidate& c);
-/// Whether a group satisfies X, Y and capacity.
+/// Whether a group satisfies X, Y, capacity and each candidate's max_buffers.
 bool feasible(const OptimizerInput& in, const Group& g);
 /// Value of a complete plan (groups plus every candidate not in a group deferred).
 double evaluate(const OptimizerInput& in, const Objective& obj, const std::vector<Group>& groups);

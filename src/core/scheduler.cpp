@@ -20,6 +20,10 @@ int SchedulerConfig::resolved_max_colocated() const {
   return max_colocated ? *max_colocated : buffer_device.max_colocated(if_limit);
 }
 
+int SchedulerConfig::phase_buffer_bound() const {
+  return max_phase_buffers > 0 ? std::min(max_phase_buffers, buffer_count) : buffer_count;
+}
+
 double BufferState::drainable() const {
   double total = 0;
   for (const auto& h : held)
@@ -36,6 +40,9 @@ Scheduler::Scheduler(SchedulerConfig config, Actions& actions)
   if (config_.buffer_count < 1) throw std::invalid_argument("buffer_count must be >= 1");
   if (config_.min_buffers < 1 || config_.min_buffers > config_.buffer_count)
     throw std::invalid_argument("min_buffers must be in [1, buffer_count]");
+  if (config_.max_phase_buffers < 0 ||
+      (config_.max_phase_buffers > 0 && config_.max_phase_buffers < config_.min_buffers))
+    throw std::invalid_argument("max_phase_buffers must be 0 (no bound) or at least min_buffers");
   if (max_colocated_ < 1) throw std::invalid_argument("max_colocated must be >= 1");
   if (config_.max_running_apps && *config_.max_running_apps < 0)
     throw std::invalid_argument("max_running_apps must be >= 0 (0: no limit)");

@@ -67,6 +67,11 @@ struct SchedulerConfig {
   std::optional<int> max_colocated;  ///< X; derived from if_limit when absent
   double if_limit = 5.0;
   int min_buffers = 1;  ///< Y
+  /// The most buffers one phase is placed on by the policies that run phases apart, each on
+  /// buffers of its own (max-bandwidth, min-stall, max-buffer-efficiency, fairness, priority):
+  /// one job in a long phase cannot keep every other job off the buffers. The other policies
+  /// share the buffers between jobs by their own rule. 0: no bound.
+  int max_phase_buffers = 0;
   PriorityTie priority_tie = PriorityTie::Share;
   /// Admission limit: applications a policy runs at once (admitted and not ended); the others
   /// wait in line, first come first served. 0: no limit; absent: the policy's default, from the
@@ -86,6 +91,8 @@ struct SchedulerConfig {
   std::vector<std::string> auto_candidates{};
 
   int resolved_max_colocated() const;
+  /// max_phase_buffers, or buffer_count when there is no bound.
+  int phase_buffer_bound() const;
 };
 
 /// Decisions a scheduler emits. The simulator, the daemon and tests implement this.

@@ -1,6 +1,7 @@
 #include "schedd/buffers.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -53,6 +54,9 @@ core::SchedulerConfig BufferConfig::scheduler_config() const {
   cfg.max_colocated = max_colocated;
   cfg.max_running_apps = max_running_apps;
   cfg.min_buffers = min_buffers;
+  // The share bounds a phase's nodes as it bounds its bytes: one job cannot take every node.
+  cfg.max_phase_buffers =
+      std::max(min_buffers, static_cast<int>(std::ceil(max_phase_share * count - 1e-9)));
   cfg.extend_reservations = extend_reservations;
   cfg.auto_objective = auto_objective;
   return cfg;

@@ -44,8 +44,9 @@ struct BufferConfig {
   /// Most bytes one job's phase (and a DataWarp reservation) may ask for, whatever it declares;
   /// 0: no bound but max_phase_share's.
   double max_phase_bytes = 0;
-  /// The share of all buffers together one job's phase may ask for at most: a job declaring
-  /// more than there is cannot hold every buffer while others wait (fair admission).
+  /// The share of all buffers one job's phase may have at most: of their bytes together, and of
+  /// the nodes (rounded up; core::SchedulerConfig::max_phase_buffers). A job declaring more than
+  /// there is cannot hold every buffer while others wait (fair admission).
   double max_phase_share = 0.5;
   std::uint64_t stripe_bytes = 1 << 20;
   double report_seconds = 0.1;

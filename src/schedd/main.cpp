@@ -153,8 +153,9 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   group
       ->add_option("--max-phase-share", buffers.max_phase_share,
-                   "Share of all buffers together one job's phase may ask for at most (fair "
-                   "admission: no job holds every buffer while others wait; 1: all of them)")
+                   "Share of all buffers one job's phase may have at most, in bytes and in nodes "
+                   "(rounded up) (fair admission: no job holds every buffer while others wait; "
+                   "1: all of them)")
       ->check(CLI::Range(0.01, 1.0))
       ->capture_default_str();
   group->add_option("--phase-bytes", phase, "Per process, for phases that declare no size")

@@ -22,7 +22,8 @@ std::vector<std::pair<std::string, Objective>> objectives() {
 }
 
 OptimizerInput random_instance(std::mt19937_64& rng) {
-  std::uniform_int_distribution<int> phases(1, 5), buffers(1, 4), x(1, 3), y(1, 2), load(0, 2);
+  std::uniform_int_distribution<int> phases(1, 5), buffers(1, 4), x(1, 3), y(1, 2), load(0, 2),
+      widest(0, 4);
   std::uniform_real_distribution<double> size(1e9, 20e9), waited(0, 50), free(5e9, 60e9);
   OptimizerInput in;
   in.device = &ssd();
@@ -31,7 +32,7 @@ OptimizerInput random_instance(std::mt19937_64& rng) {
   const int m = buffers(rng);
   in.min_buffers = std::min(y(rng), m);
   for (int i = phases(rng); i > 0; --i)
-    in.candidates.push_back({size(rng), Op::Write, waited(rng), 5e9});
+    in.candidates.push_back({size(rng), Op::Write, waited(rng), 5e9, widest(rng)});
   for (int j = 0; j < m; ++j)
     in.buffers.push_back({std::min(load(rng), in.max_colocated), load(rng) % 2, free(rng)});
   return in;
@@ -85,6 +86,23 @@ TEST(Optimizer, RespectsCapacityAndColocationLimits) {
   EXPECT_TRUE(feasible(in, {0, 1, 2, 2}));   // 5 GB per buffer fits in 6 GB, 1 + 1 <= X
   in.min_buffers = 3;
   EXPECT_FALSE(feasible(in, {0, 1, 2, 2}));  // Y: at least three buffers per phase
+  in.min_buffers = 1;
+  in.candidates[0].max_buffers = 1;
+  EXPECT_FALSE(feasible(in, {0, 1, 2, 2}));  // the phase may be placed on one buffer only
+}
+
+TEST(Optimizer, APhaseIsPlacedOnNoMoreBuffersThanItMay) {
+  // Three equal phases, four idle buffers, exclusive (X = 1), each phase on two buffers at
+  // most: the first two run at once, on two buffers each, and the third waits.
+  OptimizerInput in;
+  in.device = &ssd();
+  in.buffer_link_bw = 1.25e9;
+  in.max_colocated = 1;
+  in.candidates.assign(3, {16e9, Op::Write, 0, 5e9, 2});
+  in.buffers.assign(4, {0, 0, 200e9});
+  const Plan plan = optimize(in, objectives()[0].second);
+  EXPECT_EQ(plan.groups, (std::vector<Group>{{0, 1, 0, 2}, {1, 1, 2, 2}}));
+  EXPECT_EQ(exhaustive_search(in, objectives()[0].second).groups, plan.groups);
 }
 
 TEST(Optimizer, PredictionUsesSlowestBufferAndClientCap) {

@@ -320,3 +320,53 @@ TEST(HeldReports, AStagedOutJobFreesItsReservationOnce) {
   EXPECT_EQ(d.actions.admitted.size(), 3u) << "b and c hold all 50 GB: e waits";
   (void)e;
 }
+
+TEST(PhaseBound, OneLongPhaseLeavesBuffersForTheNextJob) {
+  // max-bandwidth runs one phase per buffer: a job in a long phase on every buffer keeps the
+  // others waiting until it ends. With at most 2 of the 4 buffers per phase, b starts at once.
+  for (const int bound : {0, 2}) {
+    SchedulerConfig c = config(4, 100 * GB);
+    c.max_phase_buffers = bound;
+    Driver d("max-bandwidth", c);
+    const AppId a = d.reg(app("a"), 0);
+    const AppId b = d.reg(app("b"), 0);
+    d.request(a, 0, 200 * GB, 1);
+    d.request(b, 0, 1 * GB, 2);
+    ASSERT_NE(d.actions.grant_of(a), nullptr);
+    if (bound == 0) {
+      EXPECT_EQ(d.actions.grant_of(a)->buffers.size(), 4u);
+      EXPECT_FALSE(d.actions.was_granted(b, 0)) << "no bound: b waits for a's phase";
+      continue;
+    }
+    EXPECT_EQ(d.actions.grant_of(a)->buffers.size(), 2u);
+    ASSERT_TRUE(d.actions.was_granted(b, 0)) << "b's phase starts beside a's";
+    for (BufferId k : d.actions.grant_of(b)->buffers) {
+      const auto& mine = d.actions.grant_of(a)->buffers;
+      EXPECT_EQ(std::count(mine.begin(), mine.end(), k), 0) << "b's buffers are not a's";
+    }
+  }
+}
+
+TEST(PhaseBound, HoldsForThePoliciesThatRunPhasesApart) {
+  for (const auto* name :
+       {"max-bandwidth", "min-stall", "max-buffer-efficiency", "fairness", "priority"}) {
+    for (const int bound : {0, 2}) {
+      SchedulerConfig c = config(4, 100 * GB);
+      c.max_phase_buffers = bound;
+      Driver d(name, c);
+      const AppId a = d.reg(app("a"), 0);
+      d.request(a, 0, 40 * GB, 1);
+      ASSERT_TRUE(d.actions.was_granted(a, 0)) << name;
+      const size_t placed = d.actions.grant_of(a)->buffers.size();
+      if (bound == 0)
+        EXPECT_GT(placed, 2u) << name << ": a large phase alone spreads over the buffers";
+      else
+        EXPECT_EQ(placed, 2u) << name;
+    }
+  }
+  SchedulerConfig c = config(4, 100 * GB);
+  c.min_buffers = 3;
+  c.max_phase_buffers = 2;
+  RecordingActions actions;
+  EXPECT_THROW(make_scheduler("max-bandwidth", c, actions), std::invalid_argument);
+}

@@ -73,8 +73,9 @@ def test_datawarp_holds_a_job_until_the_first_one_is_staged_out(tmp_path: Path) 
 @pytest.mark.parametrize("seed", [1, 2])
 def test_kill_9_of_a_node_mid_run_loses_nothing(tmp_path: Path, seed: int) -> None:
     rng = random.Random(seed)
+    # Each job's phases striped over both nodes (whichever dies holds some of every file).
     settings = ClusterSettings(tmp_path, buffers=2, capacity=64 << 20, policy="max-bandwidth",
-                               flush_threshold=1.0)  # fmt: skip
+                               flush_threshold=1.0, max_phase_share=1.0)  # fmt: skip
     with BufferCluster(settings) as cluster:
         victim = rng.randrange(2)
 
@@ -215,7 +216,7 @@ def test_a_dead_node_never_shows_wrong_bytes(
     # while the node holding bytes is down, and no call waits on a hung node past the bounds.
     # Either way the PFS file is right once the node is back.
     settings = ClusterSettings(tmp_path, buffers=2, capacity=256 << 20, policy="max-bandwidth",
-                               flush_threshold=1.0)  # fmt: skip
+                               flush_threshold=1.0, max_phase_share=1.0)  # fmt: skip
     target = tmp_path / "pfs" / "failover.dat"
     mib = 8 if when == "after-writing" else 24
     with BufferCluster(settings) as cluster:

@@ -72,7 +72,8 @@ void OptimizingPolicy::decide_among(const std::vector<size_t>& candidates, AppId
     const auto& p = pending_[i];
     const double client_bw =
         apps_[static_cast<size_t>(p.request.app)].info.nodes * config_.client_node_bw;
-    in.candidates.push_back({p.request.bytes, p.request.op, now - p.requested, client_bw});
+    in.candidates.push_back({p.request.bytes, p.request.op, now - p.requested, client_bw,
+                             config_.phase_buffer_bound()});
     chosen.push_back(p.request);
   }
 

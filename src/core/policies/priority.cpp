@@ -54,7 +54,7 @@ class PriorityPolicy : public Scheduler {
     const int sharing = config_.priority_tie == PriorityTie::Share
                             ? std::min(static_cast<int>(level.size()), total / y)
                             : 1;
-    const int each = total / sharing;
+    const int each = std::min(total / sharing, config_.phase_buffer_bound());
     size_t next = 0;
     for (int k = 0; k < sharing; ++k) {
       const auto& p = level[static_cast<size_t>(k)];
