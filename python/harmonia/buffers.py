@@ -3,6 +3,7 @@ policy and N harmonia-bbd nodes reporting to it, for `harmonia up`, the end-to-e
 (`harmonia reproduce buffers`) and the tests; and the check that files written by
 `harmonia-bench --keep 1` came out whole."""
 
+import errno
 import json
 import os
 import shutil
@@ -38,32 +39,49 @@ class ClusterError(Exception):
 SCHEDD_PORT, NODE_PORT = 7000, 7080
 
 
-def check_run_directory(directory: Path) -> None:
+def open_run_directory(directory: Path) -> int:
     """A directory for daemons' sockets, logs, pid files and env.sh must be the caller's alone:
     made here if missing (mode 0755: users reach the sockets and env.sh, nobody else writes
-    there), and refused by name when it is a symbolic link, not the caller's, or writable by
-    others (another user could plant links for root to write through, or replace env.sh)."""
+    there), opened with no link followed, and checked through that descriptor, which it returns:
+    refused by name when it is a symbolic link, not the caller's, or writable by others (another
+    user could plant links for root to write through, or replace env.sh). Whoever may rename
+    things above it (its parent another user's), the descriptor stays on the directory checked:
+    everything is made and started through it (BufferCluster.run_path), never by its name."""
     try:
         directory.mkdir(mode=0o755, parents=True)
     except FileExistsError:
         pass
-    st = directory.lstat()
+    try:
+        fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError as error:
+        if error.errno in (errno.ELOOP, errno.ENOTDIR):
+            raise ClusterError(
+                f"{directory}: not a directory of its own (a symbolic link, or a file)"
+            ) from error
+        raise
+    st = os.fstat(fd)
     uid = os.getuid()
-    if stat.S_ISLNK(st.st_mode) or not stat.S_ISDIR(st.st_mode):
-        raise ClusterError(f"{directory}: not a directory of its own (a symbolic link, or a file)")
+    why = ""
     if st.st_uid != uid:
-        raise ClusterError(f"{directory}: belongs to uid {st.st_uid}, not to this user "
-                           f"(uid {uid}): choose another --dir")  # fmt: skip
-    if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
-        raise ClusterError(f"{directory}: writable by others (mode "
-                           f"{stat.S_IMODE(st.st_mode):04o}): choose another --dir, or "
-                           f"chmod go-w it")  # fmt: skip
+        why = f"belongs to uid {st.st_uid}, not to this user (uid {uid}): choose another --dir"
+    elif st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        why = (f"writable by others (mode {stat.S_IMODE(st.st_mode):04o}): choose another "
+               f"--dir, or chmod go-w it")  # fmt: skip
+    if why:
+        os.close(fd)
+        raise ClusterError(f"{directory}: {why}")
+    return fd
 
 
-def write_private(path: Path, text: str, mode: int = 0o644) -> None:
-    """Writes `path` anew, as a file this process makes (O_EXCL), never through a link."""
-    path.unlink(missing_ok=True)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, mode)
+def write_private(directory_fd: int, name: str, text: str, mode: int = 0o644) -> None:
+    """Writes `name` in the directory `directory_fd` anew, as a file this process makes
+    (O_EXCL), never through a link."""
+    try:
+        os.unlink(name, dir_fd=directory_fd)
+    except FileNotFoundError:
+        pass
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+    fd = os.open(name, flags, mode, dir_fd=directory_fd)
     with os.fdopen(fd, "w") as out:
         out.write(text)
 
@@ -154,6 +172,20 @@ class BufferCluster:
     settings: ClusterSettings
     schedd: subprocess.Popen[str] | None = None
     nodes: list[subprocess.Popen[str] | None] = field(default_factory=list)
+    run_fd: int = -1  # the run directory, opened and checked by start (open_run_directory)
+
+    def run_path(self, name: str) -> Path:
+        """`name` in the run directory as this process, and the daemons and tools it starts
+        (they inherit run_fd), reach it: through the descriptor checked at start, whatever
+        another user renames above the directory. Users' jobs get the directory's name."""
+        return Path(f"/proc/self/fd/{self.run_fd}") / name
+
+    def device_path(self, k: int) -> Path:
+        """Node k's device directory as the daemons are given it (run_path when in the run
+        directory)."""
+        if self.settings.device_root is None:
+            return self.run_path(f"bb{k}")
+        return self.settings.device(k)
 
     @property
     def socket(self) -> Path:
@@ -162,10 +194,6 @@ class BufferCluster:
     @property
     def pfs(self) -> Path:
         return self.settings.directory / "pfs"
-
-    @property
-    def record(self) -> Path:
-        return self.settings.directory / "record.json"
 
     def env(self) -> dict[str, str]:
         """What a job needs to write through the buffer nodes."""
@@ -204,11 +232,12 @@ class BufferCluster:
         if s.hosts is not None and len(s.hosts.buffers) < s.buffers:
             raise ClusterError(f"buffers: {s.buffers}, but the test bed has "
                                f"{len(s.hosts.buffers)} buffer hosts")  # fmt: skip
-        check_run_directory(s.directory)
+        if self.run_fd < 0:
+            self.run_fd = open_run_directory(s.directory)
         # The PFS is every user's, as /tmp is: each may make files there, none remove another's.
-        self.pfs.mkdir(exist_ok=True)
+        self.run_path("pfs").mkdir(exist_ok=True)
         if os.getuid() == 0:
-            self.pfs.chmod(0o1777)
+            self.run_path("pfs").chmod(0o1777)
         self.start_schedd()
         self.nodes = [None] * s.buffers
         for k in range(s.buffers):
@@ -223,7 +252,8 @@ class BufferCluster:
         """Starts the scheduler (again, after a crash: jobs and nodes register with it anew)."""
         s = self.settings
         schedd = find_tool("harmonia-schedd", "HARMONIA_SCHEDD_BIN", "src/schedd/harmonia-schedd")
-        self.socket.unlink(missing_ok=True)
+        socket = self.run_path("schedd.sock")
+        socket.unlink(missing_ok=True)
         where: list[str] = []
         if s.hosts is not None:
             where = [*s.hosts.run_in(s.hosts.schedd[0]), str(schedd),
@@ -231,7 +261,7 @@ class BufferCluster:
         else:
             where = [str(schedd)]
         self.schedd = subprocess.Popen(
-            [*where, "--socket", str(self.socket), "--tick", "0.01",
+            [*where, "--socket", str(socket), "--tick", "0.01",
              "--buffers", str(s.buffers), "--policy", s.policy,
              "--buffer-capacity", str(s.capacity), "--buffer-write-bw", str(s.write_bw),
              "--interference-slope", str(s.interference_slope),
@@ -239,11 +269,12 @@ class BufferCluster:
              "--backup-flushers", str(s.backup_flushers),
              "--phase-bytes", str(s.phase_bytes), "--stripe", str(s.stripe),
              "--max-phase-share", str(s.max_phase_share),
-             "--record", str(self.record)],
+             "--record", str(self.run_path("record.json"))],
             stdout=subprocess.DEVNULL, stderr=self._log("schedd"), text=True,
+            pass_fds=(self.run_fd,),
         )  # fmt: skip
-        self._wait(lambda: self.socket.exists(), "harmonia-schedd did not start", self.schedd)
-        self._write("schedd.pid", f"{self.schedd.pid}\n")
+        self._wait(lambda: socket.exists(), "harmonia-schedd did not start", self.schedd)
+        self.write_file("schedd.pid", f"{self.schedd.pid}\n")
 
     def revive(self) -> list[str]:
         """Starts again every daemon that exited (a node recovers its log and keeps its slot;
@@ -274,20 +305,21 @@ class BufferCluster:
 
     def start_node(self, k: int) -> None:
         """Starts node k (again, after a crash: it recovers its log and keeps its slot)."""
-        device = self.settings.device(k)
+        device = self.device_path(k)
         device.mkdir(mode=0o700, parents=True, exist_ok=True)
         bbd = find_tool("harmonia-bbd", "HARMONIA_BBD", "src/bbd/harmonia-bbd")
-        port_file = self.settings.directory / f"bb{k}.port"
+        port_file = self.run_path(f"bb{k}.port")
         hosts = self.settings.hosts
         where = hosts.run_in(hosts.buffers[k][0]) if hosts is not None else []
-        schedd = f"tcp:{hosts.schedd_address}" if hosts is not None else f"unix:{self.socket}"
-        command = [*where, str(bbd), "--device", str(device), "--pfs", str(self.pfs),
+        socket = self.run_path("schedd.sock")
+        schedd = f"tcp:{hosts.schedd_address}" if hosts is not None else f"unix:{socket}"
+        command = [*where, str(bbd), "--device", str(device), "--pfs", str(self.run_path("pfs")),
                    "--capacity", str(self.settings.capacity), "--schedd", schedd,
                    "--drain-scheduler", self.settings.drain_scheduler,
                    "--sync", self.settings.sync]  # fmt: skip
         if hosts is not None:
             command += hosts.auth()
-            self._write(port_file.name, f"{NODE_PORT}\n")
+            self.write_file(port_file.name, f"{NODE_PORT}\n")
         if self.settings.idle_timeout is not None:
             command += ["--idle-timeout", str(self.settings.idle_timeout)]
         if port_file.exists():  # a restart keeps its address, hence its slot
@@ -296,6 +328,7 @@ class BufferCluster:
             command, stdout=subprocess.PIPE, stderr=self._log(f"bb{k}"), text=True,
             env={**os.environ, **({"HARMONIA_MUNGE_SOCKET": hosts.munge_socket}
                                   if hosts and hosts.munge_socket else {})},
+            pass_fds=(self.run_fd,),
         )  # fmt: skip
         line = node.stdout.readline() if node.stdout else ""
         if not line.startswith("port="):
@@ -303,8 +336,8 @@ class BufferCluster:
             raise ClusterError(
                 f"harmonia-bbd {k} did not start; see {self.settings.directory / f'bb{k}.log'}"
             )
-        self._write(port_file.name, line.split("=", 1)[1].strip())
-        self._write(f"bb{k}.pid", f"{node.pid}\n")
+        self.write_file(port_file.name, line.split("=", 1)[1].strip())
+        self.write_file(f"bb{k}.pid", f"{node.pid}\n")
         self.nodes[k] = node
 
     def node_host(self, k: int) -> str:
@@ -322,8 +355,8 @@ class BufferCluster:
     def status(self) -> dict[str, Any]:
         ctl = find_tool("harmonia-schedctl", "HARMONIA_SCHEDCTL", "src/schedd/harmonia-schedctl")
         done = subprocess.run(
-            [str(ctl), "--address", str(self.socket), "status", "--compact"],
-            capture_output=True, text=True, check=False, timeout=10,
+            [str(ctl), "--address", str(self.run_path("schedd.sock")), "status", "--compact"],
+            capture_output=True, text=True, check=False, timeout=10, pass_fds=(self.run_fd,),
         )  # fmt: skip
         if done.returncode != 0:
             return {}
@@ -347,9 +380,7 @@ class BufferCluster:
 
     def holds_logs(self) -> bool:
         """Whether any node's device holds a log (data not drained yet)."""
-        return any(
-            any(self.settings.device(k).glob("*.bblog")) for k in range(self.settings.buffers)
-        )
+        return any(any(self.device_path(k).glob("*.bblog")) for k in range(self.settings.buffers))
 
     def drain_all(self, timeout: float = 600) -> list[str]:
         """Asks every running node to drain all it holds, and waits; returns the failures."""
@@ -378,7 +409,7 @@ class BufferCluster:
     def _bbctl(self, k: int, *args: str, timeout: float) -> subprocess.CompletedProcess[str]:
         """harmonia-bbctl against node k, from a compute host of the test bed if there is one."""
         ctl = find_tool("harmonia-bbctl", "HARMONIA_BBCTL", "src/bbd/harmonia-bbctl")
-        port = (self.settings.directory / f"bb{k}.port").read_text().strip()
+        port = self.run_path(f"bb{k}.port").read_text().strip()
         hosts = self.settings.hosts
         where = hosts.run_in(hosts.compute[0][0]) if hosts is not None else []
         return subprocess.run(
@@ -399,21 +430,24 @@ class BufferCluster:
             self.schedd.send_signal(signal.SIGTERM)
             self.schedd.wait(timeout=10)
         self.schedd = None
-        if self.record.exists():
-            record: dict[str, Any] = json.loads(self.record.read_text())
-            return record
-        return {}
+        record: dict[str, Any] = {}
+        if self.run_fd >= 0:
+            if self.run_path("record.json").exists():
+                record = json.loads(self.run_path("record.json").read_text())
+            os.close(self.run_fd)
+            self.run_fd = -1
+        return record
 
     def _log(self, name: str) -> Any:
-        fd = os.open(self.settings.directory / f"{name}.log",
+        fd = os.open(f"{name}.log",
                      os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC,
-                     0o640)  # fmt: skip
+                     0o640, dir_fd=self.run_fd)  # fmt: skip
         return os.fdopen(fd, "a")
 
-    def _write(self, name: str, text: str) -> None:
+    def write_file(self, name: str, text: str) -> None:
         """Writes the run directory's file `name` anew: never through a link, never into a file
-        someone else made (the directory is the caller's alone: check_run_directory)."""
-        write_private(self.settings.directory / name, text)
+        someone else made (the directory is the caller's alone: open_run_directory)."""
+        write_private(self.run_fd, name, text)
 
     @staticmethod
     def _wait(

@@ -3,9 +3,8 @@ users the tests make (alice, whose job and files are attacked; mallory) and by `
 (a) `harmonia up`'s daemons (BufferCluster's defaults, as root), (b) `harmonia cluster up`
 (Slurm, munged, the same daemons), (c) daemons on hosts of their own (network namespaces,
 MUNGE). Each attack is refused with a clear error, nothing is read or written for the attacker,
-and alice is served throughout. A test marked xfail names a defect that still lets an attack
-through: it fails for that reason until the defect is fixed. The Slurm setup hook with a
-planted link is attacked in test_slurm_hooks.py."""
+and alice is served throughout. The Slurm setup hook with a planted link is attacked in
+test_slurm_hooks.py."""
 
 import json
 import os
@@ -729,12 +728,6 @@ os.rename(parent + "/mine", parent + "/run")
 """
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="harmonia up checks only the last part of --dir and then writes by path: inside a "
-    "directory another user may rename in, that user swaps the run directory for her own "
-    "after the check, and root writes its files there and starts a node on her linked device",
-)
 def test_harmonia_up_in_another_users_directory_writes_nothing_of_hers(
     users: dict[str, pwd.struct_passwd], victim: Path
 ) -> None:

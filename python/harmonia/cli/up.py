@@ -16,8 +16,7 @@ from harmonia.buffers import (
     BufferCluster,
     ClusterError,
     ClusterSettings,
-    check_run_directory,
-    write_private,
+    open_run_directory,
 )
 from harmonia.cli import EXIT_FAILED, EXIT_INVALID, fail
 from harmonia.names import policy_names
@@ -108,14 +107,15 @@ def up(
         fail([f"--sync {sync}: expected none or data"], EXIT_INVALID)
     if backup_flushers >= buffers:
         fail([f"--backup-flushers {backup_flushers}: at most --buffers - 1"], EXIT_INVALID)
+    cluster = BufferCluster(settings)
     try:  # the nodes' devices, the PFS, the logs and env.sh all go there
-        check_run_directory(settings.directory)
-        tempfile.TemporaryFile(dir=settings.directory).close()
+        cluster.run_fd = open_run_directory(settings.directory)
+        tempfile.TemporaryFile(dir=cluster.run_path("")).close()
     except ClusterError as error:
         fail([f"--dir {error}"], EXIT_INVALID)
     except OSError as error:
+        cluster.stop()
         fail([f"--dir {directory}: cannot write there: {error.strerror or error}"], EXIT_INVALID)
-    cluster = BufferCluster(settings)
     signal.signal(signal.SIGTERM, _raise_stop)
     signal.signal(signal.SIGINT, _raise_stop)
     try:
@@ -125,8 +125,8 @@ def up(
             cluster.stop()
             fail([f"harmonia up: {error} (logs in {settings.directory})"], EXIT_FAILED)
         env_file = settings.directory / "env.sh"
-        write_private(
-            env_file, "".join(f"export {k}={shlex.quote(v)}\n" for k, v in cluster.env().items())
+        cluster.write_file(
+            "env.sh", "".join(f"export {k}={shlex.quote(v)}\n" for k, v in cluster.env().items())
         )
         typer.echo(
             f"harmonia up: harmonia-schedd at {cluster.socket} (policy {policy}), {buffers} "
