@@ -55,11 +55,20 @@ StagedFile* found(Find find) noexcept {
   return file;
 }
 
-/// Runs `call` once the file behind `fd`, if staged, is settled.
+/// Runs `call` once the file behind `fd` is settled: staged here, its bytes written; staged by
+/// other processes or held by buffer nodes, written out and drained (as path_settled does). -1
+/// with EIO, and no call, when bytes of it stayed on a node that is down.
 template <class Call>
 auto fd_settled(int fd, Call call) -> decltype(call()) {
   StagedFile* file = found([&] { return staged_behind(fd); });
-  return file ? flushed_then(file, call) : call();
+  if (file) return flushed_then(file, call);
+  if (agent::configured() && guarded([&] {
+                               struct stat64 st {};
+                               if (real().fstat64(fd, &st) != 0 || !S_ISREG(st.st_mode)) return 0;
+                               return settle_elsewhere(fd, "", st);
+                             }) != 0)
+    return -1;
+  return call();
 }
 
 /// Runs `call` once the file `path` names (relative to `dirfd`) is settled: staged here, its

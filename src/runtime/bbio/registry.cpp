@@ -168,10 +168,10 @@ int settle_elsewhere(int dirfd, const char* path, const struct stat64& st) {
   if (!agent::configured()) return 0;
   const bool buffered = buffers::beneath_buffer_root(dirfd, path, st.st_dev);
   std::string absolute = path;
-  if (path[0] != '/') {
+  if (path[0] != '/') {  // relative to `dirfd`, or "": the file `dirfd` is open on
     const std::string base = dirfd == AT_FDCWD ? path_of_cwd() : path_of(dirfd);
     if (base.empty()) return 0;
-    absolute = base + "/" + path;
+    absolute = path[0] ? base + "/" + path : base;
   }
   char resolved[PATH_MAX];
   if (!realpath(absolute.c_str(), resolved)) return 0;
@@ -242,6 +242,10 @@ void consider(int fd, int flags) {
     return;
   const std::string path = path_of(fd);
   if (path.empty() || path[0] != '/' || !s.config.wants(path)) return;
+  // Recovery reopens a logged file by its name, as this user: a file the user may not open for
+  // writing (created read-only) would keep its logged bytes from it after a crash. Its writes go
+  // straight to it.
+  if (s.config.stage_dir && !buffers::user_may_open_for_writing(fd)) return;
   // The same rule when the other description came first (opened before, for reading, or not
   // staged): the file is plain I/O for good.
   if (opened_elsewhere(fd, st)) {

@@ -38,7 +38,8 @@ int plain_io_fd(int fd);
 /// program order. Returns 0, or -1 with errno when those bytes could not be written.
 int before_open(int dirfd, const char* path, int flags);
 /// Close-to-open coherence: before this process opens the existing regular file `st` at `path`
-/// (relative to `dirfd`), or changes it by path, every other process writes out what it stages
+/// (relative to `dirfd`; "": the file `dirfd` is open on), or changes it by path or through a
+/// descriptor, every other process writes out what it stages
 /// of it, and the buffer nodes drain what they hold of it, through the scheduler daemon. 0, or
 /// -1 with EIO when some of its bytes stayed on a buffer node that is down.
 int settle_elsewhere(int dirfd, const char* path, const struct stat64& st);
