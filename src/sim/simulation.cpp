@@ -177,11 +177,14 @@ void Simulation::run_app(size_t spec_index) {
     for (auto& wakeup : drain_wakeups_) wakeup->release();
 }
 
+double Simulation::next_chunk(size_t buffer) const {
+  if (!draining_[buffer]) return 0;
+  const double chunk = std::min(kDrainChunk, scheduler_->buffers()[buffer].drainable());
+  return chunk < 1 ? 0 : chunk;
+}
+
 void Simulation::run_drain(core::BufferId buffer) {
   const auto b = static_cast<size_t>(buffer);
-  auto* host = hosts_.buffers[b];
-  auto* disk = hosts_.buffer_disks[b];
-  const auto servers = hosts_.pfs.size();
   // Runs until every application has ended and this buffer holds nothing, so that the simulation
   // ends with all data on the PFS.
   const auto finished = [&] {
@@ -189,25 +192,37 @@ void Simulation::run_drain(core::BufferId buffer) {
   };
   while (!finished()) {
     drain_wakeups_[b]->acquire();
-    while (draining_[b]) {
-      const double chunk = std::min(kDrainChunk, scheduler_->buffers()[b].drainable());
-      if (chunk < 1) break;
-      // Stripe the chunk over every PFS server, as a parallel file system does.
-      std::vector<sg4::ActivityPtr> activities;
-      activities.push_back(disk->read_async(static_cast<sg_size_t>(chunk)));
-      for (size_t s = 0; s < servers; ++s) {
-        const double piece = chunk / static_cast<double>(servers);
-        activities.push_back(
-            sg4::Comm::sendto_async(host, hosts_.pfs[s], static_cast<uint64_t>(piece)));
-        activities.push_back(hosts_.pfs_disks[s]->write_async(static_cast<sg_size_t>(piece)));
-      }
-      events_ += static_cast<long long>(activities.size());
-      wait_all(activities);
-      ++events_;
-      scheduler_->on_drained(buffer, chunk, sg4::Engine::get_clock());
-      request_decision();
-    }
+    // SimGrid 3.32 keeps every disk I/O in the list of the actor that started it until that
+    // actor exits, and walks the list whenever one of the actor's transfers ends: a drain that
+    // moved every chunk itself would make each chunk cost more than the one before. Each chunk
+    // moves in an actor of its own.
+    for (double chunk = next_chunk(b); chunk > 0;)
+      sg4::Actor::create("drain-chunk", hosts_.buffers[b], [this, buffer, &chunk] {
+        chunk = move_chunk(buffer, chunk);
+      })->join();
   }
+}
+
+double Simulation::move_chunk(core::BufferId buffer, double chunk) {
+  const auto b = static_cast<size_t>(buffer);
+  auto* host = hosts_.buffers[b];
+  const auto servers = hosts_.pfs.size();
+  // Stripe the chunk over every PFS server, as a parallel file system does.
+  std::vector<sg4::ActivityPtr> activities;
+  activities.push_back(hosts_.buffer_disks[b]->read_async(static_cast<sg_size_t>(chunk)));
+  for (size_t s = 0; s < servers; ++s) {
+    const double piece = chunk / static_cast<double>(servers);
+    activities.push_back(
+        sg4::Comm::sendto_async(host, hosts_.pfs[s], static_cast<uint64_t>(piece)));
+    activities.push_back(hosts_.pfs_disks[s]->write_async(static_cast<sg_size_t>(piece)));
+  }
+  events_ += static_cast<long long>(activities.size());
+  wait_all(activities);
+  ++events_;
+  scheduler_->on_drained(buffer, chunk, sg4::Engine::get_clock());
+  request_decision();
+  // Whether to go on is decided now, before the policy hears of the chunk.
+  return next_chunk(b);
 }
 
 void Simulation::request_decision() {

@@ -50,6 +50,11 @@ class Simulation final : public core::Actions {
  private:
   void run_app(size_t spec_index);
   void run_drain(core::BufferId buffer);
+  /// Moves one drain chunk from the buffer to the PFS servers and reports it; returns the next
+  /// chunk's bytes (0: stop).
+  double move_chunk(core::BufferId buffer, double chunk);
+  /// The bytes of the buffer's next drain chunk; 0 when it should not drain (more).
+  double next_chunk(size_t buffer) const;
   /// Stages a read phase in: every PFS server reads its stripe of each buffer's share and sends
   /// it to the buffer, whose device writes it.
   void run_prefetch(const core::PhaseRequest& phase, const std::vector<core::BufferId>& buffers);
