@@ -15,7 +15,6 @@ std::vector<std::vector<sg4::Host*>> build_network(const Network& network,
                                                    const std::vector<HostGroup>& groups) {
   unsigned long hosts = 0;
   for (const auto& g : groups) hosts += static_cast<unsigned long>(g.count);
-  const FatTree tree = network.tree.value_or(FatTree{1, {static_cast<unsigned>(hosts)}, {1}, {1}});
 
   auto name_of = [&](unsigned long leaf) -> std::string {
     unsigned long first = 0;
@@ -26,14 +25,32 @@ std::vector<std::vector<sg4::Host*>> build_network(const Network& network,
     }
     return "spare-" + std::to_string(leaf);
   };
-  auto netpoint = [&](sg4::NetZone* zone, const std::vector<unsigned long>&, unsigned long leaf) {
-    auto* host = zone->create_host(name_of(leaf), kHostSpeed);
-    return std::make_pair(host->get_netpoint(), nullptr);
-  };
-  auto* zone = sg4::create_fatTree_zone(
-      "fabric", nullptr, sg4::FatTreeParams(tree.levels, tree.down, tree.up, tree.link_count),
-      sg4::ClusterCallbacks(netpoint), network.link_bw, network.link_latency,
-      sg4::Link::SharingPolicy::SPLITDUPLEX);
+  sg4::NetZone* zone = nullptr;
+  if (network.tree) {
+    auto netpoint = [&](sg4::NetZone* z, const std::vector<unsigned long>&, unsigned long leaf) {
+      auto* host = z->create_host(name_of(leaf), kHostSpeed);
+      return std::make_pair(host->get_netpoint(), nullptr);
+    };
+    const FatTree& tree = *network.tree;
+    zone = sg4::create_fatTree_zone(
+        "fabric", nullptr, sg4::FatTreeParams(tree.levels, tree.down, tree.up, tree.link_count),
+        sg4::ClusterCallbacks(netpoint), network.link_bw, network.link_latency,
+        sg4::Link::SharingPolicy::SPLITDUPLEX);
+  } else {
+    // One switch: each host's private full-duplex link, up to the switch and down from it. The
+    // one-level fat-tree has the same links, but SimGrid 3.32 finds a route down it by scanning
+    // every port of the switch, so a transfer would cost in proportion to the hosts; a star
+    // zone looks the two links up.
+    zone = sg4::create_star_zone("fabric");
+    for (unsigned long leaf = 0; leaf < hosts; ++leaf) {
+      auto* host = zone->create_host(name_of(leaf), kHostSpeed);
+      auto* link = zone->create_split_duplex_link(host->get_name() + "-port", network.link_bw)
+                       ->set_latency(network.link_latency)
+                       ->seal();
+      zone->add_route(host->get_netpoint(), nullptr, nullptr, nullptr,
+                      {{link, sg4::LinkInRoute::Direction::UP}}, true);
+    }
+  }
   zone->seal();
 
   auto* engine = sg4::Engine::get_instance();
