@@ -33,8 +33,9 @@ std::vector<AccountingRecord> accounting_records(const Scheduler& scheduler,
     if (app.ended) r.end = m.end + clock_origin;
 
     double phase_wait = 0, io_alone = 0, interference = 0;
-    for (const auto& p : recorded.phases()) {
-      if (p.app != static_cast<int>(a) || p.end < 0) continue;
+    for (size_t at : recorded.phases_of(static_cast<int>(a))) {
+      const auto& p = recorded.phases()[at];
+      if (p.end < 0) continue;
       (p.op == Op::Read ? r.bytes_read : r.bytes_written) += p.bytes;
       const double io = p.end - p.granted;
       r.io_time += io;

@@ -21,13 +21,28 @@ void Recorder::app_arrived(int app, const std::string& name, double now) {
 void Recorder::app_started(int app, double now) { apps_.at(static_cast<size_t>(app)).start = now; }
 void Recorder::app_ended(int app, double now) { apps_.at(static_cast<size_t>(app)).end = now; }
 
+std::vector<size_t>& Recorder::slot(std::vector<std::vector<size_t>>& by_app, int app) {
+  if (app < 0) throw std::logic_error("negative application id");
+  if (by_app.size() <= static_cast<size_t>(app)) by_app.resize(static_cast<size_t>(app) + 1);
+  return by_app[static_cast<size_t>(app)];
+}
+
+const std::vector<size_t>& Recorder::phases_of(int app) const {
+  static const std::vector<size_t> none;
+  return app >= 0 && static_cast<size_t>(app) < phases_by_app_.size()
+             ? phases_by_app_[static_cast<size_t>(app)]
+             : none;
+}
+
 PhaseRecord& Recorder::phase(int app, int index) {
-  for (auto it = phases_.rbegin(); it != phases_.rend(); ++it)
-    if (it->app == app && it->index == index) return *it;
+  const auto& mine = phases_of(app);
+  for (auto it = mine.rbegin(); it != mine.rend(); ++it)
+    if (phases_[*it].index == index) return phases_[*it];
   throw std::logic_error("unknown phase");
 }
 
 void Recorder::phase_requested(int app, int index, double bytes, double now, Op op) {
+  slot(phases_by_app_, app).push_back(phases_.size());
   phases_.push_back({app, index, bytes, now, -1, -1, 0, {}, op});
 }
 
@@ -53,12 +68,15 @@ void Recorder::buffer_changed(int buffer, bool busy, double used, double now) {
 }
 
 void Recorder::prefetch_started(int app, int index, double bytes, double now) {
+  slot(prefetches_by_app_, app).push_back(prefetches_.size());
   prefetches_.push_back({app, index, bytes, now, -1});
 }
 
 void Recorder::prefetch_done(int app, int index, double now) {
-  for (auto& p : prefetches_)
-    if (p.app == app && p.index == index && p.end < 0) p.end = now;
+  for (size_t at : slot(prefetches_by_app_, app)) {
+    auto& p = prefetches_[at];
+    if (p.index == index && p.end < 0) p.end = now;
+  }
 }
 
 void Recorder::drain_started(int buffer, double now) {
@@ -82,6 +100,49 @@ void Recorder::drain_stopped(int buffer, double now) {
   b.open_drain = -1;
 }
 
+Recorder Recorder::live_part(const std::vector<int>& apps) const {
+  Recorder out(buffer_count_, buffer_capacity_);
+  std::vector<size_t> phases, prefetches;
+  for (size_t k = 0; k < apps.size(); ++k) {
+    out.apps_.push_back(apps_.at(static_cast<size_t>(apps[k])));
+    const auto& mine = phases_of(apps[k]);
+    phases.insert(phases.end(), mine.begin(), mine.end());
+    if (static_cast<size_t>(apps[k]) < prefetches_by_app_.size()) {
+      const auto& staged = prefetches_by_app_[static_cast<size_t>(apps[k])];
+      prefetches.insert(prefetches.end(), staged.begin(), staged.end());
+    }
+  }
+  const auto renumbered = [&](int app) {
+    return static_cast<int>(std::lower_bound(apps.begin(), apps.end(), app) - apps.begin());
+  };
+  std::sort(phases.begin(), phases.end());
+  for (size_t at : phases) {
+    PhaseRecord record = phases_[at];
+    record.app = renumbered(record.app);
+    slot(out.phases_by_app_, record.app).push_back(out.phases_.size());
+    out.phases_.push_back(std::move(record));
+  }
+  std::sort(prefetches.begin(), prefetches.end());
+  for (size_t at : prefetches) {
+    PrefetchRecord record = prefetches_[at];
+    record.app = renumbered(record.app);
+    slot(out.prefetches_by_app_, record.app).push_back(out.prefetches_.size());
+    out.prefetches_.push_back(record);
+  }
+  for (size_t b = 0; b < buffers_.size(); ++b) {
+    const auto& track = buffers_[b];
+    auto& copy = out.buffers_[b];
+    copy.busy = track.busy;
+    copy.used = track.used;
+    copy.steps = {track.steps.back()};
+    if (track.open_drain >= 0) {
+      copy.open_drain = static_cast<int>(out.drains_.size());
+      out.drains_.push_back(drains_[static_cast<size_t>(track.open_drain)]);
+    }
+  }
+  return out;
+}
+
 std::vector<AppMetrics> Recorder::app_metrics() const {
   std::vector<AppMetrics> out;
   for (size_t a = 0; a < apps_.size(); ++a) {
@@ -93,8 +154,9 @@ std::vector<AppMetrics> Recorder::app_metrics() const {
     m.end = rec.end;
     m.completion = rec.end - rec.arrival;
     double phase_wait = 0, io_alone = 0, interference = 0;
-    for (const auto& p : phases_) {
-      if (p.app != static_cast<int>(a) || p.end < 0) continue;
+    for (size_t at : phases_of(static_cast<int>(a))) {
+      const auto& p = phases_[at];
+      if (p.end < 0) continue;
       const double io = p.end - p.granted;
       phase_wait += p.granted - p.requested;
       m.io += io;

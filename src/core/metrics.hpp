@@ -85,12 +85,22 @@ class Recorder {
   const std::vector<PhaseRecord>& phases() const { return phases_; }
   const std::vector<DrainRecord>& drains() const { return drains_; }
   const std::vector<PrefetchRecord>& prefetches() const { return prefetches_; }
+  /// Positions in `phases()` of the application's phase records, in the order they were made.
+  const std::vector<size_t>& phases_of(int app) const;
 
   std::vector<AppMetrics> app_metrics() const;
   SystemMetrics system_metrics() const;
 
+  /// The records of the applications `apps` (ids in increasing order) renumbered 0, 1, ... in
+  /// that order, records kept in their order, with no history of the buffers (each one's current
+  /// state, and its drain if one runs): what a look-ahead from now needs, at the cost of the
+  /// applications it names instead of the whole run.
+  Recorder live_part(const std::vector<int>& apps) const;
+
  private:
   PhaseRecord& phase(int app, int index);
+  /// The application's list of positions in `records`, grown to hold it.
+  static std::vector<size_t>& slot(std::vector<std::vector<size_t>>& by_app, int app);
 
   struct BufferTrack {
     bool busy = false;
@@ -107,6 +117,10 @@ class Recorder {
   std::vector<DrainRecord> drains_;
   std::vector<PrefetchRecord> prefetches_;
   std::vector<BufferTrack> buffers_;
+  // Per application, positions in phases_ and prefetches_: a record is found among its own
+  // application's, not among every record of the run.
+  std::vector<std::vector<size_t>> phases_by_app_;
+  std::vector<std::vector<size_t>> prefetches_by_app_;
 };
 
 }  // namespace harmonia::core

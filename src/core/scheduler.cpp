@@ -71,11 +71,7 @@ int Scheduler::max_running_apps() const {
 void Scheduler::admit_waiting(double now) {
   const int limit = max_running_apps();
   while (!waiting_.empty()) {
-    if (limit > 0) {
-      const auto running = std::count_if(apps_.begin(), apps_.end(),
-                                         [](const AppState& a) { return a.admitted && !a.ended; });
-      if (running >= limit) return;
-    }
+    if (limit > 0 && running_apps_.size() >= static_cast<size_t>(limit)) return;
     const AppId app = waiting_.front();
     waiting_.pop_front();
     admit(app, now);
@@ -85,6 +81,7 @@ void Scheduler::admit_waiting(double now) {
 void Scheduler::admit(AppId app, double now) {
   auto& state = apps_.at(static_cast<size_t>(app));
   state.admitted = true;
+  running_apps_.insert(app);
   if (stages_in_before_start()) {
     // Batch-queue burst buffers stage the job's input in before it starts, striped over every
     // buffer inside its reservation; it starts when the last stage-in is done (on_prefetched).
@@ -343,6 +340,8 @@ void Scheduler::on_app_end(AppId app, double now) {
   auto& state = apps_.at(static_cast<size_t>(app));
   if (state.ended) throw std::logic_error("application ended twice");
   state.ended = true;
+  running_apps_.erase(app);
+  ++ended_apps_;
   recorder_.app_ended(app, now);
   // Reads it announced (or declared) and never did: their prefetches are dropped, and a
   // stage-in under way is released when it completes.
@@ -576,9 +575,7 @@ void Scheduler::assign_flushers() {
 
 void Scheduler::update_drains(double now) {
   // Data waits on the buffers only for running applications; once none runs, everything drains.
-  const bool pressure =
-      capacity_blocked_ || capacity_pressure() ||
-      std::all_of(apps_.begin(), apps_.end(), [](const AppState& a) { return a.ended; });
+  const bool pressure = capacity_blocked_ || capacity_pressure() || ended_apps_ == apps_.size();
   const double threshold = flush_threshold();
   for (BufferId id = 0; id < config_.buffer_count; ++id) {
     auto& buf = buffers_[static_cast<size_t>(id)];

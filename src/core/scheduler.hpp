@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <deque>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -254,6 +255,8 @@ class Scheduler {
   bool holds_cached(AppId app) const;
   /// Whether `bytes` could be placed striped over every placeable buffer.
   bool fits_somewhere(double bytes, AppId app) const;
+  /// The applications admitted and not ended, by id.
+  const std::set<AppId>& running_apps() const { return running_apps_; }
 
   SchedulerConfig config_;
   Actions& actions_;
@@ -306,6 +309,8 @@ class Scheduler {
   std::vector<BufferId> pin_phase(AppId app, int index, bool pinned);
 
   std::deque<AppId> waiting_;  ///< registered, not admitted yet (admission limit)
+  std::set<AppId> running_apps_;
+  size_t ended_apps_ = 0;
   std::optional<double> next_release_;
   std::vector<int> staging_in_;  ///< per application: stage-ins to finish before it starts
   /// Bytes each write phase (app, index) was granted, for read-after-write.

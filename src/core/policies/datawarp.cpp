@@ -46,6 +46,7 @@ class DataWarp : public Scheduler {
   bool stages_in_before_start() const override { return true; }
 
   void on_app_drained(AppId app, double now) override {
+    reserving_.erase(app);
     reserved_ -= reservation(app) + extension(app);
     extension_.erase(app);
     borrowers_.erase(app);
@@ -117,25 +118,18 @@ class DataWarp : public Scheduler {
   }
   /// Every admitted job that has not ended waits for a phase (none is computing).
   bool all_running_jobs_wait() const {
-    for (AppId a = 0; a < static_cast<AppId>(apps_.size()); ++a) {
-      const auto& s = state(a);
-      if (!s.admitted || s.ended) continue;
-      const bool waits = std::any_of(pending_.begin(), pending_.end(),
-                                     [&](const PendingPhase& p) { return p.request.app == a; });
-      if (!waits) return false;
-    }
-    return true;
+    std::set<AppId> waiting;
+    for (const auto& p : pending_) waiting.insert(p.request.app);
+    return std::all_of(running_apps().begin(), running_apps().end(),
+                       [&](AppId a) { return waiting.count(a) > 0; });
   }
   bool lends(AppId app) const { return config_.lend_write_only && state(app).info.write_only; }
 
   /// Reserved space of admitted write-only reservations that their data does not occupy.
   double lendable() const {
     double total = 0;
-    for (AppId a = 0; a < static_cast<AppId>(apps_.size()); ++a) {
-      const auto& s = state(a);
-      if (s.admitted && !s.drained && lends(a))
-        total += std::max(0.0, reservation(a) + extension(a) - s.held_bytes);
-    }
+    for (AppId a : reserving_)
+      if (lends(a)) total += std::max(0.0, reservation(a) + extension(a) - state(a).held_bytes);
     return total;
   }
 
@@ -152,6 +146,7 @@ class DataWarp : public Scheduler {
       queue_.pop_front();
       reserved_ = after;
       if (borrowed) borrowers_.insert(app);
+      reserving_.insert(app);
       admit(app, now);
     }
   }
@@ -161,6 +156,7 @@ class DataWarp : public Scheduler {
   std::map<AppId, double> granted_;    ///< bytes of the job's phases granted so far
   std::map<AppId, double> extension_;  ///< temporary extensions (c), freed at stage-out
   std::set<AppId> borrowers_;          ///< jobs admitted on lent write-only space (d)
+  std::set<AppId> reserving_;          ///< admitted jobs whose reservation is not freed yet
   bool extension_waiting_ = false;     ///< a phase waits for an extension: the queue waits too
 };
 

@@ -103,11 +103,14 @@ class IoSets : public Scheduler {
     // The phase before it ended when the application went back to computing.
     double since = admitted_at_[p.request.app];
     const auto& records = recorder().phases();
-    for (auto it = records.rbegin(); it != records.rend(); ++it)
-      if (it->app == p.request.app && it->index != p.request.index && it->end >= 0) {
-        since = it->end;
+    const auto& mine = recorder().phases_of(p.request.app);
+    for (auto it = mine.rbegin(); it != mine.rend(); ++it) {
+      const auto& record = records[*it];
+      if (record.index != p.request.index && record.end >= 0) {
+        since = record.end;
         break;
       }
+    }
     const Candidate alone{
         p.request.bytes, p.request.op, 0,
         apps_[static_cast<size_t>(p.request.app)].info.nodes * config_.client_node_bw};
