@@ -5,6 +5,7 @@
 #include <deque>
 #include <limits>
 #include <map>
+#include <set>
 #include <stdexcept>
 
 #include "core/registry.hpp"
@@ -123,18 +124,85 @@ double Forecast::value(AutoObjective objective) const {
   return kInfinity;
 }
 
-void Lookahead::copy_state(const Scheduler& from, Scheduler& to) {
+void Lookahead::swap_state(Scheduler& a, Scheduler& b) {
+  std::swap(a.buffers_, b.buffers_);
+  std::swap(a.apps_, b.apps_);
+  std::swap(a.pending_, b.pending_);
+  std::swap(a.running_, b.running_);
+  std::swap(a.waiting_, b.waiting_);
+  std::swap(a.running_apps_, b.running_apps_);
+  std::swap(a.ended_apps_, b.ended_apps_);
+  std::swap(a.reads_, b.reads_);
+  std::swap(a.staging_in_, b.staging_in_);
+  std::swap(a.written_, b.written_);
+  std::swap(a.next_release_, b.next_release_);
+  std::swap(a.recorder_, b.recorder_);
+  a.capacity_blocked_ = false;
+  b.capacity_blocked_ = false;
+}
+
+namespace {
+
+/// The applications a look-ahead from `s`'s state can touch, in increasing id order: those
+/// waiting for admission or running, those with data on a buffer or a phase pending, running or
+/// read, and those of the expected iterations. The others have ended and drained: nothing a
+/// policy does can change them.
+std::vector<AppId> live_apps(const std::deque<AppId>& waiting, const std::set<AppId>& running,
+                             const std::vector<BufferState>& buffers,
+                             const std::vector<PendingPhase>& pending,
+                             const std::vector<RunningPhase>& in_progress,
+                             const std::vector<ReadPhase>& reads,
+                             const std::vector<ExpectedIteration>& next) {
+  std::vector<AppId> live(waiting.begin(), waiting.end());
+  live.insert(live.end(), running.begin(), running.end());
+  for (const auto& b : buffers)
+    for (const auto& h : b.held) live.push_back(h.app);
+  for (const auto& p : pending) live.push_back(p.request.app);
+  for (const auto& r : in_progress) live.push_back(r.request.app);
+  for (const auto& r : reads) live.push_back(r.request.app);
+  for (const auto& e : next) live.push_back(e.app);
+  std::sort(live.begin(), live.end());
+  live.erase(std::unique(live.begin(), live.end()), live.end());
+  return live;
+}
+
+}  // namespace
+
+std::vector<AppId> Lookahead::copy_live_state(const Scheduler& from, Scheduler& to,
+                                              const std::vector<ExpectedIteration>& next) {
+  const auto live = live_apps(from.waiting_, from.running_apps_, from.buffers_, from.pending_,
+                              from.running_, from.reads_, next);
+  const auto renumbered = [&](AppId app) {
+    return static_cast<AppId>(std::lower_bound(live.begin(), live.end(), app) - live.begin());
+  };
   to.buffers_ = from.buffers_;
-  to.apps_ = from.apps_;
+  for (auto& b : to.buffers_)
+    for (auto& h : b.held) h.app = renumbered(h.app);
+  to.apps_.clear();
+  to.staging_in_.clear();
+  to.written_.clear();
+  to.ended_apps_ = 0;
+  for (AppId app : live) {
+    const auto a = static_cast<size_t>(app);
+    to.apps_.push_back(from.apps_[a]);
+    to.staging_in_.push_back(from.staging_in_[a]);
+    to.written_.push_back(from.written_[a]);
+    to.ended_apps_ += from.apps_[a].ended ? 1 : 0;
+  }
   to.pending_ = from.pending_;
+  for (auto& p : to.pending_) p.request.app = renumbered(p.request.app);
   to.running_ = from.running_;
-  to.waiting_ = from.waiting_;
+  for (auto& r : to.running_) r.request.app = renumbered(r.request.app);
   to.reads_ = from.reads_;
-  to.staging_in_ = from.staging_in_;
-  to.written_ = from.written_;
+  for (auto& r : to.reads_) r.request.app = renumbered(r.request.app);
+  to.waiting_.clear();
+  for (AppId app : from.waiting_) to.waiting_.push_back(renumbered(app));
+  to.running_apps_.clear();
+  for (AppId app : from.running_apps_) to.running_apps_.insert(renumbered(app));
   to.next_release_ = from.next_release_;
-  to.recorder_ = from.recorder_;
+  to.recorder_ = from.recorder_.live_part(live);
   to.capacity_blocked_ = false;
+  return live;
 }
 
 void Lookahead::decide(Scheduler& s, double now) {
@@ -146,7 +214,13 @@ Forecast Lookahead::forecast(const std::string& policy, const Scheduler& from, d
                              const std::vector<ExpectedIteration>& next, int max_events) {
   FluidActions actions;
   const auto sim = make_scheduler(policy, from.config_, actions);
-  copy_state(from, *sim);
+  // The forecast runs on the applications it can touch only, renumbered in the same order (so
+  // that every tie a policy breaks by id falls the same way): its cost follows what is in the
+  // system now, not how long the run has been.
+  const auto live = copy_live_state(from, *sim, next);
+  const auto renumbered = [&](AppId app) {
+    return static_cast<AppId>(std::lower_bound(live.begin(), live.end(), app) - live.begin());
+  };
   const auto& config = sim->config_;
   auto client_bw = [&](AppId app) {
     return sim->apps_[static_cast<size_t>(app)].info.nodes * config.client_node_bw;
@@ -173,7 +247,10 @@ Forecast Lookahead::forecast(const std::string& policy, const Scheduler& from, d
   // Each application's iterations still to ask, in order; the first of an idle application is
   // due now, the others when the phase before them ends.
   std::map<AppId, std::deque<ExpectedIteration>> to_come;
-  for (const auto& e : next) to_come[e.app].push_back(e);
+  for (auto e : next) {
+    e.app = renumbered(e.app);
+    to_come[e.app].push_back(e);
+  }
   std::vector<std::pair<double, ExpectedIteration>> requests;
   for (auto& [app, queue] : to_come) {
     if (queue.front().idle_since < 0) continue;
@@ -254,14 +331,16 @@ Forecast Lookahead::forecast(const std::string& policy, const Scheduler& from, d
   const auto& records = sim->recorder_.phases();
   double stall = 0, slowdown = 0;
   for (const auto& [app, index] : followed) {
-    const auto rec = std::find_if(records.rbegin(), records.rend(), [&](const PhaseRecord& p) {
-      return p.app == app && p.index == index;
-    });
-    if (rec == records.rend() || rec->end < 0) {
+    const auto& mine = sim->recorder_.phases_of(app);
+    const auto at = std::find_if(mine.rbegin(), mine.rend(),
+                                 [&](size_t k) { return records[k].index == index; });
+    const PhaseRecord* rec = at == mine.rend() ? nullptr : &records[*at];
+    if (rec == nullptr || rec->end < 0) {
       out.complete = false;
       continue;
     }
-    out.followed.push_back({app, index, rec->requested, rec->granted, rec->end, rec->io_alone});
+    out.followed.push_back({live[static_cast<size_t>(app)], index, rec->requested, rec->granted,
+                            rec->end, rec->io_alone});
     const double turnaround = rec->end - rec->requested;
     stall += std::max(0.0, turnaround - rec->io_alone);
     slowdown += rec->io_alone > 0 ? turnaround / rec->io_alone : 1.0;

@@ -67,13 +67,19 @@ struct Forecast {
 /// Reaches into schedulers on behalf of `auto` (a friend of `Scheduler`).
 class Lookahead {
  public:
-  /// Gives `to` the policy-independent state of `from`: buffers, applications, pending and
+  /// Exchanges the policy-independent state of `a` and `b`: buffers, applications, pending and
   /// running phases, the admission queue and the record of past phases. What a policy keeps of
-  /// its own (random keys, estimates) stays `to`'s.
-  static void copy_state(const Scheduler& from, Scheduler& to);
+  /// its own (random keys, estimates) stays where it is. Constant time: `auto` lends its state to
+  /// the candidate that decides, and takes it back with the decision made.
+  static void swap_state(Scheduler& a, Scheduler& b);
   /// Runs `s`'s decision at `now` without the drain update of `on_tick`.
   static void decide(Scheduler& s, double now);
   static bool capacity_blocked(const Scheduler& s) { return s.capacity_blocked_; }
+  /// Gives `to` the state of `from` restricted to the applications a look-ahead can touch
+  /// (waiting, running, holding data, with a phase or an expected iteration), renumbered from 0
+  /// in increasing id order; returns their ids in `from`, the position being the new id.
+  static std::vector<AppId> copy_live_state(const Scheduler& from, Scheduler& to,
+                                            const std::vector<ExpectedIteration>& next);
   static DrainMode drain_mode(const Scheduler& s) { return s.drain_mode(); }
 
   /// Runs a fresh `policy` from `from`'s state at `now` to the end of the forecast's phases in a

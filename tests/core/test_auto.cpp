@@ -101,6 +101,71 @@ TEST(Lookahead, ExpectedIterationJoinsTheForecast) {
   EXPECT_NEAR(f.makespan, 2 * kBytes / bw1 + 100, 1e-6);
 }
 
+TEST(Lookahead, ForecastLeavesOutWhatHasEndedAndDrained) {
+  // Two schedulers in the same state now, one of them after 30 applications that came, wrote
+  // and left: the forecast runs on the applications it can touch only, so both forecast the
+  // same, and the ids it reports are those of the scheduler it forecasts from.
+  const auto cfg = one_buffer("makespan");
+  RecordingActions idle, busy;
+  auto fresh = make_scheduler("max-bandwidth", cfg, idle);
+  auto aged = make_scheduler("max-bandwidth", cfg, busy);
+  for (int k = 0; k < 30; ++k) {
+    const double t = 10.0 * k;
+    const AppId id = aged->on_app_register(app("old" + std::to_string(k)), t);
+    aged->on_phase_request({id, 0, GB, Op::Write, 0}, t);
+    aged->on_tick(t);
+    aged->on_phase_complete(id, 0, t + 1);
+    aged->on_app_end(id, t + 1);
+    aged->on_drained(0, GB, t + 2);
+    aged->on_tick(t + 2);
+  }
+  ASSERT_EQ(aged->buffers()[0].used, 0);
+  for (auto* s : {fresh.get(), aged.get()}) {
+    const AppId a = s->on_app_register(app("a"), 400);
+    const AppId b = s->on_app_register(app("b"), 400);
+    s->on_phase_request({a, 0, kBytes, Op::Write, 0}, 401);
+    s->on_phase_request({b, 0, kBytes, Op::Write, 0}, 401);
+  }
+  const ExpectedIteration next_fresh{1, 1, kBytes, Op::Write, 50, -1};
+  const ExpectedIteration next_aged{31, 1, kBytes, Op::Write, 50, -1};
+  const Forecast f = Lookahead::forecast("max-bandwidth", *fresh, 401, {next_fresh});
+  const Forecast g = Lookahead::forecast("max-bandwidth", *aged, 401, {next_aged});
+  ASSERT_TRUE(f.complete);
+  ASSERT_TRUE(g.complete);
+  EXPECT_EQ(f.phases, 3);
+  EXPECT_EQ(g.phases, f.phases);
+  EXPECT_DOUBLE_EQ(g.makespan, f.makespan);
+  EXPECT_DOUBLE_EQ(g.stall, f.stall);
+  ASSERT_EQ(g.followed.size(), f.followed.size());
+  for (size_t k = 0; k < f.followed.size(); ++k) {
+    EXPECT_EQ(g.followed[k].app, f.followed[k].app + 30) << "ids of the scheduler forecast from";
+    EXPECT_EQ(g.followed[k].index, f.followed[k].index);
+    EXPECT_DOUBLE_EQ(g.followed[k].end, f.followed[k].end);
+  }
+}
+
+TEST(Recorder, LivePartRenumbersTheNamedApplications) {
+  Recorder r(2, 10 * GB);
+  for (int a = 0; a < 4; ++a) r.app_arrived(a, "app" + std::to_string(a), a);
+  r.phase_requested(0, 0, GB, 1);
+  r.phase_requested(2, 0, 2 * GB, 2);
+  r.phase_requested(3, 0, 3 * GB, 3);
+  r.phase_requested(2, 1, 4 * GB, 4);
+  r.phase_granted(2, 1, {1}, 0.5, 5);
+  r.buffer_changed(1, true, 4 * GB, 5);
+  r.drain_started(0, 6);
+  const Recorder part = r.live_part({2, 3});
+  ASSERT_EQ(part.phases().size(), 3u);
+  EXPECT_EQ(part.phases()[0].app, 0) << "application 2 is the first named";
+  EXPECT_EQ(part.phases()[0].bytes, 2 * GB);
+  EXPECT_EQ(part.phases()[1].app, 1);
+  EXPECT_EQ(part.phases()[2].index, 1);
+  EXPECT_EQ(part.phases()[2].granted, 5);
+  EXPECT_EQ(part.phases_of(0), (std::vector<size_t>{0, 2}));
+  EXPECT_EQ(part.drains().size(), 1u) << "the drain that runs";
+  EXPECT_TRUE(part.phases_of(2).empty());
+}
+
 TEST(Auto, PicksSharingForTheMakespan) {
   auto d = two_writers("auto", one_buffer("makespan"));
   d->request_together({0, 1}, kBytes, 1);

@@ -41,32 +41,29 @@ AutoPolicy::AutoPolicy(SchedulerConfig config, Actions& actions)
 DrainMode AutoPolicy::drain_mode() const { return Lookahead::drain_mode(*delegates_[current_]); }
 
 std::vector<ExpectedIteration> AutoPolicy::expected_iterations() const {
-  struct History {
+  // Phase records keep no operation: the next iteration is taken to write, as in every example.
+  std::vector<ExpectedIteration> next;
+  const auto& records = recorder().phases();
+  for (AppId app : running_apps()) {
     double bytes = 0, gaps = 0, last_end = -1;
     int phases = 0, gap_samples = 0, last_index = -1;
     bool busy = false;
-  };
-  std::map<AppId, History> history;
-  for (const auto& p : recorder().phases()) {
-    auto& h = history[p.app];
-    if (h.last_end >= 0) {
-      h.gaps += std::max(0.0, p.requested - h.last_end);
-      h.gap_samples += 1;
+    for (size_t at : recorder().phases_of(app)) {
+      const auto& p = records[at];
+      if (last_end >= 0) {
+        gaps += std::max(0.0, p.requested - last_end);
+        gap_samples += 1;
+      }
+      bytes += p.bytes;
+      phases += 1;
+      last_index = std::max(last_index, p.index);
+      last_end = p.end;
+      busy = p.end < 0;
     }
-    h.bytes += p.bytes;
-    h.phases += 1;
-    h.last_index = std::max(h.last_index, p.index);
-    h.last_end = p.end;
-    h.busy = p.end < 0;
-  }
-  // Phase records keep no operation: the next iteration is taken to write, as in every example.
-  std::vector<ExpectedIteration> next;
-  for (const auto& [app, h] : history) {
-    const auto& state = apps_[static_cast<size_t>(app)];
     // Without one observed compute gap there is nothing to predict from.
-    if (!state.admitted || state.ended || h.gap_samples == 0) continue;
-    next.push_back({app, h.last_index + 1, h.bytes / h.phases, Op::Write, h.gaps / h.gap_samples,
-                    h.busy ? -1.0 : h.last_end});
+    if (gap_samples == 0) continue;
+    next.push_back({app, last_index + 1, bytes / phases, Op::Write, gaps / gap_samples,
+                    busy ? -1.0 : last_end});
   }
   return next;
 }
@@ -87,13 +84,36 @@ void AutoPolicy::decide(double now) {
   last_choice_ = names_[best];
   choices_[last_choice_] += 1;
 
+  // The chosen candidate decides on auto's own state, lent to it, and the host hears of its
+  // decisions once auto has the state back.
   auto& delegate = *delegates_[best];
-  Lookahead::copy_state(*this, delegate);
-  capture_.grants.clear();
+  Lookahead::swap_state(*this, delegate);
   Lookahead::decide(delegate, now);
-  capacity_blocked_ = Lookahead::capacity_blocked(delegate);
-  const auto grants = std::move(capture_.grants);
-  for (const auto& [request, buffers] : grants) grant(request.app, request.index, buffers, now);
+  const bool blocked = Lookahead::capacity_blocked(delegate);
+  Lookahead::swap_state(*this, delegate);
+  capacity_blocked_ = blocked;
+  capture_.replay(actions_);
+}
+
+void AutoPolicy::Capture::replay(Actions& host) {
+  for (const auto& call : calls) switch (call.kind) {
+      case Kind::Admit:
+        host.admit(call.app);
+        break;
+      case Kind::Grant:
+        host.grant(call.phase, call.buffers);
+        break;
+      case Kind::Prefetch:
+        host.start_prefetch(call.phase, call.buffers);
+        break;
+      case Kind::StartDrain:
+        host.start_drain(call.buffer);
+        break;
+      case Kind::StopDrain:
+        host.stop_drain(call.buffer);
+        break;
+    }
+  calls.clear();
 }
 
 std::unique_ptr<Scheduler> make_auto(SchedulerConfig config, Actions& actions) {

@@ -38,20 +38,34 @@ class AutoPolicy : public Scheduler {
   /// Each admitted application's next iteration, from the phases it has done so far.
   std::vector<ExpectedIteration> expected_iterations() const;
 
-  /// Collects the grants of the candidate that decides.
+  /// Records what the candidate that decides asks of the host, in order, to be passed on once
+  /// auto has its state back.
   class Capture : public Actions {
    public:
-    std::vector<std::pair<PhaseRequest, std::vector<BufferId>>> grants;
-    void admit(AppId) override {}
+    enum class Kind { Admit, Grant, Prefetch, StartDrain, StopDrain };
+    struct Call {
+      Kind kind;
+      PhaseRequest phase{};
+      std::vector<BufferId> buffers{};
+      AppId app = 0;
+      BufferId buffer = 0;
+    };
+    std::vector<Call> calls;
+    void admit(AppId app) override { calls.push_back({Kind::Admit, {}, {}, app}); }
     void grant(const PhaseRequest& phase, const std::vector<BufferId>& buffers) override {
-      grants.emplace_back(phase, buffers);
+      calls.push_back({Kind::Grant, phase, buffers});
     }
-    /// A granted stage-in is replayed as the grant of its pending read, which starts it.
     void start_prefetch(const PhaseRequest& phase, const std::vector<BufferId>& buffers) override {
-      grants.emplace_back(phase, buffers);
+      calls.push_back({Kind::Prefetch, phase, buffers});
     }
-    void start_drain(BufferId) override {}
-    void stop_drain(BufferId) override {}
+    void start_drain(BufferId buffer) override {
+      calls.push_back({Kind::StartDrain, {}, {}, 0, buffer});
+    }
+    void stop_drain(BufferId buffer) override {
+      calls.push_back({Kind::StopDrain, {}, {}, 0, buffer});
+    }
+    /// Makes the recorded calls on `host`, in order, and forgets them.
+    void replay(Actions& host);
   };
 
   AutoObjective objective_;
