@@ -109,21 +109,44 @@ POLICY_MUTANTS = [
     Rewrite(
         "datawarp: reservation (its cost) = 0",
         "src/core/policies/datawarp.cpp",
-        r"return std::min\(apps_\[static_cast<size_t>\(app\)\]\.info\.declared_bytes, "
-        r"total_capacity\(\)\);",
+        r"return std::min\(state\(app\)\.info\.declared_bytes, total_capacity\(\)\);",
         "return 0.0;",
     ),
     Rewrite(
         "datawarp: batch queue LIFO instead of FCFS",
         "src/core/policies/datawarp.cpp",
-        r"const AppId app = queue_\.front\(\);\n(\s*)queue_\.pop_front\(\);",
-        r"const AppId app = queue_.back();\n\1queue_.pop_back();",
+        r"const AppId app = queue_\.front\(\);((?:.|\n)*?)queue_\.pop_front\(\);",
+        r"const AppId app = queue_.back();\1queue_.pop_back();",
     ),
     Rewrite(
         "datawarp: head of the queue is its newest job",
         "src/core/policies/datawarp.cpp",
-        r"reservation\(queue_\.front\(\)\)",
-        "reservation(queue_.back())",
+        r"const AppId app = queue_\.front\(\);",
+        "const AppId app = queue_.back();",
+    ),
+    Rewrite(
+        "plan-based: cost = 0",
+        "src/core/policies/plan_based.cpp",
+        r"out\.score \+= std::pow\(start - submitted_\.at\(app\), config_\.plan_alpha\);",
+        "out.score += 0.0;",
+    ),
+    Rewrite(
+        "plan-based: queue last come first",
+        "src/core/policies/plan_based.cpp",
+        r"    queue_\.push_back\(app\);",
+        "    queue_.push_front(app);",
+    ),
+    Rewrite(
+        "slurm-easy-sjf: longest backfilled first",
+        "src/core/policies/slurm_easy.cpp",
+        r"return walltime_of\(a\) < walltime_of\(b\);",
+        "return walltime_of(a) > walltime_of(b);",
+    ),
+    Rewrite(
+        "batch queue: backfilling ignores the first job's reservation",
+        "src/core/scheduler.cpp",
+        r"const bool before_shadow = walltime > 0 && now \+ walltime <= shadow;",
+        "const bool before_shadow = true;",
     ),
     Rewrite(
         "priority: priority (its ranking key) = constant",

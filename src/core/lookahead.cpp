@@ -132,6 +132,7 @@ void Lookahead::swap_state(Scheduler& a, Scheduler& b) {
   std::swap(a.waiting_, b.waiting_);
   std::swap(a.running_apps_, b.running_apps_);
   std::swap(a.ended_apps_, b.ended_apps_);
+  std::swap(a.nodes_in_use_, b.nodes_in_use_);
   std::swap(a.reads_, b.reads_);
   std::swap(a.staging_in_, b.staging_in_);
   std::swap(a.written_, b.written_);
@@ -199,6 +200,7 @@ std::vector<AppId> Lookahead::copy_live_state(const Scheduler& from, Scheduler& 
   for (AppId app : from.waiting_) to.waiting_.push_back(renumbered(app));
   to.running_apps_.clear();
   for (AppId app : from.running_apps_) to.running_apps_.insert(renumbered(app));
+  to.nodes_in_use_ = from.nodes_in_use_;
   to.next_release_ = from.next_release_;
   to.recorder_ = from.recorder_.live_part(live);
   to.capacity_blocked_ = false;

@@ -30,6 +30,8 @@ const std::vector<Entry>& registry() {
       {"themisio-user", Peer, make_themisio_user},
       {"themisio-size", Peer, make_themisio_size},
       {"slurm-easy", Peer, make_slurm_easy},
+      {"slurm-easy-sjf", Peer, make_slurm_easy_sjf},
+      {"plan-based", Peer, make_plan_based},
       // Automatic choice among the others (docs/scheduling-model.md section 10).
       {"auto", Auto, make_auto},
   };

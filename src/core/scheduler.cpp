@@ -50,6 +50,9 @@ Scheduler::Scheduler(SchedulerConfig config, Actions& actions)
 }
 
 AppId Scheduler::on_app_register(const AppInfo& info, double now) {
+  if (config_.compute_nodes > 0 && info.nodes > config_.compute_nodes)
+    throw std::invalid_argument("job '" + info.name + "' needs " + std::to_string(info.nodes) +
+                                " nodes, the machine has " + std::to_string(config_.compute_nodes));
   const AppId id = static_cast<AppId>(apps_.size());
   apps_.push_back({info, false, false, 0});
   staging_in_.push_back(0);
@@ -68,20 +71,73 @@ int Scheduler::max_running_apps() const {
   return config_.max_running_apps ? *config_.max_running_apps : default_max_running_apps();
 }
 
+int Scheduler::free_nodes() const {
+  return config_.compute_nodes > 0 ? config_.compute_nodes - nodes_in_use_
+                                   : std::numeric_limits<int>::max();
+}
+
+int Scheduler::nodes_needed(AppId app) const {
+  return config_.compute_nodes > 0 ? apps_[static_cast<size_t>(app)].info.nodes : 0;
+}
+
+double Scheduler::expected_end(AppId app, double now) const {
+  const auto& state = apps_[static_cast<size_t>(app)];
+  if (!(state.info.walltime > 0)) return std::numeric_limits<double>::infinity();
+  return std::max(now, state.admitted_at + state.info.walltime);
+}
+
 void Scheduler::admit_waiting(double now) {
   const int limit = max_running_apps();
   while (!waiting_.empty()) {
     if (limit > 0 && running_apps_.size() >= static_cast<size_t>(limit)) return;
     const AppId app = waiting_.front();
+    if (nodes_needed(app) > free_nodes()) break;
     waiting_.pop_front();
     admit(app, now);
+  }
+  if (config_.compute_nodes > 0 && waiting_.size() > 1) backfill_waiting(now);
+}
+
+void Scheduler::backfill_waiting(double now) {
+  // The first job's reservation: when running jobs, ending at their limits, free enough nodes
+  // (its shadow time), and the nodes left over then beyond its need (the extra).
+  const int need = nodes_needed(waiting_.front());
+  std::vector<std::pair<double, int>> ending;
+  for (AppId app : running_apps_) ending.emplace_back(expected_end(app, now), nodes_needed(app));
+  std::sort(ending.begin(), ending.end());
+  int available = free_nodes();
+  double shadow = now;
+  for (const auto& [end, nodes] : ending) {
+    if (available >= need) break;
+    available += nodes;
+    shadow = end;
+  }
+  int extra = available - need;
+  // A later job starts now if it fits and either ends, by its limit, before the shadow time, or
+  // needs no more than the extra (which it then takes).
+  const int limit = max_running_apps();
+  for (auto it = std::next(waiting_.begin()); it != waiting_.end();) {
+    if (limit > 0 && running_apps_.size() >= static_cast<size_t>(limit)) return;
+    const AppId app = *it;
+    const int nodes = nodes_needed(app);
+    const double walltime = apps_[static_cast<size_t>(app)].info.walltime;
+    const bool before_shadow = walltime > 0 && now + walltime <= shadow;
+    if (nodes <= free_nodes() && (before_shadow || nodes <= extra)) {
+      if (!before_shadow) extra -= nodes;
+      it = waiting_.erase(it);
+      admit(app, now);
+    } else {
+      ++it;
+    }
   }
 }
 
 void Scheduler::admit(AppId app, double now) {
   auto& state = apps_.at(static_cast<size_t>(app));
   state.admitted = true;
+  state.admitted_at = now;
   running_apps_.insert(app);
+  nodes_in_use_ += nodes_needed(app);
   if (stages_in_before_start()) {
     // Batch-queue burst buffers stage the job's input in before it starts, striped over every
     // buffer inside its reservation; it starts when the last stage-in is done (on_prefetched).
@@ -342,6 +398,7 @@ void Scheduler::on_app_end(AppId app, double now) {
   state.ended = true;
   running_apps_.erase(app);
   ++ended_apps_;
+  nodes_in_use_ -= nodes_needed(app);
   recorder_.app_ended(app, now);
   // Reads it announced (or declared) and never did: their prefetches are dropped, and a
   // stage-in under way is released when it completes.
@@ -379,7 +436,10 @@ void Scheduler::on_app_end(AppId app, double now) {
   // The paper's admission limit: "the rest of the apps will be scheduled once one of the
   // previous apps finishes" (IV-B1).
   admit_waiting(now);
+  if (config_.compute_nodes > 0) on_nodes_freed(now);
 }
+
+void Scheduler::on_nodes_freed(double) {}
 
 void Scheduler::on_held_reported(BufferId buffer, AppId app, double bytes, double now) {
   auto& buf = buffers_.at(static_cast<size_t>(buffer));
@@ -485,6 +545,18 @@ bool Scheduler::fits_somewhere(double bytes, AppId app) const {
   for (size_t j = static_cast<size_t>(config_.min_buffers); j <= free.size(); ++j)
     if (bytes / static_cast<double>(j) <= free[j - 1]) return true;
   return false;
+}
+
+void Scheduler::grant_on_every_buffer(double now) {
+  std::vector<BufferId> all(static_cast<size_t>(config_.buffer_count));
+  for (BufferId b = 0; b < config_.buffer_count; ++b) all[static_cast<size_t>(b)] = b;
+  const auto waiting = pending_;  // grant() removes from pending_
+  for (const auto& p : waiting) {
+    const double share = p.request.bytes / config_.buffer_count;
+    if (std::all_of(buffers_.begin(), buffers_.end(),
+                    [&](const BufferState& b) { return b.free() >= share; }))
+      grant(p.request.app, p.request.index, all, now);
+  }
 }
 
 bool Scheduler::capacity_pressure() const {

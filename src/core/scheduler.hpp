@@ -79,6 +79,10 @@ struct SchedulerConfig {
   /// paper's examples (docs/scheduling-model.md, section 5). DataWarp admits by capacity instead.
   std::optional<int> max_running_apps;
   uint64_t seed = 1;
+  /// The compute nodes of a machine the jobs share: a job starts once nodes are free for it
+  /// (first come first served with EASY backfilling by time limit, section 5 of
+  /// docs/scheduling-model.md) and holds them until it ends. 0: every job has nodes of its own.
+  int compute_nodes = 0;
   /// DataWarp (paper II-c): a phase that takes its job past its reservation gets a temporary
   /// extension from unreserved capacity (waiting for it if none is free) instead of being let
   /// through unaccounted; the extension is freed with the reservation at stage-out.
@@ -90,6 +94,11 @@ struct SchedulerConfig {
   /// or slowdown) and the policies it chooses among (empty: every phase-scheduling policy).
   std::string auto_objective = "stall";
   std::vector<std::string> auto_candidates{};
+  /// The `plan-based` peer (policies/plan_based.cpp): the power of each job's waiting time in
+  /// the plan's cost (1: the sum, 2: the sum of squares), and how many jobs first in line are
+  /// started or reserved before the others are planned.
+  double plan_alpha = 2;
+  int plan_reservation_depth = 0;
 
   int resolved_max_colocated() const;
   /// max_phase_buffers, or buffer_count when there is no bound.
@@ -169,8 +178,9 @@ struct AppState {
   AppInfo info;
   bool admitted = false;
   bool ended = false;
-  double held_bytes = 0;  ///< bytes on buffers not yet drained
-  bool drained = false;   ///< ended and all its data drained (on_app_drained was called)
+  double held_bytes = 0;   ///< bytes on buffers not yet drained
+  bool drained = false;    ///< ended and all its data drained (on_app_drained was called)
+  double admitted_at = 0;  ///< when it was admitted (its time limit counts from then)
 };
 
 /// How a policy lets drains share a buffer with I/O phases.
@@ -219,6 +229,8 @@ class Scheduler {
   const std::vector<AppState>& apps() const { return apps_; }
   const std::vector<ReadPhase>& reads() const { return reads_; }
   const Recorder& recorder() const { return recorder_; }
+  /// Compute nodes no running job holds (unbounded when every job has nodes of its own).
+  int free_nodes() const;
   /// When a phase held back by discounted scheduling is released, if one is: the host must call
   /// `on_tick` then even if no event arrives (the simulator's decider and the daemon's timer do).
   std::optional<double> next_release() const { return next_release_; }
@@ -232,6 +244,9 @@ class Scheduler {
   virtual bool drain_before_app_end(AppId app) const;
   /// Policy hook: an application's data has all drained after it ended.
   virtual void on_app_drained(AppId app, double now);
+  /// Policy hook: a job ended on a machine the jobs share and its nodes are free again (the
+  /// queue of `admit_waiting` has had them): a policy with a queue of its own admits from it.
+  virtual void on_nodes_freed(double now);
   virtual DrainMode drain_mode() const { return DrainMode::Overlap; }
   /// The policy's admission limit when the configuration sets none; 0: no limit.
   virtual int default_max_running_apps() const { return 0; }
@@ -255,8 +270,17 @@ class Scheduler {
   bool holds_cached(AppId app) const;
   /// Whether `bytes` could be placed striped over every placeable buffer.
   bool fits_somewhere(double bytes, AppId app) const;
+  /// In-job I/O of the batch-reservation policies: every pending phase whose stripes fit on
+  /// every buffer now is granted on all of them, in request order, with no interference
+  /// awareness.
+  void grant_on_every_buffer(double now);
   /// The applications admitted and not ended, by id.
   const std::set<AppId>& running_apps() const { return running_apps_; }
+  /// The compute nodes `app` needs on a shared machine (0 when every job has its own).
+  int nodes_needed(AppId app) const;
+  /// When a running job is expected to end: at its time limit from its admission, but not
+  /// before `now`; never for a job without a limit.
+  double expected_end(AppId app, double now) const;
 
   SchedulerConfig config_;
   Actions& actions_;
@@ -278,8 +302,11 @@ class Scheduler {
   void settle_if_drained(AppId app, double now);
   void update_drains(double now);
   bool capacity_pressure() const;
-  /// Admits waiting applications, first come first served, while the admission limit allows.
+  /// Admits waiting applications, first come first served, while the admission limit and the
+  /// free nodes allow; on a shared machine, later ones backfill around the first (EASY).
   void admit_waiting(double now);
+  /// EASY backfilling of `waiting_` on compute nodes, behind its first job.
+  void backfill_waiting(double now);
   /// Seconds `request` takes alone on `buffers` empty buffers.
   double io_alone(const PhaseRequest& request, size_t buffers) const;
   /// Discounted scheduling: takes out of `pending_`, for this decision, the phases that yield to
@@ -311,6 +338,7 @@ class Scheduler {
   std::deque<AppId> waiting_;  ///< registered, not admitted yet (admission limit)
   std::set<AppId> running_apps_;
   size_t ended_apps_ = 0;
+  int nodes_in_use_ = 0;  ///< compute nodes the running jobs hold on a shared machine
   std::optional<double> next_release_;
   std::vector<int> staging_in_;  ///< per application: stage-ins to finish before it starts
   /// Bytes each write phase (app, index) was granted, for read-after-write.

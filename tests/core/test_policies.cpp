@@ -28,7 +28,7 @@ using Driver = PolicyDriver;
 
 TEST(Registry, KnowsEveryPolicyAndRejectsUnknown) {
   const auto names = policy_names();
-  EXPECT_EQ(names.size(), 13u);  // six of the paper, six peers, auto
+  EXPECT_EQ(names.size(), 15u);  // six of the paper, eight peers, auto
   EXPECT_EQ(names.front(), "datawarp");
   RecordingActions actions;
   EXPECT_THROW(make_scheduler("nope", config(2, 100 * GB), actions), std::invalid_argument);

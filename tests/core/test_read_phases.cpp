@@ -4,7 +4,7 @@
 // prefetch starts before the read, takes buffer space from its start, the read runs on the
 // buffers its data was staged onto and only once it is there, and the space is released after
 // the read unless the cached hint or a batch reservation keeps it. The batch-queue policies
-// (datawarp, slurm-easy) stage a job's input in before the job starts.
+// (datawarp, slurm-easy, slurm-easy-sjf, plan-based) stage a job's input in before the job starts.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -20,7 +20,8 @@ namespace {
 constexpr double kRead = 40 * GB;
 
 bool stages_in_before_start(const std::string& policy) {
-  return policy == "datawarp" || policy == "slurm-easy";
+  return policy == "datawarp" || policy == "slurm-easy" || policy == "slurm-easy-sjf" ||
+         policy == "plan-based";
 }
 
 AppInfo reader(Hint hint = Hint::Flushable) {

@@ -17,7 +17,8 @@
 namespace harmonia::core {
 
 bool AutoPolicy::choosable(const std::string& policy) {
-  return policy != "auto" && policy != "datawarp" && policy != "slurm-easy";
+  return policy != "auto" && policy != "datawarp" && policy != "slurm-easy" &&
+         policy != "slurm-easy-sjf" && policy != "plan-based";
 }
 
 AutoPolicy::AutoPolicy(SchedulerConfig config, Actions& actions)

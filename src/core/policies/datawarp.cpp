@@ -1,6 +1,7 @@
 // DataWarp-style baseline (paper IV-B, "DataWarp schedules applications through the central batch
 // scheduler"): each job reserves buffer capacity for its whole declared I/O when it is admitted,
-// first come first served with head-of-line blocking; its phases are written at once, striped over
+// first come first served with head-of-line blocking (on a machine the jobs share, the first in
+// line also waits for its nodes); its phases are written at once, striped over
 // all buffers, with no interference awareness; its data is staged out to the PFS only after the
 // job ends, and the reservation is freed when the stage-out completes.
 //
@@ -44,6 +45,8 @@ class DataWarp : public Scheduler {
   int backup_flushers() const override { return 0; }
   // A job's input is staged in before it starts and stays in its reservation until it ends.
   bool stages_in_before_start() const override { return true; }
+
+  void on_nodes_freed(double now) override { admit_from_queue(now); }
 
   void on_app_drained(AppId app, double now) override {
     reserving_.erase(app);
@@ -138,6 +141,7 @@ class DataWarp : public Scheduler {
     if (extension_waiting_) return;
     while (!queue_.empty()) {
       const AppId app = queue_.front();
+      if (nodes_needed(app) > free_nodes()) break;
       const double after = reserved_ + reservation(app);
       const bool free = after <= total_capacity() + kByteEpsilon;
       const bool borrowed =

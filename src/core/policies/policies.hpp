@@ -22,6 +22,8 @@ std::unique_ptr<Scheduler> make_themisio_job(SchedulerConfig config, Actions& ac
 std::unique_ptr<Scheduler> make_themisio_user(SchedulerConfig config, Actions& actions);
 std::unique_ptr<Scheduler> make_themisio_size(SchedulerConfig config, Actions& actions);
 std::unique_ptr<Scheduler> make_slurm_easy(SchedulerConfig config, Actions& actions);
+std::unique_ptr<Scheduler> make_slurm_easy_sjf(SchedulerConfig config, Actions& actions);
+std::unique_ptr<Scheduler> make_plan_based(SchedulerConfig config, Actions& actions);
 /// Chooses among the others at each window by simulating ahead (policies/auto.hpp).
 std::unique_ptr<Scheduler> make_auto(SchedulerConfig config, Actions& actions);
 /// IO-Sets' set of a characteristic time w: i with 10^i <= w < 10^(i+1).

@@ -8,24 +8,35 @@
 // shadow time or uses no more than the extra (Lifka's EASY; Mu'alem and Feitelson, IEEE TPDS
 // 2001). A job without a time limit is taken to run forever.
 //
+// On a machine the jobs share, compute nodes are a second resource of the same reservation: a
+// job starts when both its nodes and its capacity are free, the shadow time is when both suffice
+// for the first in line, and a backfilled job that runs past it must fit in the extra of both.
+// Nodes are held until the job ends, capacity until its stage-out ends.
+//
+// `slurm-easy-sjf` backfills the shortest jobs (by time limit) first instead of in submission
+// order: the burst-buffer-aware SJF-EASY of Kopanski and Rzadca (Euro-Par 2021), which their
+// plan-based scheduler is measured against. Jobs still start in submission order while they fit.
+//
 // Inside a job, I/O is as under DataWarp: each phase is written at once over every buffer, with
 // no interference awareness, and its data is staged out after the job ends.
 #include <algorithm>
 #include <deque>
-#include <limits>
-#include <map>
 
+#include "core/policies/batch_reservations.hpp"
 #include "core/policies/policies.hpp"
 
 namespace harmonia::core {
 
 namespace {
 
-constexpr double kNever = std::numeric_limits<double>::infinity();
+enum class BackfillOrder { Submission, ShortestFirst };
 
 class SlurmEasy : public Scheduler {
  public:
-  using Scheduler::Scheduler;
+  SlurmEasy(SchedulerConfig config, Actions& actions, BackfillOrder order)
+      : Scheduler(std::move(config), actions),
+        order_(order),
+        holdings_(config_.buffer_capacity * config_.buffer_count) {}
 
  protected:
   void admit_on_register(AppId app, double now) override {
@@ -40,92 +51,86 @@ class SlurmEasy : public Scheduler {
   bool stages_in_before_start() const override { return true; }
 
   void on_app_drained(AppId app, double now) override {
-    holding_.erase(app);
+    holdings_.release(app);
     schedule(now);
   }
 
-  void decide(double now) override {
-    std::vector<BufferId> all(static_cast<size_t>(config_.buffer_count));
-    for (BufferId b = 0; b < config_.buffer_count; ++b) all[static_cast<size_t>(b)] = b;
-    const auto waiting = pending_;  // grant() removes from pending_
-    for (const auto& p : waiting) {
-      const double share = p.request.bytes / config_.buffer_count;
-      if (std::all_of(buffers_.begin(), buffers_.end(),
-                      [&](const BufferState& b) { return b.free() >= share; }))
-        grant(p.request.app, p.request.index, all, now);
-    }
-  }
+  void on_nodes_freed(double now) override { schedule(now); }
+
+  void decide(double now) override { grant_on_every_buffer(now); }
 
  private:
-  struct Holding {
-    double bytes = 0;
-    double expected_end = kNever;
-  };
-
-  double total_capacity() const { return config_.buffer_capacity * config_.buffer_count; }
   double request_of(AppId app) const {
-    return std::min(apps_[static_cast<size_t>(app)].info.declared_bytes, total_capacity());
+    return capacity_request(apps_[static_cast<size_t>(app)], holdings_.total());
   }
-  double walltime_of(AppId app) const {
-    const double w = apps_[static_cast<size_t>(app)].info.walltime;
-    return w > 0 ? w : kNever;
-  }
-  double free_now() const {
-    double held = 0;
-    for (const auto& [app, h] : holding_) held += h.bytes;
-    return total_capacity() - held;
+  double walltime_of(AppId app) const { return time_limit(apps_[static_cast<size_t>(app)]); }
+  bool fits_now(AppId app) const {
+    return request_of(app) <= holdings_.free() && nodes_needed(app) <= free_nodes();
   }
 
   void start(AppId app, double now) {
-    holding_[app] = {request_of(app), now + walltime_of(app)};
+    holdings_.hold(app, request_of(app), now + walltime_of(app));
     admit(app, now);
   }
 
   void schedule(double now) {
-    while (!queue_.empty() && request_of(queue_.front()) <= free_now()) {
+    while (!queue_.empty() && fits_now(queue_.front())) {
       const AppId app = queue_.front();
       queue_.pop_front();
       start(app, now);
     }
     if (queue_.size() < 2) return;
-    // The head's reservation: when running jobs, ending at their limits, free enough for it.
+    // The head's reservation: when running jobs, ending at their limits, free enough capacity
+    // and nodes for it. A job that ended holds capacity until its stage-out, nodes no more.
     const double need = request_of(queue_.front());
-    std::vector<Holding> ending;
-    for (const auto& [app, h] : holding_)
-      ending.push_back({h.bytes, std::max(now, h.expected_end)});
-    std::sort(ending.begin(), ending.end(),
-              [](const Holding& a, const Holding& b) { return a.expected_end < b.expected_end; });
-    double available = free_now();
+    const int need_nodes = nodes_needed(queue_.front());
+    double available = holdings_.free();
+    int available_nodes = free_nodes();
     double shadow = now;
-    for (const auto& h : ending) {
-      if (available >= need) break;
-      available += h.bytes;
-      shadow = h.expected_end;
+    const auto releases = expected_releases(holdings_, now, [&](AppId app) {
+      return apps_[static_cast<size_t>(app)].ended ? 0 : nodes_needed(app);
+    });
+    for (const auto& r : releases) {
+      if (available >= need && available_nodes >= need_nodes) break;
+      available += r.bytes;
+      available_nodes += r.nodes;
+      shadow = r.at;
     }
     double extra = available - need;
-    for (auto it = std::next(queue_.begin()); it != queue_.end();) {
-      const AppId app = *it;
+    int extra_nodes = available_nodes - need_nodes;
+    std::vector<AppId> candidates(std::next(queue_.begin()), queue_.end());
+    if (order_ == BackfillOrder::ShortestFirst)
+      std::stable_sort(candidates.begin(), candidates.end(),
+                       [&](AppId a, AppId b) { return walltime_of(a) < walltime_of(b); });
+    for (AppId app : candidates) {
       const double bytes = request_of(app);
-      const bool fits = bytes <= free_now();
-      const bool done_before_shadow = walltime_of(app) < kNever && now + walltime_of(app) <= shadow;
-      if (fits && (done_before_shadow || bytes <= extra)) {
-        if (!done_before_shadow) extra -= bytes;
-        it = queue_.erase(it);
+      const int nodes = nodes_needed(app);
+      const bool done_before_shadow =
+          walltime_of(app) < kNoLimit && now + walltime_of(app) <= shadow;
+      if (fits_now(app) && (done_before_shadow || (bytes <= extra && nodes <= extra_nodes))) {
+        if (!done_before_shadow) {
+          extra -= bytes;
+          extra_nodes -= nodes;
+        }
+        queue_.erase(std::find(queue_.begin(), queue_.end(), app));
         start(app, now);
-      } else {
-        ++it;
       }
     }
   }
 
+  BackfillOrder order_;
   std::deque<AppId> queue_;
-  std::map<AppId, Holding> holding_;  ///< started jobs whose capacity is not yet released
+  CapacityHoldings holdings_;  ///< started jobs whose capacity is not yet released
 };
 
 }  // namespace
 
 std::unique_ptr<Scheduler> make_slurm_easy(SchedulerConfig config, Actions& actions) {
-  return std::make_unique<SlurmEasy>(std::move(config), actions);
+  return std::make_unique<SlurmEasy>(std::move(config), actions, BackfillOrder::Submission);
+}
+
+std::unique_ptr<Scheduler> make_slurm_easy_sjf(SchedulerConfig config, Actions& actions) {
+  return std::make_unique<SlurmEasy>(std::move(config), actions, BackfillOrder::ShortestFirst);
 }
 
 }  // namespace harmonia::core
