@@ -150,6 +150,9 @@ class Platform(_Table):
     link_bw: PositiveBandwidth
     link_latency: Duration = 0.0
     compute_nodes: int = Field(ge=1, le=INT32_MAX)
+    # The jobs share the compute nodes: each waits in the batch queue until nodes are free for it
+    # (docs/scheduling-model.md section 5). False: every job has nodes of its own.
+    shared: bool = False
     fat_tree: FatTree | None = None
 
     @model_validator(mode="after")
@@ -184,9 +187,13 @@ class PriorityOptions(_Table):
     tie: Literal["share", "fcfs"] = "share"
 
 
+# Policies that admit whole jobs by reservation: they decide per job, not per window.
+BATCH_RESERVATION_POLICIES = ("datawarp", "slurm-easy", "slurm-easy-sjf", "plan-based")
+
+
 class AutoOptions(_Table):
     # What the `auto` policy minimises and the policies it chooses among (docs/scheduling-model.md
-    # section 10); empty: every policy but auto, datawarp and slurm-easy.
+    # section 10); empty: every policy but auto and the batch-reservation ones.
     objective: Literal["makespan", "mean_completion", "stall", "slowdown"] = "stall"
     candidates: list[Annotated[str, one_of(policy_names)]] = []
 
@@ -195,11 +202,18 @@ class AutoOptions(_Table):
     def _chosen_per_window(cls, candidates: list[str]) -> list[str]:
         # These admit whole jobs by reservation (or are auto itself): no choice per window.
         for name in candidates:
-            if name in ("auto", "datawarp", "slurm-easy"):
+            if name == "auto" or name in BATCH_RESERVATION_POLICIES:
                 raise ValueError(f"{name} cannot be chosen per window")
         if len(set(candidates)) != len(candidates):
             raise ValueError("a policy is named twice")
         return candidates
+
+
+class PlanBasedOptions(_Table):
+    # The plan-based peer (docs/scheduling-model.md section 8): the power of each job's waiting
+    # time in the plan's cost, and the jobs first in line started or reserved before the plan.
+    alpha: float = Field(default=2.0, gt=0, le=10, allow_inf_nan=False)
+    reservation_depth: int = Field(default=0, ge=0, le=INT32_MAX)
 
 
 class Scheduler(_Table):
@@ -212,6 +226,7 @@ class Scheduler(_Table):
     )
     priority: PriorityOptions = PriorityOptions()
     auto: AutoOptions = AutoOptions()
+    plan_based: PlanBasedOptions = PlanBasedOptions()
     # DataWarp only (paper II-c, II-d; docs/scheduling-model.md section 5).
     extend_reservations: bool = False
     lend_write_only: bool = False
@@ -612,7 +627,15 @@ def _cross_table_errors(scenario: Scenario) -> Iterator[tuple[str, str]]:
                 )
 
     nodes = sum(app.instances * app.nodes for app in scenario.apps)
-    if nodes > scenario.platform.compute_nodes:
+    if scenario.platform.shared:
+        for index, app in enumerate(scenario.apps):
+            if app.nodes > scenario.platform.compute_nodes:
+                yield (
+                    f"apps[{index}].nodes",
+                    f"{app.nodes} nodes, larger than the machine (platform.compute_nodes ="
+                    f" {scenario.platform.compute_nodes})",
+                )
+    elif nodes > scenario.platform.compute_nodes:
         yield (
             "platform.compute_nodes",
             f"the applications need {nodes} nodes (sum over [[apps]] of instances x nodes),"
@@ -729,6 +752,8 @@ def normalize(scenario: Scenario) -> dict[str, Any]:
         "link_latency": scenario.platform.link_latency,
         "compute_nodes": scenario.platform.compute_nodes,
     }
+    if scenario.platform.shared:
+        platform["shared"] = True
     if scenario.platform.fat_tree is not None:
         platform["fat_tree"] = scenario.platform.fat_tree.model_dump()
     scheduler: dict[str, Any] = {
@@ -745,6 +770,8 @@ def normalize(scenario: Scenario) -> dict[str, Any]:
     # The `auto` policy's settings appear only when set, as other policies ignore them.
     if scenario.scheduler.auto != AutoOptions():
         scheduler["auto"] = scenario.scheduler.auto.model_dump()
+    if scenario.scheduler.plan_based != PlanBasedOptions():
+        scheduler["plan_based"] = scenario.scheduler.plan_based.model_dump()
     if scenario.scheduler.max_colocated is not None:
         scheduler["max_colocated"] = scenario.scheduler.max_colocated
     if scenario.scheduler.max_running_apps is not None:

@@ -39,7 +39,13 @@ int main(int argc, char** argv) {
   cli.add_option("--arrival-jitter", control.arrival_jitter,
                  "Ranks reach a phase up to this many seconds apart (default 0.02)")
       ->check(CLI::Range(0.0, 60.0));
+  harmonia::sim::ProgressConfig progress;
+  cli.add_option("--progress", progress.every_seconds,
+                 "Every this many wall seconds, print the simulated time, the jobs done, the rate "
+                 "and the time left to stderr (default 0: never)")
+      ->check(CLI::Range(0.0, 86400.0));
   CLI11_PARSE(cli, argc, argv);
+  progress.out = &std::cerr;
 
   if (list) {
     for (const auto& name : harmonia::core::policy_names()) std::cout << name << "\n";
@@ -65,7 +71,7 @@ int main(int argc, char** argv) {
   try {
     harmonia::simkit::Engine engine(argv[0]);
     const auto started = std::chrono::steady_clock::now();
-    harmonia::sim::Simulation simulation(scenario, policy, control);
+    harmonia::sim::Simulation simulation(scenario, policy, control, progress);
     const auto result = simulation.run();
     const double wall =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();

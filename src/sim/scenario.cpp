@@ -101,6 +101,7 @@ Scenario parse_scenario(const json& doc) {
     plat.link_bw = platform.number("link_bw", 0, false);
     plat.link_latency = platform.has("link_latency") ? platform.number("link_latency", 0) : 0.0;
     plat.compute_nodes = platform.int32("compute_nodes", 1);
+    if (platform.has("shared")) plat.shared = platform.boolean("shared");
     if (plat.fat_tree) {
       const Reader ft = platform.child("fat_tree");
       plat.tree.levels = static_cast<unsigned>(ft.int32("levels", 1));
@@ -113,6 +114,7 @@ Scenario parse_scenario(const json& doc) {
     }
 
     core::SchedulerConfig cfg(parse_device(devices, buffers.string("device")));
+    if (plat.shared) cfg.compute_nodes = plat.compute_nodes;
     cfg.buffer_count = buffers.int32("count", 1);
     cfg.buffer_capacity = buffers.number("capacity", 0, false);
     cfg.flush_threshold = buffers.has("flush_threshold") ? buffers.number("flush_threshold", 0) : 0;
@@ -154,12 +156,20 @@ Scenario parse_scenario(const json& doc) {
               std::find(known.begin(), known.end(), name.get<std::string>()) == known.end() ||
               !core::AutoPolicy::choosable(name.get<std::string>()))
             options.fail("candidates",
-                         "entries must name policies other than auto, datawarp "
-                         "and slurm-easy, got " +
+                         "entries must name policies that decide per window (not auto or a "
+                         "batch-reservation policy: datawarp, slurm-easy, slurm-easy-sjf, "
+                         "plan-based), got " +
                              name.dump());
           cfg.auto_candidates.push_back(name.get<std::string>());
         }
       }
+    }
+    if (sched.has("plan_based")) {
+      // The plan-based peer's settings (docs/scheduling-model.md section 8).
+      const Reader options = sched.child("plan_based");
+      if (options.has("alpha")) cfg.plan_alpha = options.number("alpha", 0, false);
+      if (options.has("reservation_depth"))
+        cfg.plan_reservation_depth = options.int32("reservation_depth", 0);
     }
 
     const uint64_t seed = root.has("seed") ? static_cast<uint64_t>(root.int32("seed", 0)) : 1;
@@ -184,7 +194,7 @@ Scenario parse_scenario(const json& doc) {
 
     if (root.has("pricing")) s.pricing = parse_pricing(root.child("pricing"));
 
-    int nodes_used = 0;
+    long long nodes_used = 0;
     for (const Reader& a : root.objects("apps")) {
       AppSpec app;
       app.name = a.string("name");
@@ -211,6 +221,9 @@ Scenario parse_scenario(const json& doc) {
         }
       }
       nodes_used += app.nodes;
+      if (plat.shared && app.nodes > plat.compute_nodes)
+        a.fail("nodes", "larger than the machine (platform.compute_nodes = " +
+                            std::to_string(plat.compute_nodes) + ")");
       for (const Reader& p : a.objects("phases")) {
         PhaseSpec ph;
         ph.compute = p.number("compute", 0);
@@ -230,7 +243,7 @@ Scenario parse_scenario(const json& doc) {
       }
       s.apps.push_back(std::move(app));
     }
-    if (nodes_used > plat.compute_nodes)
+    if (!plat.shared && nodes_used > plat.compute_nodes)
       platform.fail("compute_nodes", "applications need " + std::to_string(nodes_used) + " nodes");
     document.check_all_read();
     return s;

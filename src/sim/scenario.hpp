@@ -20,6 +20,9 @@ struct Platform {
   double link_bw = 0;
   double link_latency = 0;
   int compute_nodes = 0;
+  /// The jobs share the compute nodes: each waits in the batch queue until nodes are free for it
+  /// (false: every job has nodes of its own, and they must all fit).
+  bool shared = false;
 };
 
 struct PhaseSpec {

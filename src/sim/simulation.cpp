@@ -1,6 +1,7 @@
 #include "sim/simulation.hpp"
 
 #include <algorithm>
+#include <cstdio>
 #include <stdexcept>
 
 #include "core/registry.hpp"
@@ -21,8 +22,9 @@ core::PhaseRequest read_request(const AppSpec& spec, core::AppId app, size_t k) 
 }
 }  // namespace
 
-Simulation::Simulation(const Scenario& scenario, const std::string& policy, ControlConfig control)
-    : scenario_(scenario), hosts_(build_platform(scenario)) {
+Simulation::Simulation(const Scenario& scenario, const std::string& policy, ControlConfig control,
+                       ProgressConfig progress)
+    : scenario_(scenario), hosts_(build_platform(scenario)), progress_(progress) {
   // The scheduler runs where the decider does.
   if (control.ranks_per_node > 0)
     control_ = std::make_unique<ControlPlane>(control, hosts_.buffers.front(), scenario.seed);
@@ -31,11 +33,34 @@ Simulation::Simulation(const Scenario& scenario, const std::string& policy, Cont
   draining_.assign(buffers, false);
   decider_wakeup_ = sg4::Semaphore::create(0);
   for (size_t b = 0; b < buffers; ++b) drain_wakeups_.push_back(sg4::Semaphore::create(0));
-  int node = 0;
-  for (const auto& app : scenario.apps) {
-    first_node_.push_back(node);
-    node += app.nodes;
+  if (scenario.platform.shared) {
+    for (size_t n = 0; n < hosts_.compute.size(); ++n) free_nodes_.insert(free_nodes_.end(), n);
+  } else {
+    int node = 0;
+    for (const auto& app : scenario.apps) {
+      first_node_.push_back(node);
+      node += app.nodes;
+    }
   }
+}
+
+std::vector<size_t> Simulation::take_nodes(size_t spec_index) {
+  const auto count = static_cast<size_t>(scenario_.apps[spec_index].nodes);
+  std::vector<size_t> nodes;
+  if (!scenario_.platform.shared) {
+    for (size_t n = 0; n < count; ++n)
+      nodes.push_back(static_cast<size_t>(first_node_[spec_index]) + n);
+    return nodes;
+  }
+  // The policy admits a job only when its nodes are free: the lowest numbered are taken.
+  if (free_nodes_.size() < count)
+    throw std::logic_error("job admitted with " + std::to_string(free_nodes_.size()) +
+                           " nodes free, it needs " + std::to_string(count));
+  for (size_t k = 0; k < count; ++k) {
+    nodes.push_back(*free_nodes_.begin());
+    free_nodes_.erase(free_nodes_.begin());
+  }
+  return nodes;
 }
 
 sg4::SemaphorePtr Simulation::wakeup(core::AppId app) {
@@ -44,7 +69,20 @@ sg4::SemaphorePtr Simulation::wakeup(core::AppId app) {
   return it->second;
 }
 
-void Simulation::admit(core::AppId app) { wakeup(app)->release(); }
+void Simulation::admit(core::AppId app) {
+  if (!scenario_.platform.shared) {
+    wakeup(app)->release();  // its actor waits since it registered
+    return;
+  }
+  // On a shared machine an application is an actor from its admission: the jobs waiting in
+  // the queue, often thousands, cost nothing.
+  const size_t spec_index = spec_of_app_.at(static_cast<size_t>(app));
+  auto nodes = take_nodes(spec_index);
+  auto* host = hosts_.compute[nodes.front()];
+  sg4::Actor::create(
+      scenario_.apps[spec_index].name, host,
+      [this, spec_index, app, nodes = std::move(nodes)] { run_app(spec_index, app, nodes); });
+}
 
 void Simulation::grant(const core::PhaseRequest& phase,
                        const std::vector<core::BufferId>& buffers) {
@@ -92,7 +130,7 @@ void Simulation::run_prefetch(const core::PhaseRequest& phase,
   request_decision();
 }
 
-void Simulation::run_app(size_t spec_index) {
+core::AppId Simulation::register_app(size_t spec_index) {
   const AppSpec& spec = scenario_.apps[spec_index];
   sg4::this_actor::sleep_until(spec.arrival);
   core::AppInfo info{spec.name, spec.nodes,   spec.priority, spec.hint, spec.reserved_bytes(),
@@ -104,13 +142,32 @@ void Simulation::run_app(size_t spec_index) {
     if (spec.phases[k].op == core::Op::Read)
       info.declared_reads.push_back(read_request(spec, 0, k));
   ++events_;
+  // The policy may admit it at once: its spec must be known by then.
+  spec_of_app_.push_back(spec_index);
   const core::AppId id = scheduler_->on_app_register(info, sg4::Engine::get_clock());
   request_decision();
-  wakeup(id)->acquire();  // admitted
+  return id;
+}
 
-  const std::vector<sg4::Host*> nodes(
-      hosts_.compute.begin() + first_node_[spec_index],
-      hosts_.compute.begin() + first_node_[spec_index] + spec.nodes);
+void Simulation::run_arrivals() {
+  std::vector<size_t> order(scenario_.apps.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    return scenario_.apps[a].arrival < scenario_.apps[b].arrival;
+  });
+  for (size_t spec_index : order) register_app(spec_index);
+}
+
+void Simulation::run_own_nodes_app(size_t spec_index) {
+  const core::AppId id = register_app(spec_index);
+  wakeup(id)->acquire();  // admitted
+  run_app(spec_index, id, take_nodes(spec_index));
+}
+
+void Simulation::run_app(size_t spec_index, core::AppId id, std::vector<size_t> node_indices) {
+  const AppSpec& spec = scenario_.apps[spec_index];
+  std::vector<sg4::Host*> nodes(node_indices.size());
+  for (size_t k = 0; k < nodes.size(); ++k) nodes[k] = hosts_.compute[node_indices[k]];
   const double registered = sg4::Engine::get_clock();
   for (size_t k = 0; k < spec.phases.size(); ++k) {
     const PhaseSpec& phase = spec.phases[k];
@@ -145,8 +202,7 @@ void Simulation::run_app(size_t spec_index) {
       auto* buffer_host = hosts_.buffers[static_cast<size_t>(b)];
       auto* disk = hosts_.buffer_disks[static_cast<size_t>(b)];
       for (int n = 0; n < spec.nodes; ++n) {
-        auto* node =
-            hosts_.compute[static_cast<size_t>(first_node_[spec_index]) + static_cast<size_t>(n)];
+        auto* node = nodes[static_cast<size_t>(n)];
         activities.push_back(
             phase.op == core::Op::Write
                 ? sg4::Comm::sendto_async(node, buffer_host, static_cast<uint64_t>(per_stream))
@@ -170,11 +226,36 @@ void Simulation::run_app(size_t spec_index) {
   }
   if (control_) control_->lived(spec.nodes, sg4::Engine::get_clock() - registered);
   ++events_;
+  // Its nodes are free before the policy hears of its end, which may admit a job on them.
+  if (scenario_.platform.shared) free_nodes_.insert(node_indices.begin(), node_indices.end());
+  app_wakeups_.erase(id);
+  grants_.erase(id);
   scheduler_->on_app_end(id, sg4::Engine::get_clock());
   request_decision();
+  ++apps_finished_;
   // The last application out wakes every drain actor so that those with nothing left can exit.
-  if (++apps_finished_ == scenario_.apps.size())
+  if (apps_finished_ == scenario_.apps.size())
     for (auto& wakeup : drain_wakeups_) wakeup->release();
+}
+
+void Simulation::report_progress(bool last) {
+  if (progress_.every_seconds <= 0 || progress_.out == nullptr) return;
+  const auto now = std::chrono::steady_clock::now();
+  if (!last && std::chrono::duration<double>(now - last_report_).count() < progress_.every_seconds)
+    return;
+  last_report_ = now;
+  const double wall = std::chrono::duration<double>(now - started_).count();
+  const double rate = wall > 0 ? static_cast<double>(apps_finished_) / wall : 0;
+  const size_t total = scenario_.apps.size();
+  // One line a report, its fields named, for people and for the front end alike.
+  char line[256];
+  const double left = rate > 0 ? static_cast<double>(total - apps_finished_) / rate : -1;
+  std::snprintf(line, sizeof line,
+                "progress: simulated %.0f s (%.1f d), jobs %zu/%zu, %.1f jobs/s, wall %.1f s, "
+                "left %.0f s\n",
+                sg4::Engine::get_clock(), sg4::Engine::get_clock() / 86400, apps_finished_, total,
+                rate, wall, left);
+  *progress_.out << line << std::flush;
 }
 
 double Simulation::next_chunk(size_t buffer) const {
@@ -249,14 +330,25 @@ void Simulation::run_decider() {
 
 RunResult Simulation::run() {
   auto* engine = sg4::Engine::get_instance();
-  for (size_t i = 0; i < scenario_.apps.size(); ++i)
-    sg4::Actor::create(scenario_.apps[i].name, hosts_.compute[static_cast<size_t>(first_node_[i])],
-                       [this, i] { run_app(i); });
+  started_ = last_report_ = std::chrono::steady_clock::now();
+  if (scenario_.platform.shared) {
+    sg4::Actor::create("arrivals", hosts_.compute.front(), [this] { run_arrivals(); });
+  } else {
+    // Every job has nodes of its own: one actor per job from the start, on its first node, which
+    // registers it at its arrival.
+    for (size_t i = 0; i < scenario_.apps.size(); ++i)
+      sg4::Actor::create(scenario_.apps[i].name,
+                         hosts_.compute[static_cast<size_t>(first_node_[i])],
+                         [this, i] { run_own_nodes_app(i); });
+  }
   for (size_t b = 0; b < hosts_.buffers.size(); ++b)
     sg4::Actor::create("drain-" + std::to_string(b), hosts_.buffers[b],
                        [this, b] { run_drain(static_cast<core::BufferId>(b)); });
   sg4::Actor::create("decider", hosts_.buffers.front(), [this] { run_decider(); })->daemonize();
+  if (progress_.every_seconds > 0)
+    sg4::Engine::on_time_advance_cb([this](double) { report_progress(false); });
   engine->run();
+  report_progress(true);
   if (apps_finished_ != scenario_.apps.size())
     throw std::runtime_error(
         "simulation stalled: " + std::to_string(scenario_.apps.size() - apps_finished_) +
