@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from harmonia.scenario import Scenario, scenario_from_document
-from harmonia.swf import SwfJob, read_swf
+from harmonia.swf import SwfError, SwfJob, Trace, load_trace
 
 GB = 1e9
 # Buffer device of the generated platform: the Harmonia testbed's SSD (section V-A), 500 MB/s.
@@ -80,13 +80,12 @@ def _log_uniform(rng: np.random.Generator, low: float, high: float) -> float:
     return float(np.exp(rng.uniform(np.log(low), np.log(high))))
 
 
-def _trace_jobs(spec: MixSpec, trace: Path) -> list[SwfJob]:
+def _trace_jobs(spec: MixSpec, trace: Path) -> tuple[SwfJob, ...]:
     """The first `spec.jobs` jobs of the trace that ran (run time and processors known)."""
-    usable = [j for j in read_swf(trace) if j.run_time > 0 and j.processors > 0]
-    if not usable:
-        raise ValueError(f"mix {spec.name}: {trace}: no job with a run time and processors")
-    usable.sort(key=lambda j: (j.submit, j.number))
-    return usable[: spec.jobs]
+    try:
+        return load_trace(trace, jobs=spec.jobs).jobs
+    except SwfError as error:
+        raise ValueError(f"mix {spec.name}: {error}") from error
 
 
 def _draw_phases(spec: MixSpec, rng: np.random.Generator) -> list[int]:
@@ -98,7 +97,6 @@ def _trace_apps(spec: MixSpec, trace: Path, rng: np.random.Generator) -> list[di
     """Jobs of an SWF trace with drawn I/O phases; compute fills the rest of each run time."""
     jobs = _trace_jobs(spec, trace)
     slice_bw = spec.buffers * BUFFER_WRITE_BW
-    start = jobs[0].submit
     apps = []
     for k, job in enumerate(jobs):
         nodes = max(1, -(-job.processors // spec.processors_per_node))
@@ -109,7 +107,7 @@ def _trace_apps(spec: MixSpec, trace: Path, rng: np.random.Generator) -> list[di
             "name": f"swf{job.number}" if job.number >= 0 else f"swf-line{k}",
             "nodes": nodes,
             "ranks": job.processors,
-            "arrival": f"{job.submit - start:.3f} s",
+            "arrival": f"{job.submit:.3f} s",
             "workload": "explicit",
             "phases": [{"compute": f"{compute:.3f} s", "size": size} for size in sizes],
         }
@@ -282,3 +280,236 @@ def _drawn_apps(spec: MixSpec, rng: np.random.Generator) -> list[dict[str, Any]]
 def synthetic_mix(spec: MixSpec, seed: int) -> Scenario:
     """One draw of `spec`, validated like a scenario file."""
     return scenario_from_document(mix_document(spec, seed), Path(f"<mix {spec.name} seed {seed}>"))
+
+
+# A machine sized from a trace (docs/workloads.md, "Replaying a real trace"): burst-buffer nodes
+# and PFS servers in Cori's proportions. Cori: 9,688 KNL compute nodes, 288 DataWarp nodes of
+# 6.4 TB (two 3.2 TB NVMe SSDs each) and a Lustre scratch of 248 object storage targets
+# (NERSC, "Cori system overview"; Bhimji et al., CUG 2016).
+CORI_COMPUTE_NODES = 9688
+CORI_BUFFER_NODES = 288
+CORI_PFS_SERVERS = 248
+CORI_BUFFER_CAPACITY = 6.4e12
+
+# Kopanski and Rzadca's machine and burst-buffer request model (Euro-Par 2021; Kopanski's thesis,
+# sections "Platform model" and "Burst buffer request model"; their workload generator). 96
+# compute nodes, one burst-buffer node of 40 GB per 8 of them, 10 Gbit/s links, a 5 GB/s PFS.
+KR_COMPUTE_NODES = 96
+KR_BUFFER_NODES = 12
+KR_BUFFER_CAPACITY = 40 * GB
+KR_LINK_BW = 1.25e9
+# Per node, in KiB: log-normal fitted to the memory requests of METACENTRUM-2013-3 (scipy's
+# lognorm: shape, location, scale).
+KR_REQUEST_SHAPE, KR_REQUEST_LOC, KR_REQUEST_SCALE = (
+    1.0972516604048774,
+    -150361.59523836235,
+    2714115.5724594607,
+)
+KR_MIN_REQUEST = 100e6  # per node
+KR_SHORT_JOB = 120.0  # seconds of time limit: such jobs ask 10 MB per node
+KR_SHORT_REQUEST = 10e6
+KR_RUNTIME_FACTOR = 40.0  # kappa: compute = run time - kappa x request per node / link bandwidth
+KR_MIN_COMPUTE_SHARE = 0.05
+KR_PHASE_SECONDS = 3600.0  # one compute phase an hour of compute, 1 to 10 of them
+KR_MAX_PHASES = 10
+
+REQUEST_MODELS = ("phases", "kopanski-rzadca")
+
+
+@dataclass(frozen=True)
+class TraceSpec:
+    """A real trace replayed on a machine the jobs share (docs/workloads.md): its window and the
+    burst-buffer request model that gives each job its I/O."""
+
+    trace: Path
+    jobs: int | None = None  # the first N jobs of the window
+    start: float | None = None  # the window, seconds after the trace's first job
+    end: float | None = None
+    # "phases": 3 to 8 phases of 2 to 24 GB a job, as the mixes draw them, on a machine sized from
+    # the trace; "kopanski-rzadca": their requests per node, on their machine.
+    requests: str = "phases"
+    processors_per_node: int | None = None  # default: the header's MaxProcs / MaxNodes, else 1
+    name: str = ""
+
+    def __post_init__(self) -> None:
+        checks = [
+            (self.jobs is None or self.jobs >= 1, "jobs must be >= 1"),
+            (self.start is None or self.start >= 0, "start must be >= 0"),
+            (
+                self.end is None or self.end > (self.start or 0),
+                "end must be after start",
+            ),
+            (self.requests in REQUEST_MODELS, f"requests must be one of {REQUEST_MODELS}"),
+            (
+                self.processors_per_node is None or self.processors_per_node >= 1,
+                "processors_per_node must be >= 1",
+            ),
+        ]
+        problems = [message for ok, message in checks if not ok]
+        if problems:
+            raise ValueError(f"trace {self.trace}: " + "; ".join(problems))
+
+    @property
+    def label(self) -> str:
+        return self.name or self.trace.name.split(".swf")[0]
+
+    def load(self) -> Trace:
+        """The window's jobs; raises ValueError naming the trace when it cannot be read."""
+        try:
+            return load_trace(self.trace, self.jobs, self.start, self.end)
+        except SwfError as error:
+            raise ValueError(str(error)) from error
+
+
+def _processors_per_node(spec: TraceSpec, trace: Trace) -> int:
+    if spec.processors_per_node is not None:
+        return spec.processors_per_node
+    header = trace.header
+    if header.max_nodes and header.max_procs and header.max_procs >= header.max_nodes:
+        return header.max_procs // header.max_nodes
+    return 1
+
+
+def trace_machine(spec: TraceSpec, trace: Trace) -> dict[str, Any]:
+    """The [platform], [buffers] and [pfs] tables of the machine the trace is replayed on."""
+    if spec.requests == "kopanski-rzadca":
+        return {
+            "platform": {
+                "network": "switch",
+                "link_bw": "10 Gb/s",
+                "compute_nodes": KR_COMPUTE_NODES,
+                "shared": True,
+            },
+            "buffers": {
+                "count": KR_BUFFER_NODES,
+                "device": "nvme",
+                "capacity": f"{KR_BUFFER_CAPACITY / GB:g} GB",
+            },
+            # Their PFS is one 5 GB/s link: three NVMe servers give 5.7 GB/s.
+            "pfs": {"servers": 3, "device": "nvme"},
+        }
+    per_node = _processors_per_node(spec, trace)
+    header = trace.header
+    if header.max_nodes:
+        nodes = header.max_nodes
+    elif header.max_procs:
+        nodes = -(-header.max_procs // per_node)
+    else:
+        nodes = max(-(-j.processors // per_node) for j in trace.jobs)
+    return {
+        "platform": {
+            "network": "switch",
+            "link_bw": "10 Gb/s",
+            "compute_nodes": nodes,
+            "shared": True,
+        },
+        "buffers": {
+            "count": max(1, -(-nodes * CORI_BUFFER_NODES // CORI_COMPUTE_NODES)),
+            "device": "nvme",
+            "capacity": f"{CORI_BUFFER_CAPACITY / GB:g} GB",
+        },
+        "pfs": {
+            "servers": max(1, -(-nodes * CORI_PFS_SERVERS // CORI_COMPUTE_NODES)),
+            "device": "hdd",
+        },
+    }
+
+
+def _kr_request_per_node(nodes: int, requested_time: float, rng: np.random.Generator) -> float:
+    """Kopanski and Rzadca's burst-buffer request of one node, in bytes."""
+    if requested_time <= KR_SHORT_JOB:
+        return KR_SHORT_REQUEST
+    kib = KR_REQUEST_LOC + KR_REQUEST_SCALE * float(
+        np.exp(KR_REQUEST_SHAPE * rng.standard_normal())
+    )
+    per_node = max(min(kib * 1024, KR_BUFFER_CAPACITY), KR_MIN_REQUEST)
+    # A node's request lies on one burst-buffer node: when they cannot all fit, it is cut so
+    # that the job's nodes, spread evenly over the burst-buffer nodes, fit.
+    if nodes > (KR_BUFFER_CAPACITY // per_node) * KR_BUFFER_NODES:
+        per_node = float(np.floor(KR_BUFFER_CAPACITY / -(-nodes // KR_BUFFER_NODES)))
+    return float(round(per_node))
+
+
+def _kr_phases(
+    job: SwfJob, nodes: int, rng: np.random.Generator
+) -> tuple[list[dict[str, Any]], float]:
+    """A job's phases under Kopanski and Rzadca's model, and its request (its reservation)."""
+    per_node = _kr_request_per_node(nodes, job.requested_time, rng)
+    request = per_node * nodes
+    if job.requested_time <= KR_SHORT_JOB:
+        compute = job.run_time
+    else:
+        compute = max(
+            job.run_time - KR_RUNTIME_FACTOR * per_node / KR_LINK_BW,
+            job.run_time * KR_MIN_COMPUTE_SHARE,
+        )
+    count = min(max(round(compute / KR_PHASE_SECONDS), 1), KR_MAX_PHASES)
+    # Each compute phase ends in a checkpoint, the last in the output that is staged out: the
+    # request is written once in all (docs/workloads.md says why not once per checkpoint).
+    size = max(1, round(request / count))
+    phases = [{"compute": f"{compute / count:.3f} s", "size": size} for _ in range(count)]
+    return phases, request
+
+
+def trace_document(spec: TraceSpec, seed: int) -> dict[str, Any]:
+    """The scenario (as its TOML file would read) of the trace window replayed on a shared
+    machine, each job's I/O drawn by the request model with `seed`. The note of what was left out
+    is the scenario's description."""
+    trace = spec.load()
+    machine = trace_machine(spec, trace)
+    per_node = _processors_per_node(spec, trace)
+    limit = machine["platform"]["compute_nodes"]
+    rng = np.random.default_rng(seed)
+    buffers = machine["buffers"]["count"]
+    slice_bw = buffers * 1.9e9  # NVMe buffers: a phase alone on every buffer
+    apps = []
+    larger = 0
+    for k, job in enumerate(trace.jobs):
+        nodes = max(1, -(-job.processors // per_node))
+        if nodes > limit:
+            larger += 1
+            continue
+        entry: dict[str, Any] = {
+            "name": f"swf{job.number}" if job.number >= 0 else f"swf-line{k}",
+            "nodes": nodes,
+            "ranks": job.processors,
+            "arrival": f"{job.submit:.3f} s",
+            "workload": "explicit",
+        }
+        if spec.requests == "kopanski-rzadca":
+            entry["phases"], request = _kr_phases(job, nodes, rng)
+            entry["reservation"] = f"{request:.0f} B"
+        else:
+            sizes = [
+                round(_log_uniform(rng, 2 * GB, 24 * GB)) for _ in range(int(rng.integers(3, 9)))
+            ]
+            io_alone = sum(size / min(slice_bw, nodes * LINK_BW) for size in sizes)
+            compute = max(0.0, job.run_time - io_alone) / len(sizes)
+            entry["phases"] = [{"compute": f"{compute:.3f} s", "size": size} for size in sizes]
+        if job.user >= 0:
+            entry["user"] = f"user{job.user}"
+        if job.requested_time > 0:
+            entry["walltime"] = f"{job.requested_time:.1f} s"
+        apps.append(entry)
+    if not apps:
+        raise ValueError(f"{spec.trace}: no job fits the machine ({limit} nodes)")
+    note = trace.note() + (
+        f", {larger} jobs larger than the machine's {limit} nodes" if larger else ""
+    )
+    return {
+        "scenario": {
+            "name": f"{spec.label}-{spec.requests}-seed{seed}",
+            "description": f"{note} (requests: {spec.requests}, seed {seed})",
+            "seed": seed,
+        },
+        **machine,
+        "scheduler": {},
+        "apps": apps,
+    }
+
+
+def trace_scenario(spec: TraceSpec, seed: int) -> Scenario:
+    """One draw of the trace's I/O with `seed`, validated like a scenario file."""
+    return scenario_from_document(
+        trace_document(spec, seed), Path(f"<trace {spec.trace} seed {seed}>")
+    )
