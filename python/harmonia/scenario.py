@@ -400,6 +400,63 @@ class App(_Table):
         return self.ranks
 
 
+class TraceTable(_Table):
+    # A real trace replayed on a machine the jobs share (docs/workloads.md): its file (SWF, plain
+    # or gzip, relative to the scenario file), its window and the burst-buffer request model.
+    file: str = Field(min_length=1)
+    jobs: int | None = Field(default=None, ge=1, le=INT32_MAX)
+    start: Duration | None = None
+    end: Duration | None = None
+    requests: Literal["phases", "kopanski-rzadca"] = "phases"
+    processors_per_node: int | None = Field(default=None, ge=1, le=INT32_MAX)
+
+
+class _WithTrace(_Table):
+    model_config = ConfigDict(extra="allow")
+    trace: TraceTable
+
+
+# Tables a scenario with [trace] may give to replace the generated machine's keys.
+_TRACE_MACHINE_TABLES = ("platform", "buffers", "pfs", "scheduler", "devices", "pricing")
+
+
+def expand_trace(document: dict[str, Any], source: Path, seed: int | None = None) -> dict[str, Any]:
+    """The scenario document with its [trace] table replaced by the trace's jobs and machine
+    (harmonia.workloads.trace_document), the keys of its own [platform], [buffers], [pfs],
+    [scheduler], [devices] and [pricing] tables taking precedence. `seed` replaces the scenario's
+    (it draws the jobs' I/O). A document without [trace] is returned as it is."""
+    if "trace" not in document:
+        return document
+    from harmonia.workloads import TraceSpec, trace_document
+
+    table = _validate(_WithTrace, document, source).trace
+    if "apps" in document:
+        raise ScenarioError(
+            [f"{source}: apps: a scenario with [trace] has no [[apps]] (its jobs are the trace's)"]
+        )
+    info = dict(document.get("scenario", {}))
+    if seed is not None:
+        info["seed"] = seed
+    try:
+        spec = TraceSpec(
+            source.parent / table.file,
+            table.jobs,
+            table.start,
+            table.end,
+            table.requests,
+            table.processors_per_node,
+        )
+        generated = trace_document(spec, int(info.get("seed", 1)))
+    except ValueError as error:
+        raise ScenarioError([f"{source}: trace: {error}"]) from error
+    expanded = {key: value for key, value in generated.items()}
+    expanded["scenario"] = {**generated["scenario"], **info}
+    for name in _TRACE_MACHINE_TABLES:
+        if name in document:
+            expanded[name] = {**generated.get(name, {}), **document[name]}
+    return expanded
+
+
 class Scenario(_Table):
     scenario: ScenarioInfo
     devices: dict[str, Device] = {}
@@ -448,12 +505,13 @@ def load_workload(path: Path) -> WorkloadFile:
     return _validate(WorkloadFile, _read_toml(path), path)
 
 
-def load_scenario(path: Path) -> Scenario:
+def load_scenario(path: Path, seed: int | None = None) -> Scenario:
     """Read and validate a scenario TOML file. Raises ScenarioError listing every problem found.
 
-    Imported workloads are read too, from paths relative to the scenario file.
+    Imported workloads are read too, from paths relative to the scenario file, and a [trace]
+    becomes its jobs, their I/O drawn with `seed` when given (else the scenario's).
     """
-    scenario = _validate(Scenario, _read_toml(path), path)
+    scenario = _validate(Scenario, expand_trace(_read_toml(path), path, seed), path)
     problems_in_imports = list(_load_imports(scenario, path))
     if problems_in_imports:
         raise ScenarioError(problems_in_imports)

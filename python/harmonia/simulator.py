@@ -59,15 +59,22 @@ class RunOutcome:
         return self.returncode == 0
 
 
+# Seconds between two progress reports of a simulation (harmonia-sim --progress).
+PROGRESS_SECONDS = 5.0
+
+
 def run_policy(
     simulator: Path,
     scenario_json: Path,
     policy: str,
     out_json: Path,
     accounting_prefix: Path | None = None,
+    on_progress: Callable[[str, str], None] | None = None,
 ) -> RunOutcome:
     """Run the simulator for one policy and wait for it; with `accounting_prefix`, it also writes
-    the jobs' accounting records to <prefix>.json and <prefix>.csv (docs/accounting.md)."""
+    the jobs' accounting records to <prefix>.json and <prefix>.csv (docs/accounting.md). With
+    `on_progress`, each of its progress lines (simulated time, jobs done, rate, time left) is
+    passed on as it comes, with the policy's name."""
     command = [
         str(simulator),
         "--scenario",
@@ -79,12 +86,24 @@ def run_policy(
     ]
     if accounting_prefix is not None:
         command += ["--accounting", str(accounting_prefix)]
+    if on_progress is not None:
+        command += ["--progress", str(PROGRESS_SECONDS)]
     start = time.monotonic()
     try:
-        completed = subprocess.run(command, capture_output=True, text=True, check=False)
+        process = subprocess.Popen(
+            command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
+        )
     except OSError as error:  # e.g. not executable: report it like a failed run
         return RunOutcome(policy, 127, f"cannot run {simulator}: {error}", 0.0)
-    return RunOutcome(policy, completed.returncode, completed.stderr, time.monotonic() - start)
+    errors = []
+    assert process.stderr is not None
+    for line in process.stderr:
+        if line.startswith("progress: ") and on_progress is not None:
+            on_progress(policy, line.removeprefix("progress: ").strip())
+        else:
+            errors.append(line)
+    returncode = process.wait()
+    return RunOutcome(policy, returncode, "".join(errors), time.monotonic() - start)
 
 
 def simulate_scenario(
@@ -110,12 +129,13 @@ def run_policies(
     out_dir: Path,
     jobs: int,
     on_finished: Callable[[RunOutcome], None],
+    on_progress: Callable[[str, str], None] | None = None,
 ) -> list[RunOutcome]:
     """Run every policy with up to `jobs` processes at once, writing `out_dir/<policy>.json` and
     its accounting records, `out_dir/<policy>.accounting.{json,csv}`.
 
-    `on_finished` is called as each run ends. After a failure, runs not yet started are skipped:
-    the results would be discarded anyway.
+    `on_finished` is called as each run ends, `on_progress` with each progress line of a run.
+    After a failure, runs not yet started are skipped: the results would be discarded anyway.
     """
     outcomes: list[RunOutcome] = []
     with ThreadPoolExecutor(max_workers=jobs) as pool:
@@ -127,6 +147,7 @@ def run_policies(
                 policy,
                 out_dir / f"{policy}.json",
                 out_dir / f"{policy}.accounting",
+                on_progress,
             )
             for policy in policies
         ]

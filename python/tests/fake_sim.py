@@ -1,7 +1,8 @@
 """A stand-in for `harmonia-sim` that follows its command-line and file contract
 (docs/formats.md sections 2 and 3) and writes plausible, made-up results.
 
-Run as `fake_sim.py --scenario FILE --policy NAME --out FILE [--accounting PREFIX]`; a policy
+Run as `fake_sim.py --scenario FILE --policy NAME --out FILE [--accounting PREFIX] [--progress S]`
+(one progress line when asked); a policy
 named in the
 FAKE_SIM_FAIL environment variable fails with a message on stderr. Tests also call
 `fake_result` directly to build result directories by hand.
@@ -112,6 +113,7 @@ def main() -> int:
     for option in ("--scenario", "--policy", "--out"):
         parser.add_argument(option, required=True)
     parser.add_argument("--accounting")
+    parser.add_argument("--progress", type=float)
     args = parser.parse_args()
     if args.policy == os.environ.get("FAKE_SIM_FAIL"):
         print(f"fake-sim: policy {args.policy} crashed on purpose", file=sys.stderr)
@@ -119,6 +121,13 @@ def main() -> int:
     with open(args.scenario, encoding="utf-8") as scenario_file:
         scenario = json.load(scenario_file)
     result = fake_result(scenario, args.policy)
+    if args.progress:
+        jobs = len(scenario["apps"])
+        print(
+            f"progress: simulated 0 s (0.0 d), jobs {jobs}/{jobs}, 1.0 jobs/s, wall 0.0 s,"
+            " left 0 s",
+            file=sys.stderr,
+        )
     with open(args.out, "w", encoding="utf-8") as out_file:
         json.dump(result, out_file)
     if args.accounting:

@@ -15,8 +15,9 @@ from harmonia.cli.reproduce_phases import reproduce_phases
 from harmonia.cli.reproduce_pricing import reproduce_pricing
 from harmonia.cli.reproduce_reads import reproduce_reads
 from harmonia.cli.reproduce_slurm import reproduce_slurm
-from harmonia.cli.sim import run_scenario
+from harmonia.cli.sim import run_scenario, trace_options
 from harmonia.netsim_models import NetworkModelName
+from harmonia.policies import parse_policies
 
 
 def reproduce(
@@ -87,6 +88,37 @@ def reproduce(
     time_limit: Annotated[
         float, typer.Option(min=1, help="optimum: seconds per CP-SAT solve.")
     ] = 30.0,
+    trace_file: Annotated[
+        Path | None,
+        typer.Option(
+            "--trace",
+            help="bakeoff: every policy on this SWF trace (plain or .gz), on a machine the jobs "
+            "share, instead of the mixes (docs/bakeoff.md).",
+            show_default=False,
+        ),
+    ] = None,
+    trace_jobs: Annotated[
+        int | None,
+        typer.Option(min=1, help="bakeoff --trace: the first N jobs.", show_default=False),
+    ] = None,
+    trace_window: Annotated[
+        str | None,
+        typer.Option(help='bakeoff --trace: the window "START:END".', show_default=False),
+    ] = None,
+    requests: Annotated[
+        str | None,
+        typer.Option(
+            help='bakeoff --trace: the request model, "phases" or "kopanski-rzadca".',
+            show_default=False,
+        ),
+    ] = None,
+    policy: Annotated[
+        str | None,
+        typer.Option(
+            help="bakeoff: the policies (as harmonia sim --policy; default: every one).",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
     """Simulate every scenario of the paper's section V with every policy over SEEDS, then write
     report.md (paper next to ours, mean and range over the seeds) and the figures into OUT.
@@ -117,10 +149,17 @@ def reproduce(
     if paper == "slurm":
         reproduce_slurm(out or Path("results/reproduction-slurm"), only, repeat or 1)
         return
+    trace = trace_options(trace_file, trace_jobs, trace_window, requests)
     if paper == "bakeoff":
         bakeoff_seeds = None if seeds is None else tuple(seeds_or_fail(seeds))
-        reproduce_bakeoff(out or Path("results/bakeoff"), jobs, full, bakeoff_seeds)
+        try:
+            chosen = None if policy is None else tuple(parse_policies(policy))
+        except ValueError as error:
+            fail([f"--policy: {error}"], EXIT_INVALID)
+        reproduce_bakeoff(out or Path("results/bakeoff"), jobs, full, bakeoff_seeds, trace, chosen)
         return
+    if trace is not None or policy is not None:
+        fail(["--trace and --policy apply to `harmonia reproduce bakeoff` only"], EXIT_INVALID)
     if paper == "pricing":
         reproduce_pricing(
             out or Path("results/pricing"), jobs, seeds_or_fail(seeds or "1-10"), only

@@ -2,6 +2,7 @@
 
 import time
 from pathlib import Path
+from typing import Any
 
 import typer
 from rich.console import Console
@@ -11,13 +12,22 @@ from harmonia.cli import EXIT_FAILED, EXIT_INVALID, fail, progress_bar
 from harmonia.simulator import RunOutcome, SimulatorNotFound, find_simulator
 
 
-def reproduce_bakeoff(out: Path, jobs: int, full: bool, seeds: tuple[int, ...] | None) -> None:
+def reproduce_bakeoff(
+    out: Path,
+    jobs: int,
+    full: bool,
+    seeds: tuple[int, ...] | None,
+    trace: dict[str, Any] | None = None,
+    policies: tuple[str, ...] | None = None,
+) -> None:
+    """The bake-off's grid of mixes, or with `trace` (the keys of a [trace] table) every policy
+    (or `policies`) on that trace window over the seeds of its request model."""
     from harmonia.darshan_import import DarshanImportError
     from harmonia.experiments.bakeoff import (
-        METRICS,
         best_per_metric,
         interval,
         make_grid,
+        make_trace_grid,
         markdown_tables,
         mixes_left_out,
         relative_tables,
@@ -26,6 +36,8 @@ def reproduce_bakeoff(out: Path, jobs: int, full: bool, seeds: tuple[int, ...] |
         write_summary,
     )
     from harmonia.policies import PEERS
+    from harmonia.units import parse_duration
+    from harmonia.workloads import TraceSpec
 
     if seeds is not None and len(seeds) < 2:
         fail(["--seeds: at least 2 (a 95 % interval needs a spread)"], EXIT_INVALID)
@@ -33,7 +45,21 @@ def reproduce_bakeoff(out: Path, jobs: int, full: bool, seeds: tuple[int, ...] |
         simulator = find_simulator()
     except SimulatorNotFound as error:
         fail([str(error)], EXIT_FAILED)
-    grid = make_grid(full, seeds)
+    if trace is None:
+        grid = make_grid(full, seeds, policies)
+    else:
+        try:
+            spec = TraceSpec(
+                Path(trace["file"]),
+                trace.get("jobs"),
+                parse_duration(trace["start"]) if "start" in trace else None,
+                parse_duration(trace["end"]) if "end" in trace else None,
+                trace.get("requests", "phases"),
+            )
+        except ValueError as error:
+            fail([f"--trace: {error}"], EXIT_INVALID)
+        grid = make_trace_grid(spec, seeds, policies)
+    metrics = grid.metrics
     if out.exists() and not out.is_dir():
         fail([f"--out {out}: not a directory"], EXIT_INVALID)
     console = Console(stderr=True)
@@ -54,7 +80,10 @@ def reproduce_bakeoff(out: Path, jobs: int, full: bool, seeds: tuple[int, ...] |
                 ran.append(outcome.seconds > 0)  # a reused result takes no time
                 progress.advance(task)
 
-            results = run_grid(grid, simulator, out, jobs, finished)
+            def running(policy: str, line: str) -> None:
+                progress.console.print(f"{policy}: {line}", markup=False, highlight=False)
+
+            results = run_grid(grid, simulator, out, jobs, finished, running)
     except RuntimeError as error:
         fail([str(error)], EXIT_FAILED)
     except (DarshanImportError, ValueError) as error:  # a mix's logs or spec cannot be drawn
@@ -66,24 +95,24 @@ def reproduce_bakeoff(out: Path, jobs: int, full: bool, seeds: tuple[int, ...] |
     for mix, by_policy in results.items():
         table = Table(title=f"{mix}: mean ± 95 % interval over {len(grid.seeds)} seeds")
         table.add_column("policy")
-        for m in METRICS:
+        for m in metrics:
             table.add_column(f"{m.short}\n{m.unit}", justify="right")
-        for policy, metrics in by_policy.items():
+        for policy, values in by_policy.items():
             cells = []
-            for m in METRICS:
-                mean, half = interval(metrics[m.key])
+            for m in metrics:
+                mean, half = interval(values[m.key])
                 digits = 2 if abs(mean) < 10 else 0
                 cells.append(f"{mean:.{digits}f}±{half:.{digits}f}")
             table.add_row(policy + (" *" if policy in PEERS else ""), *cells)
         Console().print(table)
-    for mix, best in best_per_metric(results).items():
+    for mix, best in best_per_metric(results, metrics).items():
         Console().print(
-            f"[bold]{mix}[/] best mean: " + "; ".join(f"{m.short} {best[m.key]}" for m in METRICS)
+            f"[bold]{mix}[/] best mean: " + "; ".join(f"{m.short} {best[m.key]}" for m in metrics)
         )
     report = markdown_tables(results, grid) + "\n" + relative_tables(results, grid)
     (out / "bakeoff.md").write_text(report, encoding="utf-8")
     write_summary(results, grid, out)
-    plots = write_plots(results, out)
+    plots = write_plots(results, out, metrics)
     typer.echo(
         f"* peer policy. {sum(ran)} simulations run in {wall:.0f} s, "
         f"{len(ran) - sum(ran)} results reused from {out / 'runs'}."

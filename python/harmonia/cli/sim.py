@@ -1,31 +1,36 @@
 """`harmonia sim FILE.toml`: simulate a scenario under several policies and compare them."""
 
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
 
 from harmonia.cli import EXIT_FAILED, EXIT_INVALID, fail, progress_bar
+
+if TYPE_CHECKING:
+    from harmonia.scenario import Scenario
 from harmonia.cli.report import show_report
 from harmonia.policies import parse_policies
 from harmonia.simulator import RunOutcome, SimulatorNotFound, find_simulator, run_policies
 
 
 def run_scenario(
-    scenario: Path,
+    scenario: Path | None,
     policy_spec: str,
     out: Path | None,
     jobs: int,
     seed: int | None = None,
     max_running_apps: int | None = None,
     quiet: bool = False,
+    trace: dict[str, Any] | None = None,
 ) -> None:
     """Validate, simulate every policy, then write summary.json, the table and the plots.
 
     `seed` and `max_running_apps` replace the scenario's own (`scenario.seed`,
     `scheduler.max_running_apps`); `quiet` leaves out the table and the per-run plots (runs
-    over many seeds).
+    over many seeds). `trace` (the keys of a [trace] table) replaces the scenario's jobs by a
+    trace's; with no scenario, the machine is sized from the trace.
 
     Nothing is written unless the scenario and policies are valid and the simulator is found, and
     nothing is left behind when a run fails: the files appear in `out` once all are written.
@@ -34,7 +39,12 @@ def run_scenario(
     from harmonia.scenario import ScenarioError, load_scenario, normalize
 
     try:
-        normalized = normalize(load_scenario(scenario))
+        loaded = (
+            load_scenario(scenario, seed)
+            if trace is None and scenario is not None
+            else _with_trace(scenario, trace or {}, seed)
+        )
+        normalized = normalize(loaded)
     except ScenarioError as error:
         fail(error.lines, EXIT_INVALID)
     if seed is not None:
@@ -61,6 +71,31 @@ def run_scenario(
         fail([f"--out {out_dir}: cannot write: {error.strerror or error}"], EXIT_FAILED)
 
 
+def _with_trace(scenario: Path | None, trace: dict[str, Any], seed: int | None) -> "Scenario":
+    """The scenario file (or none) with the given [trace] keys, validated."""
+    import tomllib
+
+    from harmonia.scenario import ScenarioError, expand_trace, scenario_from_document
+
+    document: dict[str, Any] = {}
+    source = Path(trace.get("file", "trace"))
+    if scenario is not None:
+        try:
+            document = tomllib.loads(scenario.read_text(encoding="utf-8"))
+        except (OSError, tomllib.TOMLDecodeError, UnicodeDecodeError) as error:
+            raise ScenarioError([f"{scenario}: cannot read: {error}"]) from error
+        document.pop("apps", None)
+        source = scenario
+    else:
+        stem = Path(trace["file"]).name.split(".swf")[0]
+        document["scenario"] = {"name": stem}
+    document["trace"] = {**document.get("trace", {}), **trace}
+    if scenario is None:
+        # Options name files from where the command runs, not from a scenario's folder.
+        document["trace"]["file"] = str(Path(trace["file"]).resolve())
+    return scenario_from_document(expand_trace(document, source, seed), source)
+
+
 def _simulate(
     normalized: dict[str, Any],
     policies: list[str],
@@ -85,7 +120,12 @@ def _simulate(
             progress.console.print(f"{outcome.policy}: {status} in {outcome.seconds:.1f} s")
             progress.advance(task)
 
-        outcomes = run_policies(simulator, scenario_json, policies, staging, jobs, finished)
+        def running(policy: str, line: str) -> None:
+            progress.console.print(f"{policy}: {line}", markup=False, highlight=False)
+
+        outcomes = run_policies(
+            simulator, scenario_json, policies, staging, jobs, finished, running
+        )
 
     failures = [outcome for outcome in outcomes if not outcome.ok]
     if failures:
@@ -107,7 +147,10 @@ def _simulate(
 
 
 def sim(
-    scenario: Annotated[Path, typer.Argument(help="Scenario TOML file.")],
+    scenario: Annotated[
+        Path | None,
+        typer.Argument(help="Scenario TOML file (optional with --trace).", show_default=False),
+    ] = None,
     policy: Annotated[
         str,
         typer.Option(
@@ -135,6 +178,65 @@ def sim(
             show_default=False,
         ),
     ] = None,
+    trace_file: Annotated[
+        Path | None,
+        typer.Option(
+            "--trace",
+            help="Replay this SWF trace (plain or .gz) on a machine the jobs share, sized from "
+            "it unless the scenario gives one (docs/workloads.md).",
+            show_default=False,
+        ),
+    ] = None,
+    trace_jobs: Annotated[
+        int | None,
+        typer.Option(min=1, help="--trace: the first N jobs of the window.", show_default=False),
+    ] = None,
+    trace_window: Annotated[
+        str | None,
+        typer.Option(
+            help='--trace: the time window "START:END" from the first job, e.g. "0 d:30 d" '
+            "(either side may be empty).",
+            show_default=False,
+        ),
+    ] = None,
+    requests: Annotated[
+        str | None,
+        typer.Option(
+            help='--trace: the burst-buffer request model, "phases" (default) or '
+            '"kopanski-rzadca" (their requests, on their machine).',
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
     """Simulate a scenario under each policy, then compare the policies in a table and plots."""
-    run_scenario(scenario, policy, out, jobs, seed, max_running_apps)
+    trace = trace_options(trace_file, trace_jobs, trace_window, requests)
+    if scenario is None and trace is None:
+        fail(["SCENARIO: give a scenario file, --trace, or both"], EXIT_INVALID)
+    run_scenario(scenario, policy, out, jobs, seed, max_running_apps, trace=trace)
+
+
+def trace_options(
+    trace_file: Path | None, jobs: int | None, window: str | None, requests: str | None
+) -> dict[str, Any] | None:
+    """The [trace] keys the trace options give; None without --trace. A bad window or an option
+    without --trace fails naming it."""
+    if trace_file is None:
+        options = (("--trace-jobs", jobs), ("--trace-window", window), ("--requests", requests))
+        given = [name for name, value in options if value is not None]
+        if given:
+            fail([f"{', '.join(given)}: only with --trace"], EXIT_INVALID)
+        return None
+    trace: dict[str, Any] = {"file": str(trace_file)}
+    if jobs is not None:
+        trace["jobs"] = jobs
+    if requests is not None:
+        trace["requests"] = requests
+    if window is not None:
+        start, colon, end = window.partition(":")
+        if not colon:
+            fail([f'--trace-window {window}: expected "START:END"'], EXIT_INVALID)
+        if start.strip():
+            trace["start"] = start.strip()
+        if end.strip():
+            trace["end"] = end.strip()
+    return trace

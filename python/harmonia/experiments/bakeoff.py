@@ -16,9 +16,9 @@ from harmonia.darshan_import import SHARED_LOGS
 from harmonia.plots import policy_color, slant_tick_labels
 from harmonia.policies import EVERY_POLICY, PEERS
 from harmonia.results import write_json
-from harmonia.scenario import normalize
+from harmonia.scenario import Scenario, normalize
 from harmonia.simulator import RunOutcome, run_policy
-from harmonia.workloads import GB, MixSpec, synthetic_mix
+from harmonia.workloads import GB, MixSpec, TraceSpec, synthetic_mix, trace_scenario
 
 SMALL_SWF = Path(__file__).resolve().parents[3] / "examples" / "workloads" / "small.swf"
 # Scenarios of the grid: the default mix, one where I/O dominates, one where compute does, the
@@ -37,6 +37,8 @@ FULL_ONLY = ("burst",)
 QUICK_JOBS, FULL_JOBS = 12, 32
 QUICK_SEEDS, FULL_SEEDS = 5, 10
 BOUNDED_SLOWDOWN_TAU = 10.0  # seconds: jobs shorter than this count as this long
+# Kopanski and Rzadca's bounded slowdown threshold (Feitelson's longest, 10 minutes).
+QUEUE_SLOWDOWN_TAU = 600.0
 
 
 @dataclass(frozen=True)
@@ -104,11 +106,49 @@ def run_metrics(result: dict[str, Any]) -> dict[str, float]:
     }
 
 
+# The batch-queue metrics of a trace replay, as Kopanski and Rzadca report them: the mean
+# waiting time (submit to start) and the mean bounded slowdown, max(1, (wait + run) /
+# max(run, 10 min)) with run = end - start.
+QUEUE_METRICS: tuple[Metric, ...] = (
+    Metric("queue_wait", "mean waiting time (submit to start)", "W", "s", True),
+    Metric("queue_bsld", "mean bounded slowdown (10 min)", "BSLD", "x", True),
+)
+
+
+def queue_metrics(result: dict[str, Any]) -> dict[str, float]:
+    """The batch-queue metrics of one harmonia-sim result (a shared machine's)."""
+    waits, slowdowns = [], []
+    for app in result["apps"]:
+        wait = app["start"] - app["arrival"]
+        run = app["end"] - app["start"]
+        waits.append(wait)
+        slowdowns.append(max(1.0, (wait + run) / max(run, QUEUE_SLOWDOWN_TAU)))
+    return {"queue_wait": float(np.mean(waits)), "queue_bsld": float(np.mean(slowdowns))}
+
+
+Mix = MixSpec | TraceSpec
+
+
+def mix_name(mix: Mix) -> str:
+    return mix.label if isinstance(mix, TraceSpec) else mix.name
+
+
+def mix_scenario(mix: Mix, seed: int) -> Scenario:
+    """The scenario a mix draws with `seed`: a synthetic mix, or a trace's jobs with drawn I/O."""
+    return trace_scenario(mix, seed) if isinstance(mix, TraceSpec) else synthetic_mix(mix, seed)
+
+
 @dataclass(frozen=True)
 class Grid:
-    mixes: tuple[MixSpec, ...]
+    mixes: tuple[Mix, ...]
     seeds: tuple[int, ...]
     policies: tuple[str, ...]
+
+    @property
+    def metrics(self) -> tuple[Metric, ...]:
+        """The metrics of its tables: a trace's adds the batch queue's."""
+        traced = any(isinstance(m, TraceSpec) for m in self.mixes)
+        return QUEUE_METRICS + METRICS if traced else METRICS
 
     @property
     def runs(self) -> int:
@@ -133,9 +173,21 @@ def make_grid(
     return Grid(mixes, seeds, policies if policies is not None else EVERY_POLICY)
 
 
+def make_trace_grid(
+    trace: TraceSpec, seeds: tuple[int, ...] | None, policies: tuple[str, ...] | None = None
+) -> Grid:
+    """Every policy and peer (or `policies`) on a trace window x `seeds` (default 1..5) of its
+    request model."""
+    return Grid(
+        (trace,),
+        seeds if seeds is not None else tuple(range(1, QUICK_SEEDS + 1)),
+        policies if policies is not None else EVERY_POLICY,
+    )
+
+
 def mixes_left_out(grid: Grid) -> list[str]:
     """Why mixes of MIXES are not in `grid` for lack of their Darshan logs on this machine."""
-    present = {m.name for m in grid.mixes}
+    present = {mix_name(m) for m in grid.mixes}
     return [
         f"mix {m.name} left out: no Darshan logs at {m.darshan}"
         for m in MIXES
@@ -148,9 +200,15 @@ Results = dict[str, dict[str, dict[str, list[float]]]]
 
 
 def run_grid(
-    grid: Grid, simulator: Path, out: Path, jobs: int, on_finished: Callable[[RunOutcome], None]
+    grid: Grid,
+    simulator: Path,
+    out: Path,
+    jobs: int,
+    on_finished: Callable[[RunOutcome], None],
+    on_progress: Callable[[str, str], None] | None = None,
 ) -> Results:
-    """Simulate every (mix, seed, policy) into out/runs/<mix>/seed-<k>/<policy>.json.
+    """Simulate every (mix, seed, policy) into out/runs/<mix>/seed-<k>/<policy>.json;
+    `on_progress` gets the progress lines of each simulation (policy, line).
 
     A result already there for the same scenario is reused (reported with 0 seconds), so an
     interrupted bake-off resumes.
@@ -159,39 +217,45 @@ def run_grid(
     tasks = []
     for mix in grid.mixes:
         for seed in grid.seeds:
-            directory = out / "runs" / mix.name / f"seed-{seed}"
+            directory = out / "runs" / mix_name(mix) / f"seed-{seed}"
             directory.mkdir(parents=True, exist_ok=True)
             scenario_json = directory / "scenario.json"
-            text = json.dumps(normalize(synthetic_mix(mix, seed)), indent=2) + "\n"
+            text = json.dumps(normalize(mix_scenario(mix, seed)), indent=2) + "\n"
             if not scenario_json.exists() or scenario_json.read_text(encoding="utf-8") != text:
                 scenario_json.write_text(text, encoding="utf-8")
                 for stale in directory.glob("*.json"):
                     if stale != scenario_json:
                         stale.unlink()
             for policy in grid.policies:
-                tasks.append((mix.name, seed, policy, scenario_json, directory / f"{policy}.json"))
+                name = mix_name(mix)
+                tasks.append((name, seed, policy, scenario_json, directory / f"{policy}.json"))
     with ThreadPoolExecutor(max_workers=jobs) as pool:
         pending = {}
         for task in tasks:
             if task[4].exists():
                 on_finished(RunOutcome(task[2], 0, "", 0.0))
                 continue
-            pending[pool.submit(run_policy, simulator, task[3], task[2], task[4])] = task
+            future = pool.submit(
+                run_policy, simulator, task[3], task[2], task[4], None, on_progress
+            )
+            pending[future] = task
         for future in as_completed(pending):
             outcome = future.result()
             on_finished(outcome)
             if not outcome.ok:
-                mix_name, seed, policy = pending[future][:3]
+                failed, seed, policy = pending[future][:3]
                 for other in pending:
                     other.cancel()
                 raise RuntimeError(
-                    f"harmonia-sim failed for {mix_name} seed {seed} policy {policy} "
+                    f"harmonia-sim failed for {failed} seed {seed} policy {policy} "
                     f"(exit {outcome.returncode}): {outcome.stderr.strip()}"
                 )
     results: Results = {}
-    for mix_name, _seed, policy, _scenario, path in tasks:
-        metrics = run_metrics(json.loads(path.read_text(encoding="utf-8")))
-        per_policy = results.setdefault(mix_name, {}).setdefault(policy, {})
+    traced = {mix_name(m) for m in grid.mixes if isinstance(m, TraceSpec)}
+    for name, _seed, policy, _scenario, path in tasks:
+        result = json.loads(path.read_text(encoding="utf-8"))
+        metrics = run_metrics(result) | (queue_metrics(result) if name in traced else {})
+        per_policy = results.setdefault(name, {}).setdefault(policy, {})
         for key, value in metrics.items():
             per_policy.setdefault(key, []).append(value)
     return results
@@ -209,12 +273,12 @@ def markdown_tables(results: Results, grid: Grid) -> str:
         lines += [
             f"### {mix} ({len(grid.seeds)} seeds)",
             "",
-            "| policy | " + " | ".join(f"{m.label} ({m.unit})" for m in METRICS) + " |",
-            "| --- |" + " ---: |" * len(METRICS),
+            "| policy | " + " | ".join(f"{m.label} ({m.unit})" for m in grid.metrics) + " |",
+            "| --- |" + " ---: |" * len(grid.metrics),
         ]
         for policy, metrics in by_policy.items():
             name = f"{policy} (peer)" if policy in PEERS else policy
-            cells = [_fmt(*interval(metrics[m.key])) for m in METRICS]
+            cells = [_fmt(*interval(metrics[m.key])) for m in grid.metrics]
             lines.append(f"| {name} | " + " | ".join(cells) + " |")
         lines.append("")
     return "\n".join(lines)
@@ -231,14 +295,14 @@ def relative_tables(results: Results, grid: Grid, baseline: str = "datawarp") ->
         lines += [
             f"### {mix}: ratio to {baseline} on the same seed",
             "",
-            "| policy | " + " | ".join(m.label for m in METRICS) + " |",
-            "| --- |" + " ---: |" * len(METRICS),
+            "| policy | " + " | ".join(m.label for m in grid.metrics) + " |",
+            "| --- |" + " ---: |" * len(grid.metrics),
         ]
         for policy, metrics in by_policy.items():
             if policy == baseline:
                 continue
             cells = []
-            for m in METRICS:
+            for m in grid.metrics:
                 pairs = [(v, b) for v, b in zip(metrics[m.key], base[m.key], strict=True) if b]
                 if not pairs:
                     cells.append("n/a")
@@ -251,22 +315,24 @@ def relative_tables(results: Results, grid: Grid, baseline: str = "datawarp") ->
     return "\n".join(lines)
 
 
-def best_per_metric(results: Results) -> dict[str, dict[str, str]]:
+def best_per_metric(
+    results: Results, metrics: tuple[Metric, ...] = METRICS
+) -> dict[str, dict[str, str]]:
     """For each mix and metric, the policy with the best mean."""
     best: dict[str, dict[str, str]] = {}
     for mix, by_policy in results.items():
-        for m in METRICS:
+        for m in metrics:
             means = {p: float(np.mean(v[m.key])) for p, v in by_policy.items()}
             pick = min if m.lower_is_better else max
             best.setdefault(mix, {})[m.key] = pick(means, key=lambda p: means[p])
     return best
 
 
-def write_plots(results: Results, out: Path) -> list[Path]:
+def write_plots(results: Results, out: Path, metrics: tuple[Metric, ...] = METRICS) -> list[Path]:
     """One PNG per metric: bars per policy grouped by mix, with 95 % intervals."""
     written = []
     mixes = list(results)
-    for m in METRICS:
+    for m in metrics:
         figure = Figure(figsize=(13, 4.8), layout="constrained")
         axes = figure.subplots()
         policies = list(next(iter(results.values())))
@@ -302,7 +368,7 @@ def write_summary(results: Results, grid: Grid, out: Path) -> None:
         out / "bakeoff.json",
         {
             "seeds": list(grid.seeds),
-            "mixes": [m.name for m in grid.mixes],
+            "mixes": [mix_name(m) for m in grid.mixes],
             "results": results,
         },
     )
