@@ -17,7 +17,6 @@ namespace {
 constexpr double kInfinity = std::numeric_limits<double>::infinity();
 // Events closer than this (seconds) are one instant: the policy decides once for them.
 constexpr double kSameInstant = 1e-9;
-constexpr double kByteEpsilon = 1e-3;
 
 const std::vector<std::pair<std::string, AutoObjective>>& objectives() {
   static const std::vector<std::pair<std::string, AutoObjective>> table = {

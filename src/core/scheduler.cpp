@@ -11,11 +11,6 @@
 
 namespace harmonia::core {
 
-namespace {
-// Drained byte counts are sums of floating-point shares; treat dust as zero.
-constexpr double kByteEpsilon = 1e-3;
-}  // namespace
-
 int SchedulerConfig::resolved_max_colocated() const {
   return max_colocated ? *max_colocated : buffer_device.max_colocated(if_limit);
 }

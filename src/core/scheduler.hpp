@@ -17,6 +17,9 @@ namespace harmonia::core {
 using AppId = int;
 using BufferId = int;
 
+/// Byte counts are sums of floating-point shares: a difference smaller than this is dust.
+inline constexpr double kByteEpsilon = 1e-3;
+
 enum class Hint { Flushable, Cached };
 enum class PriorityTie { Share, Fcfs };
 
@@ -140,7 +143,8 @@ struct BufferState {
   bool exclusive_flush = false;  ///< backup-flusher mode: takes no new I/O until drained
   std::deque<HeldData> held;
 
-  double free() const { return capacity - used; }
+  /// Bytes a new phase may still take (dust left by summing shares counts as free).
+  double free() const { return capacity - used + kByteEpsilon; }
   double drainable() const;
 };
 

@@ -15,7 +15,7 @@ double time_limit(const AppState& app) {
 double CapacityHoldings::free() const {
   double held = 0;
   for (const auto& [app, h] : held_) held += h.bytes;
-  return total_ - held;
+  return total_ - held + kByteEpsilon;
 }
 
 std::vector<Release> expected_releases(const CapacityHoldings& holdings, double now,

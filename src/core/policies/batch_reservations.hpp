@@ -30,7 +30,7 @@ class CapacityHoldings {
   explicit CapacityHoldings(double total) : total_(total) {}
   void hold(AppId app, double bytes, double expected_end) { held_[app] = {bytes, expected_end}; }
   void release(AppId app) { held_.erase(app); }
-  /// Capacity no started job holds.
+  /// Capacity no started job holds (dust left by summing requests counts as free).
   double free() const;
   double total() const { return total_; }
   const std::map<AppId, Holding>& held() const { return held_; }

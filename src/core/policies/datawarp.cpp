@@ -26,9 +26,6 @@ namespace harmonia::core {
 
 namespace {
 
-// Reservation sums are sums of floating-point phase sizes; treat dust as zero.
-constexpr double kByteEpsilon = 1e-3;
-
 class DataWarp : public Scheduler {
  public:
   using Scheduler::Scheduler;

@@ -34,7 +34,6 @@ namespace harmonia::core {
 
 namespace {
 
-constexpr double kByteEpsilon = 1e-3;
 constexpr int kExhaustiveUpTo = 5;
 constexpr int kCoolingSteps = 30;
 constexpr int kStepsPerTemperature = 6;
@@ -254,7 +253,7 @@ class PlanBased : public Scheduler {
     std::vector<AppId> first(queue_.begin(), queue_.begin() + static_cast<long>(depth));
     std::vector<AppId> rest(queue_.begin() + static_cast<long>(depth), queue_.end());
     for (AppId app : first) {
-      if (nodes_needed(app) <= free_nodes() && bytes_of(app) <= holdings_.free() + kByteEpsilon) {
+      if (nodes_needed(app) <= free_nodes() && bytes_of(app) <= holdings_.free()) {
         start(app, now);
         profile = current(now);
       }
