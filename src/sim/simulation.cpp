@@ -71,28 +71,28 @@ sg4::SemaphorePtr Simulation::wakeup(core::AppId app) {
 
 void Simulation::admit(core::AppId app) {
   if (!scenario_.platform.shared) {
-    wakeup(app)->release();  // its actor waits since it registered
+    effects_.emplace_back([this, app] { wakeup(app)->release(); });  // waiting since registered
     return;
   }
   // On a shared machine an application is an actor from its admission: the jobs waiting in
   // the queue, often thousands, cost nothing.
   const size_t spec_index = spec_of_app_.at(static_cast<size_t>(app));
   auto nodes = take_nodes(spec_index);
-  auto* host = hosts_.compute[nodes.front()];
-  sg4::Actor::create(
-      scenario_.apps[spec_index].name, host,
-      [this, spec_index, app, nodes = std::move(nodes)] { run_app(spec_index, app, nodes); });
+  effects_.emplace_back([this, spec_index, app, nodes = std::move(nodes)] {
+    sg4::Actor::create(scenario_.apps[spec_index].name, hosts_.compute[nodes.front()],
+                       [this, spec_index, app, nodes] { run_app(spec_index, app, nodes); });
+  });
 }
 
 void Simulation::grant(const core::PhaseRequest& phase,
                        const std::vector<core::BufferId>& buffers) {
   grants_[phase.app] = buffers;
-  wakeup(phase.app)->release();
+  effects_.emplace_back([this, app = phase.app] { wakeup(app)->release(); });
 }
 
 void Simulation::start_drain(core::BufferId buffer) {
   draining_[static_cast<size_t>(buffer)] = true;
-  drain_wakeups_[static_cast<size_t>(buffer)]->release();
+  effects_.emplace_back([this, buffer] { drain_wakeups_[static_cast<size_t>(buffer)]->release(); });
 }
 
 void Simulation::stop_drain(core::BufferId buffer) {
@@ -101,10 +101,23 @@ void Simulation::stop_drain(core::BufferId buffer) {
 
 void Simulation::start_prefetch(const core::PhaseRequest& phase,
                                 const std::vector<core::BufferId>& buffers) {
-  // Called from the decider: the stage-in runs in its own actor.
-  sg4::Actor::create("prefetch-" + std::to_string(phase.app) + "." + std::to_string(phase.index),
-                     hosts_.buffers[static_cast<size_t>(buffers.front())],
-                     [this, phase, buffers] { run_prefetch(phase, buffers); });
+  // The stage-in runs in its own actor.
+  effects_.emplace_back([this, phase, buffers] {
+    sg4::Actor::create("prefetch-" + std::to_string(phase.app) + "." + std::to_string(phase.index),
+                       hosts_.buffers[static_cast<size_t>(buffers.front())],
+                       [this, phase, buffers] { run_prefetch(phase, buffers); });
+  });
+}
+
+void Simulation::apply_effects() {
+  // Every call into SimGrid lets the other actors of this instant run, and deliver their events
+  // to the policy: made in the middle of a policy call, it would let one event interleave with
+  // the handling of another (a job admitted twice). They wait until the call has returned.
+  while (!effects_.empty()) {
+    auto effects = std::move(effects_);
+    effects_.clear();
+    for (auto& effect : effects) effect();
+  }
 }
 
 void Simulation::run_prefetch(const core::PhaseRequest& phase,
@@ -127,6 +140,7 @@ void Simulation::run_prefetch(const core::PhaseRequest& phase,
   wait_all(activities);
   ++events_;
   scheduler_->on_prefetched(phase.app, phase.index, sg4::Engine::get_clock());
+  apply_effects();
   request_decision();
 }
 
@@ -145,6 +159,7 @@ core::AppId Simulation::register_app(size_t spec_index) {
   // The policy may admit it at once: its spec must be known by then.
   spec_of_app_.push_back(spec_index);
   const core::AppId id = scheduler_->on_app_register(info, sg4::Engine::get_clock());
+  apply_effects();
   request_decision();
   return id;
 }
@@ -175,6 +190,7 @@ void Simulation::run_app(size_t spec_index, core::AppId id, std::vector<size_t> 
       // The phase detection knows a read comes next: its data may be fetched during the compute.
       ++events_;
       scheduler_->on_prefetch_request(read_request(spec, id, k), sg4::Engine::get_clock());
+      apply_effects();
       request_decision();
     }
     sg4::this_actor::sleep_for(phase.compute);
@@ -183,6 +199,7 @@ void Simulation::run_app(size_t spec_index, core::AppId id, std::vector<size_t> 
       scheduler_->on_phase_request(
           {id, static_cast<int>(k), phase.bytes, phase.op, phase.priority, phase.source_phase},
           sg4::Engine::get_clock());
+      apply_effects();
       request_decision();
     };
     if (control_)
@@ -217,6 +234,7 @@ void Simulation::run_app(size_t spec_index, core::AppId id, std::vector<size_t> 
     ++events_;
     const auto complete = [&] {
       scheduler_->on_phase_complete(id, static_cast<int>(k), sg4::Engine::get_clock());
+      apply_effects();
       request_decision();
     };
     if (control_)
@@ -231,6 +249,7 @@ void Simulation::run_app(size_t spec_index, core::AppId id, std::vector<size_t> 
   app_wakeups_.erase(id);
   grants_.erase(id);
   scheduler_->on_app_end(id, sg4::Engine::get_clock());
+  apply_effects();
   request_decision();
   ++apps_finished_;
   // The last application out wakes every drain actor so that those with nothing left can exit.
@@ -301,6 +320,7 @@ double Simulation::move_chunk(core::BufferId buffer, double chunk) {
   wait_all(activities);
   ++events_;
   scheduler_->on_drained(buffer, chunk, sg4::Engine::get_clock());
+  apply_effects();
   request_decision();
   // Whether to go on is decided now, before the policy hears of the chunk.
   return next_chunk(b);
@@ -325,6 +345,7 @@ void Simulation::run_decider() {
     decision_requested_ = false;
     ++events_;
     scheduler_->on_tick(sg4::Engine::get_clock());
+    apply_effects();
   }
 }
 

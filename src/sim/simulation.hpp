@@ -6,6 +6,7 @@
 /// after all events of an instant (`Scheduler::on_tick`).
 
 #include <chrono>
+#include <functional>
 #include <map>
 #include <memory>
 #include <ostream>
@@ -80,6 +81,8 @@ class Simulation final : public core::Actions {
   void run_decider();
   /// Ask the decider actor to run the policy once every event of this instant is delivered.
   void request_decision();
+  /// Makes what the policy asked of the host during its last call (wake actors, start them).
+  void apply_effects();
   simgrid::s4u::SemaphorePtr wakeup(core::AppId app);
   /// The compute nodes (indices) the application runs on: its own, or free nodes of a shared
   /// machine (taken from the free set).
@@ -100,6 +103,7 @@ class Simulation final : public core::Actions {
   std::set<size_t> free_nodes_;      ///< compute nodes no job runs on (shared machine)
   std::vector<size_t> spec_of_app_;  ///< the spec of each registered application, by id
   std::unique_ptr<ControlPlane> control_;
+  std::vector<std::function<void()>> effects_;  ///< asked by the policy, not made yet
   ProgressConfig progress_;
   std::chrono::steady_clock::time_point started_, last_report_;
   size_t apps_finished_ = 0;
