@@ -566,11 +566,35 @@ void Scheduler::on_tick(double now) {
   auto held_back = hold_back_yielding(now);
   start_ready_reads(now);
   decide(now);
+  start_one_if_stuck(now);
   restore_held_back(std::move(held_back));
   update_drains(now);
   for (BufferId b = 0; b < config_.buffer_count; ++b) {
     const auto& buf = buffers_[static_cast<size_t>(b)];
     recorder_.buffer_changed(b, buf.phases > 0, buf.used, now);
+  }
+}
+
+void Scheduler::start_one_if_stuck(double now) {
+  if (stages_in_before_start() || !running_.empty() || pending_.empty()) return;
+  if (std::any_of(buffers_.begin(), buffers_.end(),
+                  [](const BufferState& b) { return b.drainable() > kByteEpsilon; }))
+    return;  // draining frees space: the policy's wait can end
+  const PendingPhase first = pending_.front();
+  std::vector<BufferId> candidates;
+  for (BufferId b = 0; b < config_.buffer_count; ++b)
+    if (placeable(b, first.request.app)) candidates.push_back(b);
+  std::stable_sort(candidates.begin(), candidates.end(), [&](BufferId a, BufferId b) {
+    return buffers_[static_cast<size_t>(a)].free() > buffers_[static_cast<size_t>(b)].free();
+  });
+  for (size_t j = static_cast<size_t>(config_.min_buffers); j <= candidates.size(); ++j) {
+    if (first.request.bytes / static_cast<double>(j) >
+        buffers_[static_cast<size_t>(candidates[j - 1])].free())
+      continue;
+    std::vector<BufferId> chosen(candidates.begin(), candidates.begin() + static_cast<long>(j));
+    std::sort(chosen.begin(), chosen.end());
+    grant(first.request.app, first.request.index, chosen, now);
+    return;
   }
 }
 

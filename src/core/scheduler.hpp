@@ -300,6 +300,10 @@ class Scheduler {
 
  private:
   void assign_flushers();
+  /// Work conservation, whatever the policy's rule: when no phase runs, nothing is left to drain
+  /// and phases wait, no waiting can free space, so the oldest waiting phase starts on the fewest
+  /// emptiest buffers that hold it (the batch-reservation policies wait for their reservations).
+  void start_one_if_stuck(double now);
   /// Stops the buffer's drain once it holds nothing drainable.
   void stop_drain_if_done(BufferId buffer, double now);
   /// Calls on_app_drained once, when `app` has ended and holds nothing more.

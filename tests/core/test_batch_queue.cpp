@@ -143,3 +143,30 @@ TEST(BatchQueue, SlurmEasySjfBackfillsTheShortestFirst) {
     EXPECT_EQ(admitted(d, shorter), policy == "slurm-easy-sjf") << policy;
   }
 }
+
+TEST(BatchQueue, IoSetsQueuesForNodesOnASharedMachine) {
+  // IO-Sets admits every job at once; on a shared machine the jobs still wait for nodes.
+  PolicyDriver d("io-sets", machine(4));
+  const AppId a = d.reg(job("a", 3, 100), 0);
+  const AppId b = d.reg(job("b", 3, 100), 1);
+  EXPECT_EQ(d.actions.admitted, (std::vector<AppId>{a}));
+  d.end(a, 50);
+  EXPECT_EQ(d.actions.admitted, (std::vector<AppId>{a, b}));
+}
+
+TEST(WorkConservation, APhaseLargerThanItsShareStartsWhenNothingElseCan) {
+  // priority shares the free buffers equally among the phases of a level: 4 buffers of 100 GB,
+  // two phases of 250 GB and 10 GB get 2 buffers each, and 250 GB does not fit on 2. Nothing
+  // runs and nothing is left to drain, so no wait can free space: the oldest starts on the 3
+  // buffers that hold it.
+  SchedulerConfig c = ssd_buffers(4, 100 * GB);
+  PolicyDriver d("priority", c);
+  const AppId big = d.reg(job("big", 1, 0), 0);
+  const AppId small = d.reg(job("small", 1, 0), 0);
+  d.scheduler->on_phase_request({big, 0, 250 * GB, Op::Write, 0}, 1);
+  d.scheduler->on_phase_request({small, 0, 10 * GB, Op::Write, 0}, 1);
+  d.scheduler->on_tick(1);
+  ASSERT_EQ(d.actions.grants.size(), 1u);
+  EXPECT_EQ(d.actions.grants[0].app, big);
+  EXPECT_EQ(d.actions.grants[0].buffers.size(), 3u);
+}

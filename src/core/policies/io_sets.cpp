@@ -33,8 +33,11 @@ class IoSets : public Scheduler {
 
  protected:
   void admit_on_register(AppId app, double now) override {
-    admitted_at_[app] = now;
-    admit(app, now);
+    // IO-Sets admits every job at once; on a machine the jobs share they queue for nodes.
+    if (config_.compute_nodes > 0)
+      Scheduler::admit_on_register(app, now);
+    else
+      admit(app, now);
   }
 
   void decide(double now) override {
@@ -101,7 +104,7 @@ class IoSets : public Scheduler {
     if (!first_time && last->second == p.request.index) return;
     last->second = p.request.index;
     // The phase before it ended when the application went back to computing.
-    double since = admitted_at_[p.request.app];
+    double since = apps_[static_cast<size_t>(p.request.app)].admitted_at;
     const auto& records = recorder().phases();
     const auto& mine = recorder().phases_of(p.request.app);
     for (auto it = mine.rbegin(); it != mine.rend(); ++it) {
@@ -127,7 +130,6 @@ class IoSets : public Scheduler {
     return io_set_of(it->second.total / it->second.samples);
   }
 
-  std::map<AppId, double> admitted_at_;
   std::map<AppId, Estimate> estimates_;
   std::map<AppId, int> observed_;  ///< index of the phase each application was last seen with
 };
