@@ -63,7 +63,7 @@ def reproduce_bakeoff(
     if out.exists() and not out.is_dir():
         fail([f"--out {out}: not a directory"], EXIT_INVALID)
     console = Console(stderr=True)
-    for line in mixes_left_out(grid):
+    for line in mixes_left_out(grid) if trace is None else []:
         console.print(line)
     console.print(
         f"bake-off: {len(grid.mixes)} mixes x {len(grid.seeds)} seeds x "
