@@ -127,14 +127,15 @@ POLICY_MUTANTS = [
     Rewrite(
         "plan-based: cost = 0",
         "src/core/policies/plan_based.cpp",
-        r"out\.score \+= std::pow\(start - submitted_\.at\(app\), config_\.plan_alpha\);",
+        r"out\.score \+=\s*std::pow\(start - apps_\[static_cast<size_t>\(app\)\]\.arrival, "
+        r"config_\.plan_alpha\);",
         "out.score += 0.0;",
     ),
     Rewrite(
-        "plan-based: queue last come first",
-        "src/core/policies/plan_based.cpp",
-        r"    queue_\.push_back\(app\);",
-        "    queue_.push_front(app);",
+        "batch-reservation policies: queue last come first",
+        "src/core/policies/batch_reservations.cpp",
+        r"  queue_\.push_back\(app\);",
+        "  queue_.push_front(app);",
     ),
     Rewrite(
         "slurm-easy-sjf: longest backfilled first",

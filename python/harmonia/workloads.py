@@ -103,20 +103,27 @@ def _trace_apps(spec: MixSpec, trace: Path, rng: np.random.Generator) -> list[di
         sizes = _draw_phases(spec, rng)
         io_alone = sum(size / min(slice_bw, nodes * LINK_BW) for size in sizes)
         compute = max(0.0, job.run_time - io_alone) / len(sizes)
-        entry: dict[str, Any] = {
-            "name": f"swf{job.number}" if job.number >= 0 else f"swf-line{k}",
-            "nodes": nodes,
-            "ranks": job.processors,
-            "arrival": f"{job.submit:.3f} s",
-            "workload": "explicit",
-            "phases": [{"compute": f"{compute:.3f} s", "size": size} for size in sizes],
-        }
-        if job.user >= 0:
-            entry["user"] = f"user{job.user}"
-        if job.requested_time > 0:
-            entry["walltime"] = f"{job.requested_time:.1f} s"
+        entry = _trace_entry(job, k, nodes)
+        entry["phases"] = [{"compute": f"{compute:.3f} s", "size": size} for size in sizes]
         apps.append(entry)
     return apps
+
+
+def _trace_entry(job: SwfJob, line: int, nodes: int) -> dict[str, Any]:
+    """The [[apps]] entry of a trace's job, its phases left to the caller: its name, nodes,
+    processes, arrival, user and time limit from the trace."""
+    entry: dict[str, Any] = {
+        "name": f"swf{job.number}" if job.number >= 0 else f"swf-line{line}",
+        "nodes": nodes,
+        "ranks": job.processors,
+        "arrival": f"{job.submit:.3f} s",
+        "workload": "explicit",
+    }
+    if job.user >= 0:
+        entry["user"] = f"user{job.user}"
+    if job.requested_time > 0:
+        entry["walltime"] = f"{job.requested_time:.1f} s"
+    return entry
 
 
 @dataclass(frozen=True)
@@ -469,13 +476,7 @@ def trace_document(spec: TraceSpec, seed: int) -> dict[str, Any]:
         if nodes > limit:
             larger += 1
             continue
-        entry: dict[str, Any] = {
-            "name": f"swf{job.number}" if job.number >= 0 else f"swf-line{k}",
-            "nodes": nodes,
-            "ranks": job.processors,
-            "arrival": f"{job.submit:.3f} s",
-            "workload": "explicit",
-        }
+        entry = _trace_entry(job, k, nodes)
         if spec.requests == "kopanski-rzadca":
             entry["phases"], request = _kr_phases(job, nodes, rng)
             entry["reservation"] = f"{request:.0f} B"
@@ -486,10 +487,6 @@ def trace_document(spec: TraceSpec, seed: int) -> dict[str, Any]:
             io_alone = sum(size / min(slice_bw, nodes * LINK_BW) for size in sizes)
             compute = max(0.0, job.run_time - io_alone) / len(sizes)
             entry["phases"] = [{"compute": f"{compute:.3f} s", "size": size} for size in sizes]
-        if job.user >= 0:
-            entry["user"] = f"user{job.user}"
-        if job.requested_time > 0:
-            entry["walltime"] = f"{job.requested_time:.1f} s"
         apps.append(entry)
     if not apps:
         raise ValueError(f"{spec.trace}: no job fits the machine ({limit} nodes)")

@@ -50,6 +50,7 @@ AppId Scheduler::on_app_register(const AppInfo& info, double now) {
                                 " nodes, the machine has " + std::to_string(config_.compute_nodes));
   const AppId id = static_cast<AppId>(apps_.size());
   apps_.push_back({info, false, false, 0});
+  apps_.back().arrival = now;
   staging_in_.push_back(0);
   written_.emplace_back();
   recorder_.app_arrived(id, info.name, now);

@@ -185,6 +185,7 @@ struct AppState {
   double held_bytes = 0;   ///< bytes on buffers not yet drained
   bool drained = false;    ///< ended and all its data drained (on_app_drained was called)
   double admitted_at = 0;  ///< when it was admitted (its time limit counts from then)
+  double arrival = 0;      ///< when it registered (was submitted)
 };
 
 /// How a policy lets drains share a buffer with I/O phases.

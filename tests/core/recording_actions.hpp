@@ -77,6 +77,24 @@ inline SchedulerConfig ssd_buffers(int count, double capacity) {
   return c;
 }
 
+/// Two SSD buffers of `capacity` on a machine of `nodes` compute nodes the jobs share.
+inline SchedulerConfig shared_machine(int nodes, double capacity = 500 * GB) {
+  SchedulerConfig c = ssd_buffers(2, capacity);
+  c.compute_nodes = nodes;
+  return c;
+}
+
+/// A batch job: its nodes, time limit and declared burst-buffer request.
+inline AppInfo batch_job(const std::string& name, int nodes, double walltime,
+                         double declared = 10 * GB) {
+  AppInfo info;
+  info.name = name;
+  info.nodes = nodes;
+  info.walltime = walltime;
+  info.declared_bytes = declared;
+  return info;
+}
+
 /// Drives a scheduler as a host does: each event, then one decision (`on_tick`) at its instant.
 class PolicyDriver {
  public:

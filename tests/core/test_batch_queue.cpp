@@ -15,18 +15,11 @@ using namespace harmonia::core::testing;
 namespace {
 
 SchedulerConfig machine(int nodes, double buffer_capacity = 500 * GB) {
-  SchedulerConfig c = ssd_buffers(2, buffer_capacity);
-  c.compute_nodes = nodes;
-  return c;
+  return shared_machine(nodes, buffer_capacity);
 }
 
 AppInfo job(const std::string& name, int nodes, double walltime, double declared = 10 * GB) {
-  AppInfo info;
-  info.name = name;
-  info.nodes = nodes;
-  info.walltime = walltime;
-  info.declared_bytes = declared;
-  return info;
+  return batch_job(name, nodes, walltime, declared);
 }
 
 bool admitted(const PolicyDriver& d, AppId app) { return d.actions.was_admitted(app); }

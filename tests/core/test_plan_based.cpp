@@ -12,20 +12,14 @@ using namespace harmonia::core::testing;
 namespace {
 
 SchedulerConfig machine(int nodes, double alpha = 2, int depth = 0) {
-  SchedulerConfig c = ssd_buffers(2, 500 * GB);
-  c.compute_nodes = nodes;
+  SchedulerConfig c = shared_machine(nodes);
   c.plan_alpha = alpha;
   c.plan_reservation_depth = depth;
   return c;
 }
 
 AppInfo job(const std::string& name, int nodes, double walltime, double declared = 10 * GB) {
-  AppInfo info;
-  info.name = name;
-  info.nodes = nodes;
-  info.walltime = walltime;
-  info.declared_bytes = declared;
-  return info;
+  return batch_job(name, nodes, walltime, declared);
 }
 
 }  // namespace

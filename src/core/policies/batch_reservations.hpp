@@ -3,7 +3,7 @@
 /// burst-buffer capacity (its declared I/O) and a time limit, holds the capacity from its start
 /// until its stage-out ends and its nodes until it ends.
 
-#include <functional>
+#include <deque>
 #include <limits>
 #include <map>
 #include <vector>
@@ -48,9 +48,37 @@ struct Release {
   double at = kNoLimit;
 };
 
-/// The releases of `holdings`, earliest first; `nodes_held(app)` is what the job still holds of
-/// the compute nodes (none once it has ended).
-std::vector<Release> expected_releases(const CapacityHoldings& holdings, double now,
-                                       const std::function<int(AppId)>& nodes_held);
+/// What the batch-reservation peers share: jobs queue in submission order, start when the
+/// policy's `schedule` says so (holding their capacity until their stage-out ends), and are
+/// scheduled again whenever one arrives or frees nodes or capacity; in a job, I/O is as under
+/// DataWarp (every phase at once on every buffer, staged in before and out after the job).
+class BatchReservationPolicy : public Scheduler {
+ public:
+  BatchReservationPolicy(SchedulerConfig config, Actions& actions);
+
+ protected:
+  void admit_on_register(AppId app, double now) override;
+  bool drain_before_app_end(AppId) const override { return false; }
+  double flush_threshold() const override { return 0.0; }
+  int backup_flushers() const override { return 0; }
+  // A job's input is staged in before it starts and stays in its reservation until it ends.
+  bool stages_in_before_start() const override { return true; }
+  void on_app_drained(AppId app, double now) override;
+  void on_nodes_freed(double now) override { schedule(now); }
+  void decide(double now) override { grant_on_every_buffer(now); }
+
+  /// Starts the queued jobs the policy chooses (with `start`).
+  virtual void schedule(double now) = 0;
+  /// The job leaves the queue, holds its capacity and is admitted.
+  void start(AppId app, double now);
+  double request_of(AppId app) const;
+  double walltime_of(AppId app) const;
+  /// Releases of the started jobs' capacity and nodes (none for a job that ended), earliest
+  /// first.
+  std::vector<Release> releases(double now) const;
+
+  std::deque<AppId> queue_;  ///< waiting jobs, in submission order
+  CapacityHoldings holdings_;
+};
 
 }  // namespace harmonia::core

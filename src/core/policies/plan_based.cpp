@@ -23,8 +23,7 @@
 // a 20-second limit (the same 180 steps when it is not cut short).
 #include <algorithm>
 #include <cmath>
-#include <deque>
-#include <map>
+#include <functional>
 #include <random>
 
 #include "core/policies/batch_reservations.hpp"
@@ -99,33 +98,10 @@ class Profile {
   std::vector<Step> steps_;
 };
 
-class PlanBased : public Scheduler {
+class PlanBased : public BatchReservationPolicy {
  public:
   PlanBased(SchedulerConfig config, Actions& actions)
-      : Scheduler(std::move(config), actions),
-        holdings_(config_.buffer_capacity * config_.buffer_count),
-        rng_(config_.seed) {}
-
- protected:
-  void admit_on_register(AppId app, double now) override {
-    submitted_[app] = now;
-    queue_.push_back(app);
-    schedule(now);
-  }
-
-  bool drain_before_app_end(AppId) const override { return false; }
-  double flush_threshold() const override { return 0.0; }
-  int backup_flushers() const override { return 0; }
-  bool stages_in_before_start() const override { return true; }
-
-  void on_app_drained(AppId app, double now) override {
-    holdings_.release(app);
-    schedule(now);
-  }
-
-  void on_nodes_freed(double now) override { schedule(now); }
-
-  void decide(double now) override { grant_on_every_buffer(now); }
+      : BatchReservationPolicy(std::move(config), actions), rng_(config_.seed) {}
 
  private:
   struct Planned {
@@ -137,10 +113,6 @@ class PlanBased : public Scheduler {
     double score = 0;
   };
 
-  double bytes_of(AppId app) const {
-    return capacity_request(apps_[static_cast<size_t>(app)], holdings_.total());
-  }
-  double limit_of(AppId app) const { return time_limit(apps_[static_cast<size_t>(app)]); }
   int nodes_of(AppId app) const { return std::max(1, apps_[static_cast<size_t>(app)].info.nodes); }
 
   /// Free resources from now on, with the running jobs expected to end at their limits. A job
@@ -149,10 +121,7 @@ class PlanBased : public Scheduler {
   Profile current(double now) const {
     Profile profile(now, free_nodes(), holdings_.free());
     const double soonest = std::nextafter(now, kNoLimit);
-    const auto releases = expected_releases(holdings_, now, [&](AppId app) {
-      return apps_[static_cast<size_t>(app)].ended ? 0 : nodes_needed(app);
-    });
-    for (const auto& r : releases) profile.release(std::max(soonest, r.at), r.nodes, r.bytes);
+    for (const auto& r : releases(now)) profile.release(std::max(soonest, r.at), r.nodes, r.bytes);
     return profile;
   }
 
@@ -160,10 +129,11 @@ class PlanBased : public Scheduler {
   Plan plan(Profile base, const std::vector<AppId>& order) const {
     Plan out;
     for (AppId app : order) {
-      const double start = base.earliest_start(nodes_needed(app), bytes_of(app), limit_of(app));
-      base.reserve(start, limit_of(app), nodes_needed(app), bytes_of(app));
+      const double start =
+          base.earliest_start(nodes_needed(app), request_of(app), walltime_of(app));
+      base.reserve(start, walltime_of(app), nodes_needed(app), request_of(app));
       out.jobs.push_back({app, start});
-      out.score += std::pow(start - submitted_.at(app), config_.plan_alpha);
+      out.score += std::pow(start - apps_[static_cast<size_t>(app)].arrival, config_.plan_alpha);
     }
     // Scores are compared as whole numbers, as the paper's implementation does.
     out.score = std::round(out.score);
@@ -172,10 +142,11 @@ class PlanBased : public Scheduler {
 
   /// The nine sorted orders the search starts from, each sorted from submission order.
   std::vector<std::vector<AppId>> sorted_orders(const std::vector<AppId>& jobs) const {
-    const auto per_node = [&](AppId a) { return bytes_of(a) / nodes_of(a); };
+    const auto per_node = [&](AppId a) { return request_of(a) / nodes_of(a); };
     const std::vector<std::function<double(AppId)>> keys = {
         [&](AppId a) { return static_cast<double>(nodes_of(a)); }, per_node,
-        [&](AppId a) { return per_node(a) / nodes_of(a); }, [&](AppId a) { return limit_of(a); }};
+        [&](AppId a) { return per_node(a) / nodes_of(a); },
+        [&](AppId a) { return walltime_of(a); }};
     std::vector<std::vector<AppId>> orders = {jobs};
     for (const auto& key : keys)
       for (const bool ascending : {true, false}) {
@@ -234,17 +205,11 @@ class PlanBased : public Scheduler {
     return best;
   }
 
-  void start(AppId app, double now) {
-    holdings_.hold(app, bytes_of(app), now + limit_of(app));
-    queue_.erase(std::find(queue_.begin(), queue_.end(), app));
-    admit(app, now);
-  }
-
   bool fits_now(const Profile& profile, AppId app, double now) const {
-    return profile.earliest_start(nodes_needed(app), bytes_of(app), limit_of(app)) == now;
+    return profile.earliest_start(nodes_needed(app), request_of(app), walltime_of(app)) == now;
   }
 
-  void schedule(double now) {
+  void schedule(double now) override {
     if (queue_.empty()) return;
     Profile profile = current(now);
     // The first D in line start if they fit, else are reserved their earliest start.
@@ -253,15 +218,16 @@ class PlanBased : public Scheduler {
     std::vector<AppId> first(queue_.begin(), queue_.begin() + static_cast<long>(depth));
     std::vector<AppId> rest(queue_.begin() + static_cast<long>(depth), queue_.end());
     for (AppId app : first) {
-      if (nodes_needed(app) <= free_nodes() && bytes_of(app) <= holdings_.free()) {
+      if (nodes_needed(app) <= free_nodes() && request_of(app) <= holdings_.free()) {
         start(app, now);
         profile = current(now);
       }
     }
     for (AppId app : first)
       if (std::find(queue_.begin(), queue_.end(), app) != queue_.end())
-        profile.reserve(profile.earliest_start(nodes_needed(app), bytes_of(app), limit_of(app)),
-                        limit_of(app), nodes_needed(app), bytes_of(app));
+        profile.reserve(
+            profile.earliest_start(nodes_needed(app), request_of(app), walltime_of(app)),
+            walltime_of(app), nodes_needed(app), request_of(app));
     // Nothing to decide unless some job could start now.
     if (std::none_of(rest.begin(), rest.end(),
                      [&](AppId app) { return fits_now(profile, app, now); }))
@@ -270,9 +236,6 @@ class PlanBased : public Scheduler {
       if (p.start == now) start(p.app, now);
   }
 
-  std::deque<AppId> queue_;
-  std::map<AppId, double> submitted_;
-  CapacityHoldings holdings_;
   std::mt19937_64 rng_;
 };
 

@@ -31,54 +31,18 @@ namespace {
 
 enum class BackfillOrder { Submission, ShortestFirst };
 
-class SlurmEasy : public Scheduler {
+class SlurmEasy : public BatchReservationPolicy {
  public:
   SlurmEasy(SchedulerConfig config, Actions& actions, BackfillOrder order)
-      : Scheduler(std::move(config), actions),
-        order_(order),
-        holdings_(config_.buffer_capacity * config_.buffer_count) {}
-
- protected:
-  void admit_on_register(AppId app, double now) override {
-    queue_.push_back(app);
-    schedule(now);
-  }
-
-  bool drain_before_app_end(AppId) const override { return false; }
-  double flush_threshold() const override { return 0.0; }
-  int backup_flushers() const override { return 0; }
-  // A job's input is staged in before it starts and stays in its reservation until it ends.
-  bool stages_in_before_start() const override { return true; }
-
-  void on_app_drained(AppId app, double now) override {
-    holdings_.release(app);
-    schedule(now);
-  }
-
-  void on_nodes_freed(double now) override { schedule(now); }
-
-  void decide(double now) override { grant_on_every_buffer(now); }
+      : BatchReservationPolicy(std::move(config), actions), order_(order) {}
 
  private:
-  double request_of(AppId app) const {
-    return capacity_request(apps_[static_cast<size_t>(app)], holdings_.total());
-  }
-  double walltime_of(AppId app) const { return time_limit(apps_[static_cast<size_t>(app)]); }
   bool fits_now(AppId app) const {
     return request_of(app) <= holdings_.free() && nodes_needed(app) <= free_nodes();
   }
 
-  void start(AppId app, double now) {
-    holdings_.hold(app, request_of(app), now + walltime_of(app));
-    admit(app, now);
-  }
-
-  void schedule(double now) {
-    while (!queue_.empty() && fits_now(queue_.front())) {
-      const AppId app = queue_.front();
-      queue_.pop_front();
-      start(app, now);
-    }
+  void schedule(double now) override {
+    while (!queue_.empty() && fits_now(queue_.front())) start(queue_.front(), now);
     if (queue_.size() < 2) return;
     // The head's reservation: when running jobs, ending at their limits, free enough capacity
     // and nodes for it. A job that ended holds capacity until its stage-out, nodes no more.
@@ -87,10 +51,7 @@ class SlurmEasy : public Scheduler {
     double available = holdings_.free();
     int available_nodes = free_nodes();
     double shadow = now;
-    const auto releases = expected_releases(holdings_, now, [&](AppId app) {
-      return apps_[static_cast<size_t>(app)].ended ? 0 : nodes_needed(app);
-    });
-    for (const auto& r : releases) {
+    for (const auto& r : releases(now)) {
       if (available >= need && available_nodes >= need_nodes) break;
       available += r.bytes;
       available_nodes += r.nodes;
@@ -112,15 +73,12 @@ class SlurmEasy : public Scheduler {
           extra -= bytes;
           extra_nodes -= nodes;
         }
-        queue_.erase(std::find(queue_.begin(), queue_.end(), app));
         start(app, now);
       }
     }
   }
 
   BackfillOrder order_;
-  std::deque<AppId> queue_;
-  CapacityHoldings holdings_;  ///< started jobs whose capacity is not yet released
 };
 
 }  // namespace
