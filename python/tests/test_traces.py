@@ -233,3 +233,18 @@ def test_a_trace_grid_reports_the_batch_queue_metrics(shipped: Path) -> None:
     assert metrics["queue_wait"] == pytest.approx(100.0)
     # (100 + 60) / max(60, 600) < 1: bounded to 1.
     assert metrics["queue_bsld"] == pytest.approx(1.0)
+
+
+def test_the_paper_comparison_pairs_the_seeds() -> None:
+    from harmonia.experiments.bakeoff import paper_comparison
+
+    results = {
+        "KTH": {
+            "slurm-easy-sjf": {"queue_wait": [100.0, 200.0], "queue_bsld": [10.0, 4.0]},
+            "plan-based": {"queue_wait": [80.0, 160.0], "queue_bsld": [7.0, 2.8]},
+        }
+    }
+    table = paper_comparison(results)
+    assert "| -20.0 ± 0.0 % | -20 % |" in table, table
+    assert "| -30.0 ± 0.0 % | -27 % |" in table, table
+    assert paper_comparison({"mixed": {"plan-based": {}}}) == ""

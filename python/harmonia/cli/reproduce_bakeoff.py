@@ -30,6 +30,7 @@ def reproduce_bakeoff(
         make_trace_grid,
         markdown_tables,
         mixes_left_out,
+        paper_comparison,
         relative_tables,
         run_grid,
         write_plots,
@@ -110,6 +111,10 @@ def reproduce_bakeoff(
             f"[bold]{mix}[/] best mean: " + "; ".join(f"{m.short} {best[m.key]}" for m in metrics)
         )
     report = markdown_tables(results, grid) + "\n" + relative_tables(results, grid)
+    comparison = paper_comparison(results)
+    if comparison:
+        typer.echo(comparison)
+        report += "\n" + comparison
     (out / "bakeoff.md").write_text(report, encoding="utf-8")
     write_summary(results, grid, out)
     plots = write_plots(results, out, metrics)

@@ -315,6 +315,45 @@ def relative_tables(results: Results, grid: Grid, baseline: str = "datawarp") ->
     return "\n".join(lines)
 
 
+# Kopanski and Rzadca's headline (Euro-Par 2021, abstract): plan-based scheduling against the
+# burst-buffer-aware SJF-EASY backfilling on KTH-SP2, change of the mean.
+KOPANSKI_RZADCA_HEADLINE = {"queue_wait": -0.20, "queue_bsld": -0.27}
+
+
+def paper_comparison(
+    results: Results, policy: str = "plan-based", baseline: str = "slurm-easy-sjf"
+) -> str:
+    """`policy` against `baseline` on each trace of `results` (paired by seed: the change of the
+    mean, mean and 95 % interval over seeds) next to Kopanski and Rzadca's headline; empty when
+    a result lacks either policy or the queue metrics."""
+    lines = []
+    for mix, by_policy in results.items():
+        if policy not in by_policy or baseline not in by_policy:
+            continue
+        if "queue_wait" not in by_policy[policy]:
+            continue
+        lines += [
+            f"### {mix}: {policy} against {baseline}, paired by seed",
+            "",
+            f"| metric | {baseline} | {policy} | change (ours) | change (Kopanski and Rzadca) |",
+            "| --- | ---: | ---: | ---: | ---: |",
+        ]
+        for m in QUEUE_METRICS:
+            ours = [
+                v / b - 1
+                for v, b in zip(by_policy[policy][m.key], by_policy[baseline][m.key], strict=True)
+            ]
+            change, half = interval(ours)
+            theirs = KOPANSKI_RZADCA_HEADLINE[m.key]
+            lines.append(
+                f"| {m.label} ({m.unit}) | {_fmt(*interval(by_policy[baseline][m.key]))} |"
+                f" {_fmt(*interval(by_policy[policy][m.key]))} |"
+                f" {change * 100:+.1f} ± {half * 100:.1f} % | {theirs * 100:+.0f} % |"
+            )
+        lines.append("")
+    return "\n".join(lines)
+
+
 def best_per_metric(
     results: Results, metrics: tuple[Metric, ...] = METRICS
 ) -> dict[str, dict[str, str]]:
