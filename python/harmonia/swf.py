@@ -50,8 +50,9 @@ class Trace:
     unknown: int  # jobs whose run time or processors are unknown
     outside: int  # usable jobs outside the window
 
-    def note(self) -> str:
-        """One line on what was replayed and what was left out, for the user."""
+    def note(self, too_large: int = 0, machine_nodes: int = 0) -> str:
+        """One line on what was replayed and what was left out, for the user; `too_large` jobs
+        of the window were left out as larger than the machine's `machine_nodes` nodes."""
         left = []
         if self.placeholders:
             left.append(f"{self.placeholders} placeholder lines (every field -1)")
@@ -59,8 +60,10 @@ class Trace:
             left.append(f"{self.unknown} jobs with unknown run time or processors")
         if self.outside:
             left.append(f"{self.outside} jobs outside the window")
+        if too_large:
+            left.append(f"{too_large} jobs larger than the machine's {machine_nodes} nodes")
         skipped = f"; skipped {', '.join(left)}" if left else ""
-        return f"{self.path.name}: {len(self.jobs)} jobs replayed{skipped}"
+        return f"{self.path.name}: {len(self.jobs) - too_large} jobs replayed{skipped}"
 
 
 def _lines(path: Path) -> list[str]:

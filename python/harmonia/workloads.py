@@ -490,9 +490,7 @@ def trace_document(spec: TraceSpec, seed: int) -> dict[str, Any]:
         apps.append(entry)
     if not apps:
         raise ValueError(f"{spec.trace}: no job fits the machine ({limit} nodes)")
-    note = trace.note() + (
-        f", {larger} jobs larger than the machine's {limit} nodes" if larger else ""
-    )
+    note = trace.note(larger, limit)
     return {
         "scenario": {
             "name": f"{spec.label}-{spec.requests}-seed{seed}",
