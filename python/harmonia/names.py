@@ -42,14 +42,6 @@ def policy_names(*families: str) -> tuple[str, ...]:
     )
 
 
-def strategy_names() -> tuple[str, ...]:
-    return tuple(described()["coordination"]["strategies"])
-
-
-def flush_order_names() -> tuple[str, ...]:
-    return tuple(described()["coordination"]["flush_orders"])
-
-
 def request_scheduler_names() -> tuple[str, ...]:
     return tuple(s["name"] for s in described()["request_schedulers"])
 
@@ -64,11 +56,6 @@ def pricing_defaults() -> dict[str, Any]:
 def scheduler_default(key: str) -> Any:
     """The policy core's default for a `[scheduler]` setting (core::SchedulerConfig)."""
     return described()["scheduler_defaults"][key]
-
-
-def coordination_default(key: str) -> Any:
-    """The coordinator's default for a schedd setting (core::coordination::CoordinatorConfig)."""
-    return described()["coordination"]["defaults"][key]
 
 
 def one_of(names: Callable[[], tuple[str, ...]]) -> AfterValidator:

@@ -10,7 +10,6 @@ import pytest
 from typer.testing import CliRunner
 
 from harmonia.cli.main import app
-from harmonia.coordination import Schedd
 from harmonia.names import described
 from harmonia.policies import parse_policies
 from harmonia.scenario import Scheduler
@@ -50,23 +49,15 @@ def test_a_policy_registered_in_cpp_is_known_to_the_front_end(
         parse_policies("gone")
 
 
-def test_defaults_and_choices_come_from_cpp(
+def test_defaults_come_from_cpp(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fresh_names: None
 ) -> None:
     real = described()
     defaults = {**real["scheduler_defaults"], "if_limit": 7.5}
-    coordination = {**real["coordination"], "strategies": ["none", "1a"]}
-    coordination["defaults"] = {**coordination["defaults"], "window": 2.5}
-    program = fake_describe(
-        tmp_path, {"scheduler_defaults": defaults, "coordination": coordination}
-    )
+    program = fake_describe(tmp_path, {"scheduler_defaults": defaults})
     described.cache_clear()
     monkeypatch.setenv("HARMONIA_DESCRIBE", str(program))
     assert Scheduler().if_limit == 7.5
-    assert Schedd().window == 2.5
-    assert Schedd(strategy="1a").strategy == "1a"
-    with pytest.raises(ValueError, match="unknown name 'throttle' \\(known: none, 1a\\)"):
-        Schedd(strategy="throttle")
 
 
 def test_a_missing_describe_program_is_a_clear_error(

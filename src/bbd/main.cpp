@@ -19,6 +19,7 @@
 #include <cstdio>
 #include <cstring>
 #include <deque>
+#include <iostream>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -27,18 +28,22 @@
 #include <thread>
 #include <utility>
 
+#include "bbd/metrics.hpp"
 #include "bbd/monitor.hpp"
 #include "bbd/requests.hpp"
 #include "bbd/store.hpp"
 #include "common/frames.hpp"
-#include "common/size.hpp"
+#include "common/log.hpp"
+#include "common/metrics.hpp"
 #include "common/tcp.hpp"
+#include "config/site.hpp"
 #include "control/bb.pb.h"
 #include "control/frame.hpp"
 
 using namespace harmonia::bbd;
 namespace bb = harmonia::bb;
 namespace control = harmonia::control;
+namespace logging = harmonia::common::log;
 
 namespace {
 
@@ -46,6 +51,17 @@ bool send_message(int fd, const bb::Response& response) {
   std::string frame;
   harmonia::common::append_frame(frame, response);
   return harmonia::common::send_all(fd, frame);
+}
+
+/// Seconds as %g writes them.
+std::string seconds_text(double seconds) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "%g", seconds);
+  return text;
+}
+
+double unix_seconds() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
 /// The host part of HOST:PORT.
@@ -74,9 +90,13 @@ std::mutex peers_mutex;
 std::map<std::string, unsigned> open_per_peer;
 unsigned open_on_probation = 0;
 
-/// Writes "harmonia-bbd: LINE" to stderr at most once a second per `kind` of line, saying how
-/// many were left out since (a client opening connections in a loop must not fill the log).
-void log_limited(int kind, const std::string& line) {
+/// This node's address (as clients know it), for log lines.
+std::string node_name;
+
+/// Logs LINE (a warning: a resource ran out, or a request was refused) at most once a second
+/// per `kind` of line, saying how many were left out since (a client opening connections in a
+/// loop must not fill the log).
+void log_limited(int kind, const std::string& line, harmonia::common::log::Subject subject = {}) {
   static std::mutex mutex;
   static std::chrono::steady_clock::time_point last[5];
   static unsigned skipped[5];
@@ -87,11 +107,12 @@ void log_limited(int kind, const std::string& line) {
     return;
   }
   last[kind] = now;
-  if (skipped[kind] > 0)
-    std::fprintf(stderr, "harmonia-bbd: %s (and %u more since the last such line)\n", line.c_str(),
-                 skipped[kind]);
-  else
-    std::fprintf(stderr, "harmonia-bbd: %s\n", line.c_str());
+  subject.node = node_name;
+  harmonia::common::log::warning(
+      skipped[kind] > 0
+          ? line + " (and " + std::to_string(skipped[kind]) + " more since the last such line)"
+          : line,
+      subject);
   skipped[kind] = 0;
 }
 enum LogKind { kDescriptors = 0, kTooMany = 1, kThreads = 2, kMemory = 3, kRefused = 4 };
@@ -397,11 +418,14 @@ void serve(Store& store, int fd, const Limits& limits, const Access& access,
               if (session.who) peer.authenticated = true;
               if (response.code() == bb::Response::UNAUTHENTICATED ||
                   response.code() == bb::Response::FORBIDDEN)
-                log_limited(kRefused,
-                            "refused a request of " +
-                                (session.who ? "uid " + std::to_string(session.who->uid)
-                                             : std::string("a connection with no identity")) +
-                                ": " + response.message());
+                log_limited(
+                    kRefused,
+                    "refused a request of " +
+                        (session.who ? "uid " + std::to_string(session.who->uid)
+                                     : std::string("a connection with no identity")) +
+                        ": " + response.message(),
+                    {next->request.has_write() ? next->request.write().job() : "",
+                     session.who ? std::optional<uid_t>(session.who->uid) : std::nullopt, ""});
             } catch (const std::bad_alloc&) {
               log_limited(kMemory, "out of memory answering a request: refused");
               response = refusal("the node is out of memory");
@@ -583,74 +607,37 @@ class Reserve {
 
 int main(int argc, char** argv) {
   CLI::App cli{"Harmonia buffer node: stores writes on its device and drains them to the PFS"};
-  std::string device, pfs, listen_on = "127.0.0.1:0", capacity_text = "1G";
-  double threshold = 0.5;
-  cli.add_option("--device", device,
-                 "Directory on the node's device for the logs (and stage-in/: the copies of read "
-                 "phases' files, emptied at start)")
-      ->required();
-  cli.add_option("--pfs", pfs, "PFS directory drained files go to")->required();
-  cli.add_option("--capacity", capacity_text, "Bytes held at most (4096, 64M, 1G)")
-      ->capture_default_str();
-  cli.add_option("--listen", listen_on, "HOST:PORT (port 0: any, printed as port=N)")
-      ->capture_default_str();
-  cli.add_option("--threshold", threshold,
-                 "Drain in the background once this share of the capacity is used (0..1; 1: "
-                 "only when asked)")
-      ->capture_default_str()
-      ->check(CLI::Range(0.0, 1.0));
-  std::string schedd, advertise, drain_scheduler = "fifo";
-  cli.add_option("--schedd", schedd,
-                 "Scheduler daemon to report to and take drain orders from (unix:PATH or "
-                 "tcp:HOST:PORT); without it the node drains at --threshold");
-  cli.add_option("--advertise", advertise,
-                 "HOST:PORT clients reach this node at (default: the --listen host and port)");
-  cli.add_option("--drain-scheduler", drain_scheduler,
-                 "Request scheduler that picks the next file to drain (fifo, sjf, hbrr, ...)")
-      ->capture_default_str();
-  std::string sync = "none";
-  cli.add_option("--sync", sync,
-                 "When a write is acknowledged: none (in the page cache: survives a killed node) "
-                 "or data (fdatasync of the log first: survives a power loss)")
-      ->capture_default_str()
-      ->check(CLI::IsMember({"none", "data"}));
-  static Limits limits;  // outlives the detached connection threads
-  unsigned max_connections = 0;
-  double idle_timeout = 300;
-  cli.add_option("--max-connections", max_connections,
-                 "Client connections served at once (two threads each); more are refused with "
-                 "an error reply (default: half the descriptor limit, at most 512)")
-      ->check(CLI::Range(1U, 1U << 20));
-  cli.add_option("--idle-timeout", idle_timeout,
-                 "Seconds a connection may stay silent (between requests or inside one) or leave "
-                 "a reply unread before the node closes it (0: never)")
-      ->capture_default_str()
-      ->check(CLI::Range(0.0, 86400.0));
-  static Access access;  // outlives the detached connection threads
-  std::string auth = "peer", munge_socket = harmonia::common::munge_socket_from_environment();
-  double auth_window = 60;
-  cli.add_option("--auth", auth,
-                 "How a connection's user is known: peer (from the kernel, for clients on this "
-                 "host; --listen must then be a loopback address) or munge (clients on other "
-                 "hosts authenticate with a MUNGE credential first)")
-      ->check(CLI::IsMember({"peer", "munge"}))
-      ->capture_default_str();
-  cli.add_option("--munge-socket", munge_socket,
-                 "munged's socket (default: HARMONIA_MUNGE_SOCKET, else munged's own)");
-  cli.add_option("--auth-window", auth_window,
-                 "Seconds a MUNGE credential is accepted after its making")
-      ->check(CLI::Range(1.0, 3600.0))
-      ->capture_default_str();
-  cli.add_option("--admin-uid", access.admins.uids,
-                 "A user who may act on any user's files (repeatable; root always may)");
+  static harmonia::config::Site site;
+  auto settings = harmonia::config::declare(site, {});
+  settings.add_options(cli, harmonia::common::kNode);
   CLI11_PARSE(cli, argc, argv);
-  static harmonia::common::CredentialChecker checker("harmonia-bbd", munge_socket, auth_window);
+  auto errors = settings.apply(harmonia::common::kNode);
+  const auto& node = site.node;
+  const auto& shared = site.shared;
+  if (errors.empty() && settings.show_requested()) {
+    std::cout << settings.show(harmonia::common::kNode);
+    return 0;
+  }
+  if (errors.empty() && (node.device.empty() || node.pfs.empty()))
+    errors.push_back(
+        "a node needs its device directory and the PFS directory it drains to "
+        "(--device and --pfs, or device and pfs in [bbd])");
+  if (!errors.empty()) {
+    for (const auto& line : errors) std::fprintf(stderr, "harmonia-bbd: %s\n", line.c_str());
+    return 2;
+  }
+  logging::configure("harmonia-bbd", shared.log_target, shared.log_level);
+  static Limits limits;  // outlives the detached connection threads
+  static Access access;  // outlives the detached connection threads
+  access.admins.uids = shared.admin_uids;
+  static harmonia::common::CredentialChecker checker("harmonia-bbd", shared.munge_socket,
+                                                     shared.auth_window);
   // Clients send a credential wherever munged makes one, also to a node that knows them from
   // the kernel: it may confirm their user there, never name another.
   access.confirm_credential = [](uid_t known, const std::string& credential, std::string& why) {
     return checker.confirms(known, credential, why);
   };
-  if (auth == "munge")
+  if (shared.auth == "munge")
     access.check_credential = [](const std::string& credential, std::string& why) {
       return checker.check(credential, why);
     };
@@ -664,61 +651,69 @@ int main(int argc, char** argv) {
   const auto descriptors = getrlimit(RLIMIT_NOFILE, &files) == 0 && files.rlim_cur != RLIM_INFINITY
                                ? static_cast<unsigned long long>(files.rlim_cur)
                                : 1ULL << 20;
-  limits.max_connections = max_connections > 0
-                               ? max_connections
+  limits.max_connections = node.max_connections > 0
+                               ? node.max_connections
                                : static_cast<unsigned>(std::clamp(descriptors / 2, 1ULL, 512ULL));
   limits.reserved = std::min(16U, limits.max_connections / 4);
   limits.per_peer = std::max(1U, std::min(64U, (limits.max_connections - limits.reserved) / 2));
-  limits.idle_timeout_ms = static_cast<int>(std::lround(idle_timeout * 1000));
-  if (idle_timeout > 0 && limits.idle_timeout_ms == 0) limits.idle_timeout_ms = 1;
+  limits.idle_timeout_ms = static_cast<int>(std::lround(node.idle_timeout * 1000));
+  if (node.idle_timeout > 0 && limits.idle_timeout_ms == 0) limits.idle_timeout_ms = 1;
   signal(SIGPIPE, SIG_IGN);
-  const auto capacity = harmonia::common::parse_size(capacity_text);
-  if (!capacity) {
-    std::fprintf(stderr, "harmonia-bbd: --capacity %s: expected a size such as 64M or 1G\n",
-                 capacity_text.c_str());
-    return 2;
-  }
   try {
-    Store store(device, pfs, *capacity, drain_scheduler);
-    if (sync == "data") store.sync_writes();
+    Store store(node.device, node.pfs, node.capacity, node.drain_scheduler);
+    if (node.sync == "data") store.sync_writes();
     std::uint16_t port = 0;
-    const int listener = harmonia::common::listen_tcp(listen_on, "--listen", 0, port);
+    const int listener = harmonia::common::listen_tcp(node.listen, "--listen", 0, port);
     // No request is served without an identity: a node that may not learn its clients' users
     // from the kernel must have them authenticate.
-    if (auth != "munge" && !harmonia::common::loopback_only(listener)) {
-      std::fprintf(stderr,
-                   "harmonia-bbd: --listen %s: not a loopback address, and clients on other "
-                   "hosts can only say who they are with a MUNGE credential: start with --auth "
-                   "munge (or listen on 127.0.0.1)\n",
-                   listen_on.c_str());
+    if (shared.auth != "munge" && !harmonia::common::loopback_only(listener)) {
+      logging::error("--listen " + node.listen +
+                     ": not a loopback address, and clients on other hosts can only say who "
+                     "they are with a MUNGE credential: start with --auth munge (or listen on "
+                     "127.0.0.1)");
       return 2;
     }
+    const std::string advertise =
+        node.advertise.empty() ? host_of(node.listen) + ":" + std::to_string(port) : node.advertise;
+    node_name = advertise;
+    const NodeLoad started{0, 0, unix_seconds()};
+    std::unique_ptr<harmonia::common::metrics::Endpoint> endpoint;
+    if (!node.metrics.empty())
+      endpoint = std::make_unique<harmonia::common::metrics::Endpoint>(
+          node.metrics, "--metrics", [&store, started] {
+            NodeLoad load = started;
+            load.connections = open_connections.load();
+            load.in_flight = in_flight.load();
+            return render_metrics(store.stats(), load);
+          });
     std::printf("port=%u\n", port);
+    if (endpoint) std::printf("metrics_port=%d\n", endpoint->port());
     std::fflush(stdout);
     const auto held = store.held();
-    std::fprintf(stderr, "harmonia-bbd: %zu files recovered, %llu bytes held of %llu\n",
-                 held.size(), static_cast<unsigned long long>(store.stats().used),
-                 static_cast<unsigned long long>(*capacity));
-    std::fprintf(stderr,
-                 "harmonia-bbd: at most %u connections (--max-connections), %u per user, %u "
-                 "kept for root and administrators, %llu descriptors (RLIMIT_NOFILE), idle "
-                 "timeout %g s (--idle-timeout), auth %s\n",
-                 limits.max_connections, limits.per_peer, limits.reserved, descriptors,
-                 idle_timeout, auth.c_str());
+    logging::info(std::to_string(held.size()) + " files recovered, " +
+                  std::to_string(store.stats().used) + " bytes held of " +
+                  std::to_string(node.capacity));
+    logging::info("at most " + std::to_string(limits.max_connections) +
+                  " connections (--max-connections), " + std::to_string(limits.per_peer) +
+                  " per user, " + std::to_string(limits.reserved) +
+                  " kept for root and administrators, " + std::to_string(descriptors) +
+                  " descriptors (RLIMIT_NOFILE), idle timeout " + seconds_text(node.idle_timeout) +
+                  " s (--idle-timeout), auth " + shared.auth +
+                  (endpoint ? ", metrics on http://" + endpoint->address() + "/metrics" : "") +
+                  (settings.config_path().empty() ? "" : "; " + settings.config_path()));
     if (geteuid() != 0)
-      std::fprintf(stderr,
-                   "harmonia-bbd: runs as uid %u, not root: it writes and drains for uid %u "
-                   "alone (other users' requests are refused)\n",
-                   geteuid(), geteuid());
-    if (advertise.empty()) advertise = host_of(listen_on) + ":" + std::to_string(port);
+      logging::info("runs as uid " + std::to_string(geteuid()) +
+                    ", not root: it writes and "
+                    "drains for uid " +
+                    std::to_string(geteuid()) + " alone (other users' requests are refused)");
     store.set_fence_node(advertise);
-    Monitor monitor(store, schedd, advertise, threshold, in_flight);
-    if (!schedd.empty())
+    Monitor monitor(store, node.schedd, advertise, node.threshold, in_flight);
+    if (!node.schedd.empty())
       access.publish = [&monitor](std::string& why) { return monitor.publish(why); };
     monitor.start();
     accept_loop(store, listener, limits, access);
   } catch (const std::exception& error) {
-    std::fprintf(stderr, "harmonia-bbd: %s\n", error.what());
+    logging::error(error.what(), {"", std::nullopt, node_name});
     return 2;
   }
 }

@@ -351,6 +351,7 @@ void BufferBroker::admit(core::AppId app) {
 void BufferBroker::grant(const core::PhaseRequest& phase,
                          const std::vector<core::BufferId>& buffers) {
   JobState& state = jobs_.at(static_cast<size_t>(phase.app));
+  if (config_.on_phase_granted) note_grant_wait(phase);
   if (!state.ended_early.count(phase.index)) {
     state.granted = buffers;
     state.phase_running = true;
@@ -366,6 +367,15 @@ void BufferBroker::grant(const core::PhaseRequest& phase,
     complete_phase(job, index, buffers);
     if (ended.ended && ended.ended_early.empty()) scheduler_->on_app_end(job, now_);
   });
+}
+
+void BufferBroker::note_grant_wait(const core::PhaseRequest& phase) const {
+  const auto& phases = scheduler_->recorder().phases();
+  for (auto it = phases.rbegin(); it != phases.rend(); ++it)
+    if (it->app == phase.app && it->index == phase.index) {
+      config_.on_phase_granted(now_ - it->requested);
+      return;
+    }
 }
 
 void BufferBroker::start_drain(core::BufferId buffer) {

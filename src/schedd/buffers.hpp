@@ -57,6 +57,8 @@ struct BufferConfig {
   double stage_in_min_rate = 16e6;
   /// The price of a node-hour and the I/O service classes jobs may name (core/pricing.hpp).
   core::PricingConfig pricing{};
+  /// Called with the seconds a phase waited for its grant, as it is granted (metrics).
+  std::function<void(double seconds)> on_phase_granted;
 
   /// The policy core's configuration; throws std::invalid_argument naming a bad setting.
   core::SchedulerConfig scheduler_config() const;
@@ -189,6 +191,8 @@ class BufferBroker : private core::Actions {
                       const std::vector<core::BufferId>& buffers) override;
 
   void submit_phase(BrokerJob job, double now);
+  /// Tells on_phase_granted how long `phase` waited.
+  void note_grant_wait(const core::PhaseRequest& phase) const;
   /// Hands the job's announced read phase to the core once the job runs.
   void submit_announced_read(BrokerJob job, double now);
   /// A node reported the stage-ins it holds: the core learns of the prefetches every node of

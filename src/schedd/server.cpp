@@ -1,6 +1,7 @@
 #include "schedd/server.hpp"
 
 #include <fcntl.h>
+#include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <signal.h>
@@ -22,6 +23,7 @@
 
 #include "common/frames.hpp"
 #include "common/identity.hpp"
+#include "common/log.hpp"
 #include "common/signals.hpp"
 #include "common/tcp.hpp"
 #include "common/unix_socket.hpp"
@@ -61,9 +63,10 @@ void watch(int epoll, int fd, std::uint64_t key, std::uint32_t events, int op = 
 // Keys of the listening sockets in epoll; connections use their ids (>= 1, below these).
 constexpr std::uint64_t kUnixKey = ~0ULL, kTcpKey = ~0ULL - 1, kSignalKey = ~0ULL - 2;
 
-/// Writes "harmonia-schedd: LINE" to stderr at most once a second per `kind`, counting the
-/// lines left out (a client reconnecting in a loop must not fill the log).
-void log_limited(int kind, const std::string& line) {
+/// Logs LINE (a warning: a resource ran out, or a request was refused) at most once a second
+/// per `kind`, counting the lines left out (a client reconnecting in a loop must not fill the
+/// log).
+void log_limited(int kind, const std::string& line, const common::log::Subject& subject = {}) {
   static double last[5] = {-1e9, -1e9, -1e9, -1e9, -1e9};
   static unsigned skipped[5];
   const double now = monotonic_seconds();
@@ -72,27 +75,23 @@ void log_limited(int kind, const std::string& line) {
     return;
   }
   last[kind] = now;
-  if (skipped[kind] > 0)
-    std::fprintf(stderr, "harmonia-schedd: %s (and %u more since the last such line)\n",
-                 line.c_str(), skipped[kind]);
-  else
-    std::fprintf(stderr, "harmonia-schedd: %s\n", line.c_str());
+  common::log::warning(skipped[kind] > 0 ? line + " (and " + std::to_string(skipped[kind]) +
+                                               " more since the last such line)"
+                                         : line,
+                       subject);
   skipped[kind] = 0;
 }
 enum LogKind { kDescriptors = 0, kMemory = 1, kOutput = 2, kRequestRefused = 3, kTooMany = 4 };
 
-/// Logs the requests refused for who sent them (no identity, a bad credential, another user's
-/// job), so that an administrator sees attempts.
-void log_refusals(ConnectionId id, bool is_tcp, const std::vector<Outgoing>& out) {
-  for (const Outgoing& message : out) {
-    if (message.to != id || !message.message.has_error()) continue;
-    const auto code = message.message.error().code();
-    if (code != control::Error::CODE_UNAUTHENTICATED && code != control::Error::CODE_FORBIDDEN)
-      continue;
-    log_limited(kRequestRefused, std::string("refused a request of connection ") +
-                                     std::to_string(id) + (is_tcp ? " (tcp)" : " (unix)") + ": " +
-                                     message.message.error().message());
-  }
+/// The numeric address of a TCP connection's peer, for log lines.
+std::string peer_host(int fd) {
+  sockaddr_storage address{};
+  socklen_t length = sizeof(address);
+  char host[NI_MAXHOST] = "?";
+  if (getpeername(fd, reinterpret_cast<sockaddr*>(&address), &length) == 0)
+    getnameinfo(reinterpret_cast<sockaddr*>(&address), length, host, sizeof(host), nullptr, 0,
+                NI_NUMERICHOST);
+  return host;
 }
 
 int open_reserve() { return open("/dev/null", O_RDONLY | O_CLOEXEC); }
@@ -361,6 +360,26 @@ void Server::on_readable(Connection& connection) {
   arm(connection);
 }
 
+/// Logs the requests refused for who sent them (no identity, a bad credential, another user's
+/// job), naming the connection's user, its job (or the one it asked for) and its host, so that
+/// an administrator sees attempts.
+void Server::log_refusals(const Connection& connection, const control::Envelope& request,
+                          const std::vector<Outgoing>& out) {
+  for (const Outgoing& message : out) {
+    if (message.to != connection.id || !message.message.has_error()) continue;
+    const auto code = message.message.error().code();
+    if (code != control::Error::CODE_UNAUTHENTICATED && code != control::Error::CODE_FORBIDDEN)
+      continue;
+    auto [uid, job] = service_.who(connection.id);
+    if (job.empty() && request.has_register_process()) job = request.register_process().job();
+    log_limited(kRequestRefused,
+                std::string("refused a request of connection ") + std::to_string(connection.id) +
+                    (connection.is_tcp ? " (tcp)" : " (unix)") + ": " +
+                    message.message.error().message(),
+                {job, uid, connection.is_tcp ? peer_host(connection.fd) : "local"});
+  }
+}
+
 bool Server::handle_input(Connection& connection) {
   const ConnectionId id = connection.id;
   std::vector<Outgoing> out;
@@ -397,7 +416,8 @@ bool Server::handle_input(Connection& connection) {
       return false;
     } else {
       service_.on_message(id, request, now, out);
-      log_refusals(id, connection.is_tcp, out);
+      if (config_.after_request) config_.after_request(monotonic_seconds() - now);
+      log_refusals(connection, request, out);
       if (!connection.known && request.has_authenticate()) settle(connection, out);
     }
     used += control::kHeaderBytes + scan.body_length;

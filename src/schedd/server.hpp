@@ -29,6 +29,8 @@ struct ServerConfig {
   size_t max_output_bytes = 256UL << 20;
   /// Called after each timer tick with the time (harmonia-schedd --accounting writes its files).
   std::function<void(double now)> after_tick;
+  /// Called after each request with the seconds the service took to answer it (metrics).
+  std::function<void(double seconds)> after_request;
 };
 
 class Server {
@@ -80,6 +82,8 @@ class Server {
   static std::size_t descriptor_limit();
   void arm(Connection& connection);
   void enforce_output_cap();
+  void log_refusals(const Connection& connection, const control::Envelope& request,
+                    const std::vector<Outgoing>& out);
   /// accept4 after EMFILE or ENFILE (`error`): with the spare descriptor, the connection waiting
   /// is returned if descriptors were freed meanwhile, else answered an error and closed
   /// (kRefused); without a spare, accepting pauses (kNobodyWaiting, as when nobody waits).

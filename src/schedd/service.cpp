@@ -710,4 +710,10 @@ void Service::fill_status(double now, control::Status& out) const {
   }
 }
 
+std::pair<std::optional<uid_t>, std::string> Service::who(ConnectionId connection) const {
+  const auto found = connections_.find(connection);
+  if (found == connections_.end()) return {std::nullopt, ""};
+  return {found->second.uid, found->second.job};
+}
+
 }  // namespace harmonia::schedd

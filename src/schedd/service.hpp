@@ -75,6 +75,15 @@ class Service {
   std::vector<ConnectionId> on_tick(double now, std::vector<Outgoing>& out);
 
   size_t job_count() const { return jobs_.size(); }
+  /// Everything a StatusRequest is answered (metrics read it).
+  control::Status status(double now) const {
+    control::Status out;
+    fill_status(now, out);
+    return out;
+  }
+  /// A connection's user, when known, and its job's key ("" before it registers): what a log
+  /// line about it names.
+  std::pair<std::optional<uid_t>, std::string> who(ConnectionId connection) const;
   size_t connection_count() const { return connections_.size(); }
   const ServiceConfig& config() const { return config_; }
   /// The buffer policy's results (JSON), or "" without buffer nodes.

@@ -6,6 +6,7 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 
+#include "config/site.hpp"
 #include "core/coordination/coordinator.hpp"
 #include "core/pricing.hpp"
 #include "core/registry.hpp"
@@ -57,6 +58,29 @@ nlohmann::ordered_json describe() {
       options.push_back(option);
     }
     out["request_schedulers"].push_back({{"name", name}, {"options", options}});
+  }
+  // The daemons' settings (harmonia.toml, their options and variables), from their one
+  // declaration (config/site.cpp).
+  harmonia::config::Site site;
+  const auto settings = harmonia::config::declare(site, harmonia::config::Names::registered());
+  out["settings"] = ordered_json::array();
+  for (const auto& setting : settings.all()) {
+    const auto& value = setting.value;
+    ordered_json entry = {{"key", setting.key},
+                          {"flag", setting.flag},
+                          {"environment", setting.environment()},
+                          {"daemons", ordered_json::array()},
+                          {"type", value.type},
+                          {"default", value.default_text},
+                          {"unit", value.unit},
+                          {"help", setting.help}};
+    if (setting.daemons & harmonia::common::kSchedd) entry["daemons"].push_back("harmonia-schedd");
+    if (setting.daemons & harmonia::common::kNode) entry["daemons"].push_back("harmonia-bbd");
+    if (value.min) entry["min"] = *value.min;
+    if (value.max) entry["max"] = *value.max;
+    if (!value.choices.empty()) entry["choices"] = value.choices;
+    if (value.repeatable) entry["repeatable"] = true;
+    out["settings"].push_back(entry);
   }
   return out;
 }

@@ -294,18 +294,27 @@ def test_clients_that_never_read_do_not_grow_the_scheduler(
             [BBD, "--listen", "127.0.0.1:99999"],
             "--listen 127.0.0.1:99999: port 99999 out of range",
         ),
-        ([BBD, "--max-connections", "0"], "--max-connections: Value 0 not in range"),
-        ([BBD, "--idle-timeout", "-1"], "--idle-timeout: Value -1 not in range"),
+        (
+            [BBD, "--max-connections", "-1"],
+            "--max-connections -1: must be from 0 to 1048576",
+        ),
+        ([BBD, "--idle-timeout", "-1"], "--idle-timeout -1: must be from 0 to 86400"),
         (
             [SCHEDD, "--tcp", "127.0.0.1:65536"],
             "tcp 127.0.0.1:65536: port 65536 out of range",
         ),
-        ([SCHEDD, "--buffers", "-1"], "--buffers: Value -1 not in range"),
-        ([SCHEDD, "--buffers", "100000000"], "--buffers: Value 100000000 not in range"),
-        ([SCHEDD, "--pfs-servers", "65537"], "--pfs-servers: Value 65537 not in range"),
+        ([SCHEDD, "--buffers", "-1"], "--buffers -1: must be from 0 to 4096, got -1"),
+        (
+            [SCHEDD, "--buffers", "100000000"],
+            "--buffers 100000000: must be from 0 to 4096",
+        ),
+        (
+            [SCHEDD, "--pfs-servers", "65537"],
+            "--pfs-servers 65537: must be from 1 to 65536",
+        ),
         (
             [SCHEDD, "--max-output", "1K"],
-            "--max-output 1K: expected a size of at least 1M",
+            "--max-output 1K: must be at least 1M, got 1K",
         ),
     ],
 )

@@ -393,52 +393,6 @@ def test_staged_data_is_flushed_behind_computation_once_allowed(tmp_path: Path) 
     assert (tmp_path / "b").read_bytes() == expected_bytes(5)
 
 
-def test_the_example_site_file_validates_and_bad_ones_are_refused(
-    tmp_path: Path,
-) -> None:
-    harmonia = Path(sys.executable).with_name("harmonia")
-    example = Path(__file__).parents[2] / "examples" / "site" / "schedd.toml"
-    shown = subprocess.run(
-        [str(harmonia), "schedd", "--config", str(example), "--print-command"],
-        capture_output=True, text=True, check=False,
-    )  # fmt: skip
-    assert shown.returncode == 0, shown.stderr
-    assert "--strategy 2a" in shown.stdout and "--flush-order token" in shown.stdout
-    bad = tmp_path / "bad.toml"
-    assert f"--max-output {256 << 20}" in shown.stdout
-    assert "--auth peer" in shown.stdout
-    identity = tmp_path / "identity.toml"
-    identity.write_text(
-        '[schedd]\nauth = "munge"\nadmin_uids = [450, 451]\nmunge_socket = "/m"\n'
-    )
-    shown = subprocess.run(
-        [str(harmonia), "schedd", "--config", str(identity), "--print-command"],
-        capture_output=True, text=True, check=False,
-    )  # fmt: skip
-    assert "--auth munge" in shown.stdout and "--munge-socket /m" in shown.stdout, (
-        shown.stdout
-    )
-    assert "--admin-uid 450 --admin-uid 451" in shown.stdout
-    bad.write_text(
-        '[schedd]\nstrategy = "4c"\nlease = -1\nsockets = "x"\nmax_output = "1 KiB"\n'
-        'auth = "kerberos"\nadmin_uids = [-1]\n'
-    )
-    refused = subprocess.run(
-        [str(harmonia), "schedd", "--config", str(bad)], capture_output=True, text=True,
-        check=False,
-    )  # fmt: skip
-    assert refused.returncode == 2
-    for key in (
-        "schedd.strategy",
-        "schedd.lease",
-        "schedd.sockets",
-        "schedd.max_output",
-        "schedd.auth",
-        "schedd.admin_uids[0]",
-    ):
-        assert f"{bad}: {key}:" in refused.stderr
-
-
 def test_bad_agent_settings_are_reported_and_fall_back(tmp_path: Path) -> None:
     address = tmp_path / "schedd.sock"
     target = tmp_path / "out.bin"

@@ -2,7 +2,7 @@
 registers, with their settings' defaults (from `harmonia-describe`, the one source of names)."""
 
 import json
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
@@ -18,9 +18,20 @@ def describe(
     as_json: Annotated[
         bool, typer.Option("--json", help="Print harmonia-describe's JSON.")
     ] = False,
+    settings: Annotated[
+        bool,
+        typer.Option(
+            help="List the daemons' settings instead (harmonia.toml keys, options, defaults, "
+            "ranges; docs/configuration.md)."
+        ),
+    ] = False,
+    markdown: Annotated[
+        bool, typer.Option(help="With --settings: as the Markdown table of the docs.")
+    ] = False,
 ) -> None:
     """List the policies by family, the coordination strategies and flush orders, and the request
-    schedulers with their options, defaults and ranges."""
+    schedulers with their options, defaults and ranges; or, with --settings, every setting of
+    harmonia-schedd and harmonia-bbd."""
     try:
         names = described()
     except SimulatorNotFound as error:
@@ -29,6 +40,17 @@ def describe(
         typer.echo(json.dumps(names, indent=1))
         return
     console = Console()
+    if settings:
+        if markdown:
+            typer.echo(settings_markdown(names["settings"]), nl=False)
+            return
+        table = Table(title=escape("Settings ([table] key in harmonia.toml, option, variable)"))
+        for column in ("key", "option", "variable", "default", "range", "what"):
+            table.add_column(column)
+        for s in names["settings"]:
+            table.add_row(s["key"], s["flag"], s["environment"], _default(s), _range(s), s["help"])
+        console.print(table)
+        return
     policies = Table(title="Burst-buffer policies (harmonia sim --policies, harmonia up --policy)")
     policies.add_column("policy")
     policies.add_column("family")
@@ -67,3 +89,46 @@ def describe(
                 f"{option['min']}..{maximum}",
             )
     console.print(schedulers)
+
+
+def _range(setting: dict[str, Any]) -> str:
+    """A setting's choices or range, as the docs table shows it."""
+    if setting.get("choices"):
+        return ", ".join(setting["choices"])
+    if "min" not in setting:
+        return ""
+    low, high = setting["min"], setting["max"]
+    if setting["type"] == "size":
+        return f">= {int(low)}" if high >= 2**62 else f"{int(low)}..{int(high)}"
+    return f"{low:g}..{high:g}"
+
+
+def _default(setting: dict[str, Any]) -> str:
+    default = str(setting["default"])
+    if default == "" and setting["type"] == "integer" and setting["unit"]:
+        return str(setting["unit"])  # an integer left unset: the code decides
+    if setting["type"] in ("string", "choice"):
+        return json.dumps(default)
+    return default if default != "" else "none"
+
+
+def settings_markdown(settings: list[dict[str, Any]]) -> str:
+    """The daemons' settings as the Markdown table of docs/configuration.md."""
+    daemons = {("harmonia-schedd",): "schedd", ("harmonia-bbd",): "bbd"}
+    lines = [
+        "| key | option | daemons | type | default | range | what |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for s in settings:
+        unit = f" ({s['unit']})" if s["unit"] in ("seconds", "bytes", "bytes/s") else ""
+        cells = [
+            f"`{s['key']}`",
+            f"`{s['flag']}`" + (" (repeatable)" if s.get("repeatable") else ""),
+            daemons.get(tuple(s["daemons"]), "both"),
+            s["type"] + unit,
+            f"`{_default(s)}`",
+            _range(s),
+            s["help"].replace("|", "\\|"),
+        ]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"

@@ -11,6 +11,7 @@ from harmonia.cli.fwdsim import fwdsim
 from harmonia.cli.import_darshan import import_darshan
 from harmonia.cli.netsim import netsim
 from harmonia.cli.phases import phases
+from harmonia.cli.ping import ping
 from harmonia.cli.profile import profile_device
 from harmonia.cli.recover import recover
 from harmonia.cli.replay import replay_command
@@ -44,6 +45,7 @@ app.command(name="import-darshan")(import_darshan)
 app.command()(schedd)
 app.command(context_settings={"allow_interspersed_args": False})(run)
 app.command()(status)
+app.command()(ping)
 app.command()(up)
 app.command()(netsim)
 app.command(name="replay")(replay_command)

@@ -1,6 +1,7 @@
-"""`harmonia schedd --config site.toml`: run the scheduler daemon."""
+"""`harmonia schedd --config harmonia.toml`: run the scheduler daemon."""
 
 import os
+import subprocess
 from pathlib import Path
 from typing import Annotated
 
@@ -12,24 +13,32 @@ from harmonia.simulator import SimulatorNotFound
 
 def schedd(
     config: Annotated[
-        Path | None, typer.Option(help="Site file (TOML, [schedd] table; docs/control.md).")
+        Path | None,
+        typer.Option(
+            help="Site file (harmonia.toml; docs/configuration.md). Default: "
+            "$HARMONIA_CONFIG, else the installed /etc/harmonia/harmonia.toml."
+        ),
     ] = None,
     print_command: Annotated[
         bool, typer.Option(help="Print the daemon's command line instead of running it.")
     ] = False,
 ) -> None:
     """Run harmonia-schedd in the foreground until SIGINT or SIGTERM. Jobs started with
-    `harmonia run` (or LD_PRELOAD=libharmonia.so and HARMONIA_SCHEDD) register with it."""
-    from harmonia.coordination import SiteConfig, daemon_command, load_site_config
-    from harmonia.scenario import ScenarioError
+    `harmonia run` (or LD_PRELOAD=libharmonia.so and HARMONIA_SCHEDD) register with it. The
+    file is checked before anything starts: a bad one is refused naming the file, key and
+    reason."""
+    from harmonia.coordination import daemon_command
 
     try:
-        site = load_site_config(config) if config else SiteConfig()
-        command = daemon_command(site)
-    except ScenarioError as error:
-        fail(error.lines, EXIT_INVALID)
+        command = daemon_command(config)
     except SimulatorNotFound as error:
         fail([str(error)], EXIT_FAILED)
+    checked = subprocess.run(
+        [*command, "--show-config"], capture_output=True, text=True, check=False
+    )
+    if checked.returncode != 0:
+        fail(checked.stderr.strip().splitlines() or ["harmonia-schedd refused the settings"],
+             EXIT_INVALID)  # fmt: skip
     if print_command:
         typer.echo(" ".join(command))
         return
