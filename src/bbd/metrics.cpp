@@ -21,10 +21,11 @@ std::string render_metrics(const StoreStats& stats, const NodeLoad& load) {
   out.gauge("harmonia_bbd_draining", "Whether the node is draining to the PFS", "",
             stats.draining ? 1 : 0);
   std::vector<std::pair<std::string, double>> held;
-  for (const auto& [job, value] : stats.held_by_job) held.emplace_back(job, bytes(value));
+  for (const auto& [job, value] : stats.held_by_job)
+    held.emplace_back(job.empty() ? "unnamed" : job, bytes(value));
   out.gauge("harmonia_bbd_held_bytes",
             "Written bytes held per writer's job (the largest jobs; the rest summed as "
-            "job=\"other\")",
+            "job=\"other\"; writes that named no job as job=\"unnamed\")",
             "bytes", common::metrics::largest("job", held, kJobsLabelled));
   out.counter("harmonia_bbd_received_bytes", "Bytes clients wrote to the node since it started",
               "bytes", bytes(stats.received));

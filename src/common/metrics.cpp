@@ -17,8 +17,11 @@ namespace {
 std::string number(double value) {
   if (std::isnan(value)) return "NaN";
   if (std::isinf(value)) return value > 0 ? "+Inf" : "-Inf";
+  // Whole numbers (bytes, counts) as integers, the rest in the shortest %g-like form.
+  if (value == std::floor(value) && std::fabs(value) < 0x1p53)
+    return std::to_string(static_cast<long long>(value));
   char text[64];
-  const auto end = std::to_chars(text, text + sizeof(text), value).ptr;
+  const auto end = std::to_chars(text, text + sizeof(text), value, std::chars_format::general).ptr;
   return std::string(text, end);
 }
 
