@@ -14,7 +14,8 @@ SANITIZE_PROGRAMS := harmonia-bbd harmonia-bbctl harmonia-schedd harmonia-schedc
 SANITIZE_ENV := ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:quarantine_size_mb=16 \
   UBSAN_OPTIONS=print_stacktrace=1
 
-.PHONY: setup build demo test test-cpp test-py sanitize lint format bench mutate fuzz clean
+.PHONY: setup build demo test test-cpp test-py sanitize lint format bench mutate fuzz clean \
+  package package-test
 
 setup:
 	scripts/install-deps.sh
@@ -52,8 +53,9 @@ sanitize: setup
 	  tests/runtime/test_bbd_stage_in.py
 
 lint: setup
-	$(VENV)/bin/ruff check python tests/sim tests/runtime tests/fsoracle scripts
-	$(VENV)/bin/ruff format --check python tests/sim tests/runtime tests/fsoracle scripts
+	$(VENV)/bin/ruff check python tests/sim tests/runtime tests/fsoracle tests/packaging scripts
+	$(VENV)/bin/ruff format --check python tests/sim tests/runtime tests/fsoracle tests/packaging \
+	  scripts
 	$(VENV)/bin/mypy --config-file python/pyproject.toml python/harmonia
 	MYPYPATH=python:tests/fsoracle $(VENV)/bin/mypy --config-file python/pyproject.toml \
 	  tests/fsoracle/fsoracle
@@ -61,8 +63,8 @@ lint: setup
 	scripts/clang-tidy.sh $(BUILD)
 
 format: setup
-	$(VENV)/bin/ruff format python tests/sim tests/runtime tests/fsoracle scripts
-	$(VENV)/bin/ruff check --fix python tests/sim tests/runtime tests/fsoracle scripts
+	$(VENV)/bin/ruff format python tests/sim tests/runtime tests/fsoracle tests/packaging scripts
+	$(VENV)/bin/ruff check --fix python tests/sim tests/runtime tests/fsoracle tests/packaging scripts
 	clang-format -i $$(git ls-files '*.cpp' '*.hpp' '*.c' '*.h')
 
 ## Speed figures for docs/benchmarks.md (not part of the tests).
@@ -91,5 +93,19 @@ fuzz: build
 	HARMONIA_BUILD=$(BUILD) PYTHONPATH=tests/fsoracle $(VENV)/bin/python -m fsoracle.fuzz \
 	  --hours $(HOURS) --out results/fsoracle
 
+## The Debian packages (docs/deploy.md): a build with the /usr prefix, packed by CPack into
+## $(PACKAGE_BUILD)/harmonia_*.deb and harmonia-simulators_*.deb.
+PACKAGE_BUILD ?= build-package
+package: setup
+	cmake -S . -B $(PACKAGE_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+	  -DCMAKE_INSTALL_PREFIX=/usr -DHARMONIA_BUILD_TESTS=OFF -DHARMONIA_BUILD_BENCHMARKS=OFF
+	cmake --build $(PACKAGE_BUILD) -j $(JOBS)
+	cd $(PACKAGE_BUILD) && cpack
+
+## The packages installed on a clean Debian 12 booted with systemd in a container: the units
+## started, stopped, killed and restarted (tests/packaging; minutes, and needs root).
+package-test: package
+	PACKAGE_BUILD=$(PACKAGE_BUILD) $(VENV)/bin/pytest -q tests/packaging
+
 clean:
-	rm -rf $(BUILD) $(SANITIZE_BUILD) results
+	rm -rf $(BUILD) $(SANITIZE_BUILD) $(PACKAGE_BUILD) results

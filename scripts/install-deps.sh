@@ -11,6 +11,9 @@ packages=(build-essential cmake ninja-build pkg-config libsimgrid-dev libns3-dev
           libopenmpi-dev libprotobuf-dev protobuf-compiler libprotobuf-c-dev protobuf-c-compiler gfortran
           sqlite3 ccache slurmctld slurmd slurm-client munge libmunge-dev iproute2)
 packages+=(lua5.1 lua-posix lua-cjson slurmdbd mariadb-server)  # burst_buffer.lua, cluster --accounting
+# The site file (toml++), the metrics endpoint (cpp-httplib); packages and their tests (CPack's
+# dpkg-shlibdeps, debootstrap and systemd-nspawn: make package-test).
+packages+=(libtomlplusplus-dev libcpp-httplib-dev dpkg-dev debootstrap systemd-container)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -8,6 +8,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +24,8 @@ class SimulatorNotFound(Exception):
 
 
 def find_tool(name: str, env_var: str, build_path: str) -> Path:
-    """A Harmonia binary: $env_var, else the repository's build tree, else the PATH."""
+    """A Harmonia binary: $env_var, else the repository's build tree, else the PATH, else where
+    the installed build put it (libharmonia.so, harmonia-agentd: `harmonia-describe --paths`)."""
     if configured := os.environ.get(env_var):
         path = Path(configured)
         if not (path.is_file() and os.access(path, os.X_OK)):
@@ -34,10 +36,31 @@ def find_tool(name: str, env_var: str, build_path: str) -> Path:
         return built
     if on_path := shutil.which(name):
         return Path(on_path)
+    for directory in installed_directories():
+        if (installed := directory / name).is_file():
+            return installed
     raise SimulatorNotFound(
         f"{name} not found: set {env_var}, build it into {built}"
-        " (cmake -B build && cmake --build build), or put it on the PATH"
+        " (cmake -B build && cmake --build build), install it (docs/deploy.md), or put it on"
+        " the PATH"
     )
+
+
+@cache
+def installed_directories() -> tuple[Path, ...]:
+    """Where an installed Harmonia keeps its library and helpers, as the harmonia-describe
+    found beside it says (none when there is no such program, or it predates --paths)."""
+    describe = os.environ.get("HARMONIA_DESCRIBE") or shutil.which("harmonia-describe")
+    if not describe:
+        return ()
+    try:
+        done = subprocess.run(
+            [describe, "--paths"], capture_output=True, text=True, timeout=30, check=False
+        )
+        paths = json.loads(done.stdout) if done.returncode == 0 else {}
+    except (OSError, ValueError, subprocess.TimeoutExpired):
+        return ()
+    return tuple(Path(paths[key]) for key in ("libdir", "libexecdir", "bindir") if key in paths)
 
 
 def find_simulator() -> Path:

@@ -3,6 +3,7 @@
 // JSON. The Python front end builds its lists, checks and help text from this output, so a name
 // or a default is written once, here in C++.
 #include <CLI/CLI.hpp>
+#include <filesystem>
 #include <iostream>
 #include <nlohmann/json.hpp>
 
@@ -85,13 +86,36 @@ nlohmann::ordered_json describe() {
   return out;
 }
 
+/// Where this installed program's library, helpers and data are: relative to the program
+/// itself (PREFIX/bin/harmonia-describe), so a tree moved or staged elsewhere (DESTDIR, Spack)
+/// is still found; the site file's directory is absolute (/etc for the /usr prefix).
+nlohmann::ordered_json install_paths() {
+  std::error_code error;
+  auto prefix = std::filesystem::canonical("/proc/self/exe", error).parent_path();
+  for (const auto& part : std::filesystem::path(HARMONIA_BINDIR))
+    if (!part.empty()) prefix = prefix.parent_path();
+  return {{"bindir", (prefix / HARMONIA_BINDIR).string()},
+          {"libdir", (prefix / HARMONIA_LIBDIR).string()},
+          {"libexecdir", (prefix / HARMONIA_LIBEXECDIR).string()},
+          {"datadir", (prefix / HARMONIA_DATADIR).string()},
+          {"sysconfdir", HARMONIA_SYSCONFDIR}};
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   CLI::App cli{
       "Print, as JSON, the policies, strategies and request schedulers this build registers "
       "(`harmonia describe` shows them as tables)"};
+  bool paths = false;
+  cli.add_flag("--paths", paths,
+               "Print where this build installs its programs, library, helpers, data and site "
+               "file instead (the Python front end finds installed programs from it)");
   CLI11_PARSE(cli, argc, argv);
+  if (paths) {
+    std::cout << install_paths().dump(1) << "\n";
+    return 0;
+  }
   std::cout << describe().dump(1) << "\n";
   return 0;
 }
