@@ -121,15 +121,19 @@ std::optional<uid_t> socket_owner(const sockaddr_storage& peer, const sockaddr_s
 
 }  // namespace
 
-std::string peer_key(int fd, std::optional<uid_t> uid) {
-  if (uid) return "uid " + std::to_string(*uid);
+std::string peer_address(int fd) {
   sockaddr_storage address{};
   socklen_t length = sizeof(address);
   char host[NI_MAXHOST] = "?";
   if (getpeername(fd, reinterpret_cast<sockaddr*>(&address), &length) == 0)
     getnameinfo(reinterpret_cast<sockaddr*>(&address), length, host, sizeof(host), nullptr, 0,
                 NI_NUMERICHOST);
-  return std::string("address ") + host;
+  return host;
+}
+
+std::string peer_key(int fd, std::optional<uid_t> uid) {
+  if (uid) return "uid " + std::to_string(*uid);
+  return "address " + peer_address(fd);
 }
 
 bool loopback(const sockaddr_storage& address) {

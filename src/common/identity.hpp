@@ -26,6 +26,9 @@ struct Identity {
   gid_t gid = 0;
 };
 
+/// The numeric address of a socket's peer ("?" when it has none), for keys and log lines.
+std::string peer_address(int fd);
+
 /// The user at the other end of a connection, as the kernel knows it: on a Unix socket from
 /// SO_PEERCRED; on a TCP connection from this host (a loopback address at both ends) the owner
 /// of the peer's socket, found by one lookup of that connection in the kernel's TCP table

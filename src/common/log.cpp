@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <ctime>
+#include <map>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
@@ -131,26 +132,20 @@ void capture_stderr(State& s) {
 
 void configure(const std::string& program, const std::string& target, const std::string& level) {
   State& s = state();
-  Target chosen;
-  if (target == "stderr")
-    chosen = Target::Stderr;
-  else if (target == "syslog")
-    chosen = Target::Syslog;
-  else if (target == "json")
-    chosen = Target::Json;
-  else
+  static const std::map<std::string, Target> targets = {
+      {"stderr", Target::Stderr}, {"syslog", Target::Syslog}, {"json", Target::Json}};
+  static const std::map<std::string, Level> levels = {{"debug", Level::Debug},
+                                                      {"info", Level::Info},
+                                                      {"warning", Level::Warning},
+                                                      {"error", Level::Error}};
+  const auto target_found = targets.find(target);
+  if (target_found == targets.end())
     throw std::invalid_argument("log target " + target + ": expected stderr, syslog or json");
-  Level least;
-  if (level == "debug")
-    least = Level::Debug;
-  else if (level == "info")
-    least = Level::Info;
-  else if (level == "warning")
-    least = Level::Warning;
-  else if (level == "error")
-    least = Level::Error;
-  else
+  const auto level_found = levels.find(level);
+  if (level_found == levels.end())
     throw std::invalid_argument("log level " + level + ": expected debug, info, warning or error");
+  const Target chosen = target_found->second;
+  const Level least = level_found->second;
   {
     std::lock_guard lock(s.mutex);
     s.program = program;

@@ -1,7 +1,6 @@
 #include "schedd/server.hpp"
 
 #include <fcntl.h>
-#include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <signal.h>
@@ -82,17 +81,6 @@ void log_limited(int kind, const std::string& line, const common::log::Subject& 
   skipped[kind] = 0;
 }
 enum LogKind { kDescriptors = 0, kMemory = 1, kOutput = 2, kRequestRefused = 3, kTooMany = 4 };
-
-/// The numeric address of a TCP connection's peer, for log lines.
-std::string peer_host(int fd) {
-  sockaddr_storage address{};
-  socklen_t length = sizeof(address);
-  char host[NI_MAXHOST] = "?";
-  if (getpeername(fd, reinterpret_cast<sockaddr*>(&address), &length) == 0)
-    getnameinfo(reinterpret_cast<sockaddr*>(&address), length, host, sizeof(host), nullptr, 0,
-                NI_NUMERICHOST);
-  return host;
-}
 
 int open_reserve() { return open("/dev/null", O_RDONLY | O_CLOEXEC); }
 
@@ -376,7 +364,7 @@ void Server::log_refusals(const Connection& connection, const control::Envelope&
                 std::string("refused a request of connection ") + std::to_string(connection.id) +
                     (connection.is_tcp ? " (tcp)" : " (unix)") + ": " +
                     message.message.error().message(),
-                {job, uid, connection.is_tcp ? peer_host(connection.fd) : "local"});
+                {job, uid, connection.is_tcp ? common::peer_address(connection.fd) : "local"});
   }
 }
 
