@@ -17,11 +17,15 @@ namespace {
 std::string number(double value) {
   if (std::isnan(value)) return "NaN";
   if (std::isinf(value)) return value > 0 ? "+Inf" : "-Inf";
-  // Whole numbers (bytes, counts) as integers, the rest in the shortest %g-like form.
+  // Whole numbers (bytes, counts) as integers; the rest in the shortest form that reads back
+  // exactly, without an exponent where one is not needed (Unix times, seconds).
   if (value == std::floor(value) && std::fabs(value) < 0x1p53)
     return std::to_string(static_cast<long long>(value));
+  const bool plain = std::fabs(value) >= 1e-4 && std::fabs(value) < 1e15;
   char text[64];
-  const auto end = std::to_chars(text, text + sizeof(text), value, std::chars_format::general).ptr;
+  const auto end = std::to_chars(text, text + sizeof(text), value,
+                                 plain ? std::chars_format::fixed : std::chars_format::general)
+                       .ptr;
   return std::string(text, end);
 }
 
