@@ -404,8 +404,10 @@ void serve(Store& store, int fd, const Limits& limits, const Access& access,
                                   std::string_view(next->payload.data.get(), raw));
                 if (!had_identity && session.who) {
                   if (const auto why = settle(admission, limits, access, *session.who)) {
-                    log_limited(kTooMany, *why + ": connection of uid " +
-                                              std::to_string(session.who->uid) + " refused");
+                    log_limited(kTooMany,
+                                *why + ": connection of uid " + std::to_string(session.who->uid) +
+                                    " refused",
+                                {"", session.who->uid, ""});
                     response = refusal("the node is busy: " + *why);
                     session.who.reset();
                   }
@@ -499,7 +501,8 @@ void start_connection(Store& store, int fd, const Limits& limits, const Access& 
   admission.key =
       harmonia::common::peer_key(fd, known ? std::optional<uid_t>(known->uid) : std::nullopt);
   if (const auto why = admit(admission, limits, access, known, credentials)) {
-    log_limited(kTooMany, *why + ": connection of " + admission.key + " refused");
+    log_limited(kTooMany, *why + ": connection of " + admission.key + " refused",
+                {"", known ? std::optional<uid_t>(known->uid) : std::nullopt, ""});
     refuse_and_close(fd, refusal("the node is busy: " + *why));
     return;
   }

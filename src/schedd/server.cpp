@@ -62,6 +62,9 @@ void watch(int epoll, int fd, std::uint64_t key, std::uint32_t events, int op = 
 // Keys of the listening sockets in epoll; connections use their ids (>= 1, below these).
 constexpr std::uint64_t kUnixKey = ~0ULL, kTcpKey = ~0ULL - 1, kSignalKey = ~0ULL - 2;
 
+/// The host a connection comes from, as log lines name it: "local" for the Unix socket.
+std::string peer_node(int fd, bool is_tcp) { return is_tcp ? common::peer_address(fd) : "local"; }
+
 /// Logs LINE (a warning: a resource ran out, or a request was refused) at most once a second
 /// per `kind`, counting the lines left out (a client reconnecting in a loop must not fill the
 /// log).
@@ -283,7 +286,8 @@ void Server::accept_all(int listener, bool is_unix) {
       setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &yes, sizeof(yes));
     }
     std::string refusal;
-    const Admitted admitted = admit(fd, uid, !is_unix && config_.tcp_credentials, refusal);
+    const Admitted admitted =
+        admit(fd, uid, !is_unix, !is_unix && config_.tcp_credentials, refusal);
     if (admitted == Admitted::No) continue;
     const ConnectionId id = next_id_++;
     epoll_event event{};
@@ -348,6 +352,11 @@ void Server::on_readable(Connection& connection) {
   arm(connection);
 }
 
+common::log::Subject Server::subject(const Connection& connection) const {
+  auto [uid, job] = service_.who(connection.id);
+  return {job, uid, peer_node(connection.fd, connection.is_tcp)};
+}
+
 /// Logs the requests refused for who sent them (no identity, a bad credential, another user's
 /// job), naming the connection's user, its job (or the one it asked for) and its host, so that
 /// an administrator sees attempts.
@@ -358,13 +367,14 @@ void Server::log_refusals(const Connection& connection, const control::Envelope&
     const auto code = message.message.error().code();
     if (code != control::Error::CODE_UNAUTHENTICATED && code != control::Error::CODE_FORBIDDEN)
       continue;
-    auto [uid, job] = service_.who(connection.id);
-    if (job.empty() && request.has_register_process()) job = request.register_process().job();
+    auto about = subject(connection);
+    if (about.job.empty() && request.has_register_process())
+      about.job = request.register_process().job();
     log_limited(kRequestRefused,
                 std::string("refused a request of connection ") + std::to_string(connection.id) +
                     (connection.is_tcp ? " (tcp)" : " (unix)") + ": " +
                     message.message.error().message(),
-                {job, uid, connection.is_tcp ? common::peer_address(connection.fd) : "local"});
+                about);
   }
 }
 
@@ -397,8 +407,10 @@ bool Server::handle_input(Connection& connection) {
     } else if (connection.probation && !request.has_authenticate()) {
       // Let in past a bound only to authenticate: anything else closes it unanswered, as a
       // refusal at accept does.
-      log_limited(kTooMany, connection.refusal + ": connection " + std::to_string(id) +
-                                " refused (no credential)");
+      log_limited(
+          kTooMany,
+          connection.refusal + ": connection " + std::to_string(id) + " refused (no credential)",
+          subject(connection));
       flush_all(touched);
       close_connection(id);
       return false;
@@ -449,11 +461,13 @@ void Server::enforce_output_cap() {
       if (largest == nullptr || connection->unsent() > largest->unsent())
         largest = connection.get();
     if (largest == nullptr || largest->unsent() == 0) return;
-    log_limited(kOutput, "connection " + std::to_string(largest->id) +
-                             " dropped: " + std::to_string(largest->unsent()) +
-                             " bytes of replies unread while all connections held " +
-                             std::to_string(queued_output_) + ", at most " +
-                             std::to_string(config_.max_output_bytes) + " (--max-output)");
+    log_limited(kOutput,
+                "connection " + std::to_string(largest->id) +
+                    " dropped: " + std::to_string(largest->unsent()) +
+                    " bytes of replies unread while all connections held " +
+                    std::to_string(queued_output_) + ", at most " +
+                    std::to_string(config_.max_output_bytes) + " (--max-output)",
+                subject(*largest));
     close_connection(largest->id);
   }
 }
@@ -494,8 +508,10 @@ void Server::flush_output(Connection& connection) {
     if (n < 0 && errno == EINTR) continue;
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
       if (connection.unsent() > std::min(kMaxQueuedOutput, config_.max_output_bytes)) {
-        log_limited(kOutput, "connection " + std::to_string(connection.id) + " dropped: " +
-                                 std::to_string(connection.unsent()) + " bytes of replies unread");
+        log_limited(kOutput,
+                    "connection " + std::to_string(connection.id) + " dropped: " +
+                        std::to_string(connection.unsent()) + " bytes of replies unread",
+                    subject(connection));
         close_connection(connection.id);  // a peer that does not read
         return;
       }
@@ -545,14 +561,15 @@ std::string Server::bound_reached(const std::string& key, std::optional<uid_t> u
   return {};
 }
 
-Server::Admitted Server::admit(int fd, std::optional<uid_t> uid, bool may_authenticate,
+Server::Admitted Server::admit(int fd, std::optional<uid_t> uid, bool is_tcp, bool may_authenticate,
                                std::string& refusal) {
   const std::string key = common::peer_key(fd, uid);
   refusal = bound_reached(key, uid, connections_.size(), true);
   if (refusal.empty()) return Admitted::Yes;
   // A peer that may still say who it is gets its chance: root, or a user of a busy host.
   if (may_authenticate && !uid && on_probation_ < config_.reserved) return Admitted::OnProbation;
-  log_limited(kTooMany, refusal + ": connection of " + key + " refused");
+  log_limited(kTooMany, refusal + ": connection of " + key + " refused",
+              {"", uid, peer_node(fd, is_tcp)});
   close(fd);
   return Admitted::No;
 }
@@ -573,7 +590,7 @@ void Server::settle(Connection& connection, std::vector<Outgoing>& out) {
   // On probation it may hold a slot kept for root; otherwise it had one of the others.
   const std::string why = bound_reached(key, uid, connections_.size() - 1, probation);
   if (!why.empty()) {
-    log_limited(kTooMany, why + ": connection of " + key + " refused");
+    log_limited(kTooMany, why + ": connection of " + key + " refused", subject(connection));
     reply->message = busy(why);
     connection.close_after = true;
     return;
@@ -599,8 +616,10 @@ void Server::close_unauthenticated(double now) {
       if (found == connections_.end() || found->second->known) continue;
       const double within =
           deadlines == &probation_deadlines_ ? kProbationWithinSeconds : kAuthenticateWithinSeconds;
-      log_limited(kTooMany, "connection " + std::to_string(id) + " closed: no credential within " +
-                                std::to_string(static_cast<int>(within)) + " s");
+      log_limited(kTooMany,
+                  "connection " + std::to_string(id) + " closed: no credential within " +
+                      std::to_string(static_cast<int>(within)) + " s",
+                  subject(*found->second));
       close_connection(id);
     }
   }

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "common/identity.hpp"
+#include "common/log.hpp"
 #include "schedd/service.hpp"
 
 namespace harmonia::schedd {
@@ -61,12 +62,14 @@ class Server {
   void flush_output(Connection& connection);
   void close_connection(ConnectionId id);
   enum class Admitted { No, Yes, OnProbation };
-  /// Whether the connection `fd` of `uid` (nullopt: not known yet) may have a slot
-  /// (ServerConfig::per_peer, reserved); closes it, with a log line, when not. A TCP peer that
-  /// `may_authenticate` past a bound is let in on probation instead (at most `reserved` at
-  /// once), `refusal` saying which: its first request must be an Authenticate, within 2 s,
-  /// naming a user the bound does not hold back (root on a busy daemon, a user of a busy host).
-  Admitted admit(int fd, std::optional<uid_t> uid, bool may_authenticate, std::string& refusal);
+  /// Whether the connection `fd` (over TCP when `is_tcp`) of `uid` (nullopt: not known yet) may
+  /// have a slot (ServerConfig::per_peer, reserved); closes it, with a log line, when not. A TCP
+  /// peer that `may_authenticate` past a bound is let in on probation instead (at most
+  /// `reserved` at once), `refusal` saying which: its first request must be an Authenticate,
+  /// within 2 s, naming a user the bound does not hold back (root on a busy daemon, a user of a
+  /// busy host).
+  Admitted admit(int fd, std::optional<uid_t> uid, bool is_tcp, bool may_authenticate,
+                 std::string& refusal);
   /// Why a connection counted under `key` (of `uid`, if known) may not have a slot, with
   /// `others` open besides it; `reserved`: whether the slots kept for root and the
   /// administrators are out of its reach. Empty: it may.
@@ -84,6 +87,8 @@ class Server {
   void enforce_output_cap();
   void log_refusals(const Connection& connection, const control::Envelope& request,
                     const std::vector<Outgoing>& out);
+  /// What a log line about `connection` names: its user, its job and its host.
+  common::log::Subject subject(const Connection& connection) const;
   /// accept4 after EMFILE or ENFILE (`error`): with the spare descriptor, the connection waiting
   /// is returned if descriptors were freed meanwhile, else answered an error and closed
   /// (kRefused); without a spare, accepting pauses (kNobodyWaiting, as when nobody waits).
