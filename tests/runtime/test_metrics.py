@@ -6,6 +6,7 @@ refusal; `harmonia ping` and `harmonia status --json` answer scripts."""
 import json
 import os
 import pwd
+import re
 import shutil
 import socket
 import subprocess
@@ -25,6 +26,7 @@ BBD = BUILD / "src" / "bbd" / "harmonia-bbd"
 BBCTL = BUILD / "src" / "bbd" / "harmonia-bbctl"
 HARMONIA = Path(sys.executable).with_name("harmonia")
 MIB = 1 << 20
+REPO = Path(__file__).parents[2]
 
 
 def free_port() -> int:
@@ -121,6 +123,16 @@ def test_scrapes_parse_and_move_as_a_job_writes_and_the_node_drains(
             "the job did not leave",
         )  # fmt: skip
     assert target.read_bytes() == bytes(4 << 20)
+    # The Grafana dashboard shipped asks for nothing the daemons do not serve.
+    seen = {
+        name for scrape_ in (before, held, drained, scheduler) for name, _ in scrape_
+    }
+    dashboard = json.loads(
+        (REPO / "packaging" / "grafana" / "harmonia.json").read_text()
+    )
+    asked = {name for panel in dashboard["panels"] for target_ in panel["targets"]
+             for name in re.findall(r"harmonia_\w+", target_["expr"])}  # fmt: skip
+    assert asked and asked <= seen, asked - seen
 
 
 def test_the_endpoint_is_off_unless_asked_and_a_bad_address_is_refused(
