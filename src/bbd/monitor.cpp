@@ -2,12 +2,12 @@
 
 #include <atomic>
 #include <chrono>
-#include <cstdio>
 #include <set>
 #include <stdexcept>
 #include <thread>
 #include <utility>
 
+#include "common/log.hpp"
 #include "control/client.hpp"
 
 namespace harmonia::bbd {
@@ -120,8 +120,9 @@ void Monitor::stage(const control::StageIn& stage_in) {
     std::uint64_t bytes = 0;
     std::string why;
     if (store_.stage_in(spec, file, keep_going, bytes, why) != Status::Ok) {
-      std::fprintf(stderr, "harmonia-bbd: stage-in of job %s, read phase %u: %s\n",
-                   stage_in.job().c_str(), stage_in.phase(), why.c_str());
+      common::log::warning(
+          "stage-in of read phase " + std::to_string(stage_in.phase()) + ": " + why,
+          {stage_in.job(), static_cast<uid_t>(stage_in.uid()), advertise_});
       failed.push_back(file);
     }
   }
@@ -147,8 +148,7 @@ bool Monitor::drain_urgent(const control::DrainOrder& order) {
     std::string why;
     // Not held here (drained since, or never here): nothing to drain, done at once.
     if (store_.holds(file) && store_.drain(file, why) != Status::Ok) {
-      std::fprintf(stderr, "harmonia-bbd: urgent drain of %s: %s\n", urgent.name().c_str(),
-                   why.c_str());
+      log_drain_failure("urgent drain of " + urgent.name() + ": " + why, file);
       continue;  // tried again at the next turn; the caller waits for it
     }
     std::lock_guard lock(mutex_);
@@ -184,6 +184,13 @@ bool Monitor::publish(std::string& why) {
     return false;
   }
   return true;
+}
+
+void Monitor::log_drain_failure(const std::string& line, const FileRef& file) {
+  const auto writer = store_.writer_of(file);
+  common::log::warning(
+      line, {writer ? writer->job : "", writer ? std::optional<uid_t>(writer->uid) : std::nullopt,
+             advertise_});
 }
 
 void Monitor::drain_loop() {
@@ -242,7 +249,7 @@ void Monitor::drain_loop() {
       work_.wait_until(lock, std::min(next_fence_sweep, std::chrono::steady_clock::now() + kIdle),
                        [&] { return work_events_ != seen; });
     } else {
-      std::fprintf(stderr, "harmonia-bbd: drain of %s: %s\n", file.c_str(), why.c_str());
+      log_drain_failure("drain of " + file + ": " + why, FileRef(file));
       std::this_thread::sleep_for(kRetry);
     }
   }
@@ -266,9 +273,9 @@ void Monitor::report_loop() {
       serve_scheduler();
     } catch (const std::exception& error) {
       if (!warned)
-        std::fprintf(stderr,
-                     "harmonia-bbd: scheduler %s: %s; draining at the threshold until it is back\n",
-                     schedd_.c_str(), error.what());
+        common::log::warning("scheduler " + schedd_ + ": " + error.what() +
+                                 "; draining at the threshold until it is back",
+                             {"", std::nullopt, advertise_});
       warned = true;
     }
     {
@@ -297,8 +304,9 @@ void Monitor::serve_scheduler() {
     order_ = reply.buffer_registered().order();
     acted_epoch_ = 0;
   }
-  std::fprintf(stderr, "harmonia-bbd: buffer %u of the scheduler at %s\n",
-               reply.buffer_registered().index(), schedd_.c_str());
+  common::log::info("buffer " + std::to_string(reply.buffer_registered().index()) +
+                        " of the scheduler at " + schedd_,
+                    {"", std::nullopt, advertise_});
   const auto every = std::chrono::duration<double>(period > 0 ? period : 0.1);
   for (bool first = true;; first = false) {
     std::uint64_t answers = 0;  // the reports asked for that this one answers

@@ -49,6 +49,8 @@ class Monitor {
   /// Drains the files of the order's urgent list not dealt with yet (those the store does not
   /// hold are done at once); whether it dealt with any.
   bool drain_urgent(const control::DrainOrder& order);
+  /// Logs `line`, a drain of `file` that failed, naming its writer's job and user and the node.
+  void log_drain_failure(const std::string& line, const FileRef& file);
   /// Wakes the drain and stage-in threads: an order came, or a write.
   void wake();
   /// Asks the report thread for a report now (a publish, an urgent drain done).

@@ -11,7 +11,6 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
-#include <cstdio>
 #include <cstring>
 #include <limits>
 #include <nlohmann/json.hpp>
@@ -21,6 +20,7 @@
 #include "common/beneath.hpp"
 #include "common/file_name.hpp"
 #include "common/identity.hpp"
+#include "common/log.hpp"
 #include "core/requests/registry.hpp"
 #include "storage/fences.hpp"
 #include "storage/log_format.hpp"
@@ -468,10 +468,9 @@ void Store::recover() {
       }
     }
     if (deleted) {
-      std::fprintf(stderr,
-                   "harmonia-bbd: %s/%s: deleted while the node was down; its %llu "
-                   "held bytes are dropped\n",
-                   pfs_root_.c_str(), log.name.c_str(), static_cast<unsigned long long>(log.bytes));
+      common::log::warning(pfs_root_ + "/" + log.name + ": deleted while the node was down; its " +
+                               std::to_string(log.bytes) + " held bytes are dropped",
+                           {log.job, log.owner, ""});
       for (const auto& segment : log.segments) {
         unlinkat(device_fd_, segment->name.c_str(), 0);
         unlinkat(device_fd_, file_name_of(segment->name).c_str(), 0);
@@ -480,11 +479,12 @@ void Store::recover() {
     }
     if (target < 0) {
       log.orphan = true;
-      std::fprintf(stderr,
-                   "harmonia-bbd: %s/%s: not found again (renamed while the node was down, and "
-                   "the node cannot open file handles); its %llu bytes stay held in %s\n",
-                   pfs_root_.c_str(), log.name.c_str(), static_cast<unsigned long long>(log.bytes),
-                   log.segments.front()->path.c_str());
+      common::log::warning(pfs_root_ + "/" + log.name +
+                               ": not found again (renamed while the node was down, and the node "
+                               "cannot open file handles); its " +
+                               std::to_string(log.bytes) + " bytes stay held in " +
+                               log.segments.front()->path,
+                           {log.job, log.owner, ""});
     }
     log.target = target;
     used_ += log.bytes;
@@ -1107,7 +1107,7 @@ Status Store::drain_log(const LogPtr& log, std::string& why) {
             ? std::vector<fences::Range>{}
             : fences::read(pfs_fd_, fence_node_, fence_name(log->inode), st.st_uid, &ignored);
     if (!ignored.empty())
-      std::fprintf(stderr, "harmonia-bbd: %s/%s\n", pfs_root_.c_str(), ignored.c_str());
+      common::log::warning(pfs_root_ + "/" + ignored, {log->job, log->owner, fence_node_});
     ++draining_;
     bool ok = false;
     int error = 0;
@@ -1153,9 +1153,9 @@ int Store::lock_fences() {
   if (fence_node_.empty()) return -1;
   const int fd = fences::lock(pfs_fd_, fence_node_);
   if (fd < 0 && !fence_warned_.exchange(true))
-    std::fprintf(stderr,
-                 "harmonia-bbd: %s: cannot take the fence lock (%s); drains go on without it\n",
-                 pfs_root_.c_str(), std::strerror(errno));
+    common::log::warning(pfs_root_ + ": cannot take the fence lock (" + std::strerror(errno) +
+                             "); drains go on without it",
+                         {"", std::nullopt, fence_node_});
   return fd;
 }
 
@@ -1163,10 +1163,9 @@ void Store::set_fence_node(const std::string& node) {
   fence_node_ = node;
   // Its directories sticky and writable by all: every user fences, nobody removes another's.
   if (const int error = fences::prepare(pfs_fd_, node))
-    std::fprintf(
-        stderr, "harmonia-bbd: %s\n",
-        common::beneath_error(pfs_root_ + "/" + fences::kReservedDir + "/fences/" + node, error)
-            .c_str());
+    common::log::warning(
+        common::beneath_error(pfs_root_ + "/" + fences::kReservedDir + "/fences/" + node, error),
+        {"", std::nullopt, node});
   drop_stale_fences();
 }
 
@@ -1284,6 +1283,8 @@ Status Store::drain_next(const std::set<std::string>& jobs, std::string& file, s
     if (drain_log(log, failed) != Status::Ok && result == Status::Ok) {
       result = Status::Error;
       why = failed;
+      std::lock_guard lock(mutex_);
+      file = log->name;
     }
     if (id == 0) continue;  // not dispatched: it stays queued
     queue_->release(id, static_cast<req::Time>(std::chrono::duration_cast<std::chrono::nanoseconds>(
@@ -1333,6 +1334,13 @@ bool Store::holds(const FileRef& file) {
   std::lock_guard lock(mutex_);
   const LogPtr log = find_locked(file);
   return log && log->bytes > 0;
+}
+
+std::optional<Writer> Store::writer_of(const FileRef& file) {
+  std::lock_guard lock(mutex_);
+  const LogPtr log = find_locked(file);
+  if (!log) return std::nullopt;
+  return Writer{log->job, log->owner};
 }
 
 HeldFileChanges Store::take_file_changes(bool all) {

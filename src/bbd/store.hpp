@@ -22,6 +22,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 #include <string_view>
@@ -98,6 +99,12 @@ struct StageSpec {
   std::uint32_t stripe_index = 0, stripe_count = 0;
 };
 
+/// Whose data of a file the node holds, for log lines about it.
+struct Writer {
+  std::string job;  ///< the writer's job ("" when it named none)
+  uid_t uid = 0;    ///< the user whose data it is
+};
+
 struct StoreStats {
   /// `used` counts written data (the logs) and staged-in copies alike.
   std::uint64_t capacity = 0, used = 0, drained = 0, received = 0;
@@ -165,7 +172,8 @@ class Store {
   /// the caller's own. Writes of the file meanwhile are not held up (they go to a new log).
   Status drain(const FileRef& file, std::string& why, const Caller& caller = Caller::node());
   /// Drains the files of `jobs` (and those recovered after a crash) the drain scheduler
-  /// dispatches next; NotHeld when there is none. `file` names the first one drained. The
+  /// dispatches next; NotHeld when there is none. `file` names the first one drained, or on
+  /// Error the one that failed (with `why`). The
   /// scheduler lives as long as the store: a file is queued once it may drain, and its state
   /// (windows, quanta, history) carries from one call to the next.
   Status drain_next(const std::set<std::string>& jobs, std::string& file, std::string& why);
@@ -179,6 +187,8 @@ class Store {
   StoreStats stats();
   /// Whether the node holds written data of `file` it can drain (not an orphan).
   bool holds(const FileRef& file);
+  /// Whose data of `file` the node holds (not an orphan); nullopt when it holds none.
+  std::optional<Writer> writer_of(const FileRef& file);
   /// Files with data held (by their latest name), and their bytes.
   std::map<std::string, std::uint64_t> held();
   /// The held files that changed since the last call (every held file when `all`), and those

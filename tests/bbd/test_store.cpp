@@ -246,6 +246,27 @@ TEST_F(StoreTest, APfsThatFailsKeepsTheDataHeldForTheNextDrain) {
   EXPECT_EQ(pfs_file("dir/f"), "data");
 }
 
+TEST_F(StoreTest, AFailedDrainNamesItsFileAndWhoseDataItIs) {
+  auto store = open();
+  ASSERT_EQ(store->write("small", 0, "a", "job-a", why_), Status::Ok);
+  ASSERT_EQ(store->write("large", 0, "data", "job-b", why_), Status::Ok);
+  std::string file;
+  Status status = Status::Ok;
+  {
+    const FileSizeLimit full(2);  // "small" fits, "large" does not
+    while ((status = store->drain_next({"job-a", "job-b"}, file, why_)) == Status::Ok) {
+    }
+  }
+  ASSERT_EQ(status, Status::Error);
+  EXPECT_EQ(file, "large") << "the file that failed, whatever drained before it";
+  const auto writer = store->writer_of(file);
+  ASSERT_TRUE(writer.has_value());
+  EXPECT_EQ(writer->job, "job-b");
+  EXPECT_EQ(writer->uid, geteuid());
+  EXPECT_FALSE(store->writer_of("small").has_value()) << "drained: no longer held";
+  EXPECT_FALSE(store->writer_of("never-written").has_value());
+}
+
 TEST_F(StoreTest, AFileKeepsItsSegmentsInOrderThroughAFailedDrainAndARestart) {
   {
     auto store = open();

@@ -190,6 +190,14 @@ def test_a_node_stages_in_serves_and_drops_copies(
         assert len(list((tmp_path / "dev" / "stage-in").iterdir())) == 1
         node.send_signal(signal.SIGKILL)
         node.wait()
+        # The file it could not copy was logged with the job, its user and the node.
+        assert node.stderr is not None
+        failed = [
+            line for line in node.stderr.read().splitlines() if "in/missing.bin" in line
+        ]
+        assert failed, "the failed stage-in was not logged"
+        assert failed[0].startswith("harmonia-bbd: stage-in of read phase 0: ")
+        assert failed[0].endswith(f"(job A, uid {os.getuid()}, node {address})"), failed
         schedd.set_order(4)
         node, address = start(tmp_path, "--schedd", f"unix:{tmp_path / 'schedd.sock'}")
         assert list((tmp_path / "dev" / "stage-in").iterdir()) == []
