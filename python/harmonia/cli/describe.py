@@ -100,7 +100,12 @@ def _range(setting: dict[str, Any]) -> str:
     low, high = setting["min"], setting["max"]
     if setting["type"] == "size":
         return f">= {int(low)}" if high >= 2**62 else f"{int(low)}..{int(high)}"
-    return f"{low:g}..{high:g}"
+    return f"{_number(low)}..{_number(high)}"
+
+
+def _number(value: float) -> str:
+    """A bound as written: whole numbers in full (a uid, not 4.29497e+09)."""
+    return str(int(value)) if float(value).is_integer() else f"{value:g}"
 
 
 def _default(setting: dict[str, Any]) -> str:
