@@ -1,7 +1,8 @@
 """The daemons' OpenMetrics endpoints, logs and health checks (docs/deploy.md): each scrape
 parses with prometheus_client's OpenMetrics parser, and its values move as a job writes through
 a buffer node and the node drains; log lines come as JSON with the job, uid and node of each
-refusal; `harmonia ping` and `harmonia status --json` answer scripts."""
+refusal, reach the journal with their priorities, and below the level set are dropped; `harmonia
+ping` and `harmonia status --json` answer scripts."""
 
 import json
 import os
@@ -159,6 +160,46 @@ def test_the_endpoint_is_off_unless_asked_and_a_bad_address_is_refused(
         started.terminate()
         out, _ = started.communicate(timeout=10)
     assert "metrics_port" not in out
+
+
+def test_the_journal_gets_each_lines_priority_and_levels_drop_lines(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "dev").mkdir()
+    schedd = f"unix:{tmp_path / 'no-scheduler.sock'}"
+
+    def logged(*args: str) -> str:
+        """What a node whose scheduler is not there writes to a stream systemd would
+        name in JOURNAL_STREAM, until it says it drains on its own."""
+        log = tmp_path / "journal"
+        with log.open("w") as errors:
+            stream = os.fstat(errors.fileno())
+            node = subprocess.Popen(
+                [str(BBD), "--device", str(tmp_path / "dev"), "--pfs", str(tmp_path),
+                 "--schedd", schedd, *args], stdout=subprocess.PIPE, stderr=errors, text=True,
+                env={**os.environ, "JOURNAL_STREAM": f"{stream.st_dev}:{stream.st_ino}"},
+            )  # fmt: skip
+        try:
+            assert node.stdout is not None
+            port = node.stdout.readline().strip().removeprefix("port=")
+            wait_for(lambda: "draining at the threshold" in log.read_text(),
+                     "the node did not say its scheduler is missing")  # fmt: skip
+        finally:
+            node.terminate()
+            node.wait(timeout=10)
+        return log.read_text().replace(port, "PORT")
+
+    everything = logged().splitlines()
+    # <6> info, <4> warning: the journal's priorities (journalctl -p warning).
+    assert any(
+        line.startswith("<6>harmonia-bbd: 0 files recovered") for line in everything
+    )
+    missing = [line for line in everything if "draining at the threshold" in line]
+    assert missing[0].startswith(f"<4>harmonia-bbd: scheduler {schedd}: "), missing
+    assert missing[0].endswith("(node 127.0.0.1:PORT)"), missing
+    warnings = logged("--log-level", "warning").splitlines()
+    assert all(line.startswith("<4>") for line in warnings), warnings
+    assert not any("files recovered" in line for line in warnings), warnings
 
 
 def test_json_logs_name_the_uid_and_node_of_a_refusal(tmp_path: Path) -> None:
