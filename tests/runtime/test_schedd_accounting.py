@@ -74,7 +74,10 @@ def test_bad_pricing_options_are_refused_by_name(tmp_path: Path) -> None:
             ["--buffers", "1", "--io-class", "cheap:0.5:0.4"],
             "slowdown must be a number >= 1",
         ),
-        (["--accounting", str(tmp_path / "a")], "--accounting need --buffers"),
+        (
+            ["--accounting", str(tmp_path / "a")],
+            "--accounting (schedd.record, schedd.accounting) need buffer nodes",
+        ),
     ):
         done = subprocess.run(
             [str(SCHEDD), "--socket", str(tmp_path / "s.sock"), *args],
