@@ -171,9 +171,11 @@ bool send_request(Node& node, const std::string& address, Harmonia__Bb__Request&
 }
 
 /// The response to the request of `ticket` on `address`, the oldest not answered yet; `data`,
-/// when given, receives the bytes of a read.
+/// when given, receives the bytes of a read. A refusal (the node may not open the file as this
+/// user, say after a chmod by name) counts as `refused`: for a write, Full (it goes through, to
+/// the file the program's descriptor may still write, and nothing is said); else Failed, said.
 Outcome receive_reply(Node& node, const std::string& address, const Ticket& ticket,
-                      std::string* data = nullptr) {
+                      std::string* data = nullptr, Outcome refused = Outcome::Failed) {
   std::string body;
   if (!node.channel || node.generation != ticket.generation) return Outcome::Failed;
   if (!node.channel->receive(body)) {
@@ -192,6 +194,10 @@ Outcome receive_reply(Node& node, const std::string& address, const Ticket& tick
   if (code == HARMONIA__BB__RESPONSE__CODE__NOT_HELD) {  // not an error: the PFS has the bytes
     harmonia__bb__response__free_unpacked(response, nullptr);
     return Outcome::Failed;
+  }
+  if (code == HARMONIA__BB__RESPONSE__CODE__FORBIDDEN && refused == Outcome::Full) {
+    harmonia__bb__response__free_unpacked(response, nullptr);
+    return Outcome::Full;
   }
   if (code != HARMONIA__BB__RESPONSE__CODE__OK && code != HARMONIA__BB__RESPONSE__CODE__FULL)
     report("buffer node " + address + ": " + (response->message ? response->message : "error"));
@@ -487,7 +493,9 @@ bool write(const FileKey& file, const std::string& job, const struct iovec* iov,
                           p.length);
     });
     for (auto& p : pieces)
-      if (p.sent) p.outcome = receive_reply(node_for(*p.address), *p.address, p.ticket);
+      if (p.sent)
+        p.outcome =
+            receive_reply(node_for(*p.address), *p.address, p.ticket, nullptr, Outcome::Full);
   }
   bool ok = true;
   std::set<std::string> full;
