@@ -55,40 +55,51 @@ StagedFile* found(Find find) noexcept {
   return file;
 }
 
-/// Runs `call` once the file behind `fd` is settled: staged here, its bytes written; staged by
-/// other processes or held by buffer nodes, written out and drained (as path_settled does). -1
-/// with EIO, and no call, when bytes of it stayed on a node that is down.
+/// Runs `call` once the file behind `fd`, if staged, is settled (the data calls: copies,
+/// allocation).
 template <class Call>
 auto fd_settled(int fd, Call call) -> decltype(call()) {
   StagedFile* file = found([&] { return staged_behind(fd); });
-  if (file) return flushed_then(file, call);
-  if (agent::configured() && guarded([&] {
-                               struct stat64 st {};
-                               if (real().fstat64(fd, &st) != 0 || !S_ISREG(st.st_mode)) return 0;
-                               return settle_elsewhere(fd, "", st);
-                             }) != 0)
-    return -1;
-  return call();
+  return file ? flushed_then(file, call) : call();
 }
 
-/// Runs `call` once the file `path` names (relative to `dirfd`) is settled: staged here, its
-/// bytes written; staged by other processes or held by buffer nodes, written out and drained
-/// (through the scheduler daemon). -1 with EIO, and no call, when bytes of it stayed on a node
+/// Whether other processes and the buffer nodes have written out what they hold of the regular
+/// file `path` (relative to `dirfd`; "" with AT_EMPTY_PATH: the file `dirfd` is open on): true also
+/// when there is no scheduler daemon or the file is not one to settle; false, with EIO, when bytes
+/// of it stayed on a node that is down.
+bool settled_elsewhere(int dirfd, const char* path, int at_flags) {
+  if (!agent::configured()) return true;
+  return guarded([&] {
+           // The kernel checks the path (EFAULT for a bad pointer): nothing here reads it first.
+           struct stat64 st {};
+           if (!path ||
+               real().fstatat64(dirfd, path, &st,
+                                at_flags & (AT_SYMLINK_NOFOLLOW | AT_EMPTY_PATH)) != 0 ||
+               !S_ISREG(st.st_mode))
+             return 0;
+           return settle_elsewhere(dirfd, path, st);
+         }) == 0;
+}
+
+/// Runs `call`, a change of the file's times, mode or owner through `fd`, once the file is
+/// settled everywhere: what other processes wrote and the nodes hold lands first (their drain
+/// would otherwise set the time over the program's), then what is staged here. -1 with EIO, and
+/// no call, when bytes of it stayed on a node that is down.
+template <class Call>
+auto metadata_settled(int fd, Call call) -> decltype(call()) {
+  if (!settled_elsewhere(fd, "", AT_EMPTY_PATH)) return -1;
+  return fd_settled(fd, call);
+}
+
+/// Runs `call` once the file `path` names (relative to `dirfd`) is settled: staged by other
+/// processes or held by buffer nodes, written out and drained (through the scheduler daemon);
+/// staged here, its bytes written. -1 with EIO, and no call, when bytes of it stayed on a node
 /// that is down.
 template <class Call>
 auto path_settled(int dirfd, const char* path, int at_flags, Call call) -> decltype(call()) {
+  if (!settled_elsewhere(dirfd, path, at_flags)) return -1;
   StagedFile* file = found([&] { return staged_path(dirfd, path, at_flags); });
-  if (file) return flushed_then(file, call);
-  if (agent::configured() && guarded([&] {
-                               struct stat64 st {};
-                               const int nofollow = at_flags & AT_SYMLINK_NOFOLLOW;
-                               if (!path || real().fstatat64(dirfd, path, &st, nofollow) != 0 ||
-                                   !S_ISREG(st.st_mode))
-                                 return 0;
-                               return settle_elsewhere(dirfd, path, st);
-                             }) != 0)
-    return -1;
-  return call();
+  return file ? flushed_then(file, call) : call();
 }
 
 /// What the buffer nodes hold of the regular file `path` (relative to `dirfd`) with `inode`,
@@ -313,7 +324,7 @@ HARMONIA_EXPORT int unlinkat(int dirfd, const char* path, int flags) {
 // ---- times, modes, owners: after the writes made before them ----------------------------
 
 HARMONIA_EXPORT int futimens(int fd, const struct timespec times[2]) {
-  return fd_settled(fd, [&] { return real().futimens(fd, times); });
+  return metadata_settled(fd, [&] { return real().futimens(fd, times); });
 }
 HARMONIA_EXPORT int utimensat(int dirfd, const char* path, const struct timespec times[2],
                               int flags) {
@@ -321,7 +332,7 @@ HARMONIA_EXPORT int utimensat(int dirfd, const char* path, const struct timespec
                       [&] { return real().utimensat(dirfd, path, times, flags); });
 }
 HARMONIA_EXPORT int futimes(int fd, const struct timeval times[2]) {
-  return fd_settled(fd, [&] { return real().futimes(fd, times); });
+  return metadata_settled(fd, [&] { return real().futimes(fd, times); });
 }
 HARMONIA_EXPORT int utimes(const char* path, const struct timeval times[2]) {
   return path_settled(AT_FDCWD, path, 0, [&] { return real().utimes(path, times); });
@@ -331,7 +342,7 @@ HARMONIA_EXPORT int lutimes(const char* path, const struct timeval times[2]) {
                       [&] { return real().lutimes(path, times); });
 }
 HARMONIA_EXPORT int futimesat(int dirfd, const char* path, const struct timeval times[2]) {
-  if (!path) return fd_settled(dirfd, [&] { return real().futimesat(dirfd, path, times); });
+  if (!path) return metadata_settled(dirfd, [&] { return real().futimesat(dirfd, path, times); });
   return path_settled(dirfd, path, 0, [&] { return real().futimesat(dirfd, path, times); });
 }
 HARMONIA_EXPORT int utime(const char* path, const struct utimbuf* times) {
@@ -339,7 +350,7 @@ HARMONIA_EXPORT int utime(const char* path, const struct utimbuf* times) {
 }
 
 HARMONIA_EXPORT int fchmod(int fd, mode_t mode) {
-  const int result = fd_settled(fd, [&] { return real().fchmod(fd, mode); });
+  const int result = metadata_settled(fd, [&] { return real().fchmod(fd, mode); });
   if (result == 0 && privileged(mode)) (void)to_plain_io(fd);
   return result;
 }
@@ -355,7 +366,7 @@ HARMONIA_EXPORT int fchmodat(int dirfd, const char* path, mode_t mode, int flags
   return result;
 }
 HARMONIA_EXPORT int fchown(int fd, uid_t owner, gid_t group) {
-  return fd_settled(fd, [&] { return real().fchown(fd, owner, group); });
+  return metadata_settled(fd, [&] { return real().fchown(fd, owner, group); });
 }
 HARMONIA_EXPORT int chown(const char* path, uid_t owner, gid_t group) {
   return path_settled(AT_FDCWD, path, 0, [&] { return real().chown(path, owner, group); });
