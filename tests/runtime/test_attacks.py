@@ -636,14 +636,7 @@ def _plant(directory: Path, victim: Path, mallory: pwd.struct_passwd) -> None:
     """mallory's links in `directory`: the run directory's files to root's `victim` files."""
     code = "; ".join(
         f"os.symlink({str(victim / name)!r}, {str(directory / name)!r})"
-        for name in (
-            "env.sh",
-            "schedd.log",
-            "schedd.pid",
-            "bb0.pid",
-            "bb0.log",
-            "bb0.port",
-        )
+        for name in VICTIM_FILES
     )
     subprocess.run([*run_as(mallory), PYTHON, "-c", f"import os; {code}"], check=True)
 
@@ -652,14 +645,7 @@ def _plant(directory: Path, victim: Path, mallory: pwd.struct_passwd) -> None:
 def victim() -> Iterator[Path]:
     """Root's own files, in a root-only directory: what planted links point at."""
     where = Path(tempfile.mkdtemp(prefix="harmonia-attacks-victim-"))
-    for name in (
-        "env.sh",
-        "schedd.log",
-        "schedd.pid",
-        "bb0.pid",
-        "bb0.log",
-        "bb0.port",
-    ):
+    for name in VICTIM_FILES:
         (where / name).write_text("root's\n")
     (where / "stage-in").mkdir()
     (where / "stage-in" / "precious").write_text("root's\n")
@@ -672,14 +658,7 @@ def victim() -> Iterator[Path]:
 def _untouched(victim: Path) -> bool:
     return all(
         (victim / name).read_text() == "root's\n" and (victim / name).stat().st_uid == 0
-        for name in (
-            "env.sh",
-            "schedd.log",
-            "schedd.pid",
-            "bb0.pid",
-            "bb0.log",
-            "bb0.port",
-        )
+        for name in VICTIM_FILES
     ) and [p.name for p in (victim / "stage-in").iterdir()] == ["precious"]
 
 
