@@ -183,8 +183,6 @@ int settle_elsewhere(int dirfd, const char* path, const struct stat64& st) {
   return agent::settle_elsewhere(resolved, st.st_dev, st.st_ino, buffered);
 }
 
-namespace {}  // namespace
-
 namespace {
 
 /// Whether a descriptor of this process other than `fd` refers to the file `st` describes (an
