@@ -230,18 +230,30 @@ class PhaseKeeper:
         self.chunks_written = 0
 
     def wait(self, predicate: Callable[[], bool], timeout: float = 30) -> bool:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if predicate():
-                return True
-            self.writer.write(self.chunks_written)
-            self.chunks_written += 1
-            time.sleep(0.1)
-        return False
+        return keep_writing([self], predicate, timeout)
+
+    def write_next(self) -> None:
+        self.writer.write(self.chunks_written)
+        self.chunks_written += 1
 
     def keep(self, seconds: float) -> None:
         """Writes on for `seconds`."""
         self.wait(lambda: False, timeout=seconds)
+
+
+def keep_writing(
+    keepers: list[PhaseKeeper], predicate: Callable[[], bool], timeout: float = 30
+) -> bool:
+    """Each keeper's writer writes its next chunk every 0.1 s until `predicate` holds (at most
+    `timeout` seconds): they stay in their phase however slow the machine is."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        for keeper in keepers:
+            keeper.write_next()
+        time.sleep(0.1)
+    return False
 
 
 @contextmanager

@@ -17,10 +17,12 @@ from typing import Any
 import pytest
 from bbio_support import BUILD
 from schedd_support import (
+    PhaseKeeper,
     SteppedWriter,
     expected_bytes,
     finish,
     job_env,
+    keep_writing,
     kept_in_phase,
     read_while_busy,
     running_daemon,
@@ -155,26 +157,35 @@ def test_ranks_speak_directly_once_the_agent_is_killed(tmp_path: Path) -> None:
     schedd, agent_socket = tmp_path / "s.sock", tmp_path / "agent.sock"
     with running_daemon(schedd, "--strategy", "2a"):
         agent = start_agent(agent_socket, schedd)
+        ranks = [
+            PhaseKeeper(
+                SteppedWriter(
+                    schedd, "A", tmp_path / f"r{k}", HARMONIA_AGENT=str(agent_socket)
+                )
+            )
+            for k in range(3)
+        ]
         try:
-            ranks = start_ranks(schedd, agent_socket, tmp_path, 3, chunks=30)
-            assert wait_until(lambda: job(schedd, "A").get("in_phase") == 1)
+            assert keep_writing(ranks, lambda: job(schedd, "A").get("in_phase") == 1)
             assert job(schedd, "A")["processes"] == 1
             agent.kill()
             agent.wait(timeout=10)
-            # Each rank registers directly, restating its phase (all three write for 3 s).
-            assert wait_until(lambda: job(schedd, "A").get("processes") == 3, 3)
-            assert wait_until(lambda: job(schedd, "A").get("in_phase") == 3, 3)
-            results = [finish(rank) for rank in ranks]
+            # Each rank registers directly, restating its phase.
+            assert keep_writing(ranks, lambda: job(schedd, "A").get("processes") == 3)
+            assert keep_writing(ranks, lambda: job(schedd, "A").get("in_phase") == 3)
+            stderr = [rank.writer.close() for rank in ranks]
         finally:
+            for rank in ranks:
+                rank.writer.kill()
             if agent.poll() is None:
                 agent.kill()
             agent.wait(timeout=10)
-    for k, result in enumerate(results):
+    for k, rank in enumerate(ranks):
         assert (
             "lost the node agent; speaking to the scheduler daemon directly"
-            in result["stderr"]
+            in stderr[k]
         )
-        assert (tmp_path / f"r{k}").read_bytes() == expected_bytes(30)
+        assert (tmp_path / f"r{k}").read_bytes() == expected_bytes(rank.chunks_written)
 
 
 @pytest.mark.skipif(
