@@ -555,9 +555,14 @@ HARMONIA_EXPORT void _Exit(int status) {
   __builtin_unreachable();
 }
 
-/// exit() and the end of main: write everything out; stdio buffers flushed after this (glibc
-/// flushes them after the destructors) go straight to their files.
-__attribute__((destructor)) static void finalize_at_exit() { guarded(finish_process); }
+/// exit() and the end of main: the streams' buffers first (glibc would flush them only after
+/// the destructors, when their files are no longer staged), then everything out.
+__attribute__((destructor)) static void finalize_at_exit() {
+  guarded([] {
+    flush_streams_at_exit();
+    return finish_process();
+  });
+}
 
 /// Loaded: a program that announces a read phase registers at once (agent::start_for_prefetch).
 __attribute__((constructor)) static void announce_at_start() {

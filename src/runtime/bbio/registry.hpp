@@ -62,6 +62,10 @@ int unstage(int fd);
 int flush_all();
 /// Flush and stop staging every file; with `final`, stage nothing from now on.
 int unstage_all(bool final);
+/// exit(): write out what the program's streams over staged files still buffer, as libc would
+/// a moment later, but while those files are still staged (libc flushes streams only after the
+/// library's destructors). Defined with the streams, in stdio.cpp.
+void flush_streams_at_exit();
 
 /// Replace the configuration (BBIO_Init); files already staged keep their storage.
 void set_config(const Config& config);

@@ -12,6 +12,8 @@
 #include <cstdio>
 #include <cstring>
 #include <memory>
+#include <mutex>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -37,7 +39,20 @@ namespace {
 struct StreamCookie {
   int fd;
   std::vector<char> buffer;
+  FILE* stream = nullptr;
 };
+
+/// Every cookie stream not yet closed, for flush_streams_at_exit. Never destroyed: streams are
+/// still closed (by libc's own cleanup) after the library's destructors have run.
+struct OpenStreams {
+  std::mutex mutex;
+  std::set<FILE*> streams;
+};
+
+OpenStreams& open_streams() {
+  static auto* const streams = new OpenStreams;
+  return *streams;
+}
 
 int fd_of(void* cookie) { return static_cast<StreamCookie*>(cookie)->fd; }
 
@@ -59,6 +74,11 @@ int cookie_seek(void* cookie, off64_t* position, int whence) {
 int cookie_close(void* cookie) {
   // libc is done with the stream's buffer once it calls this (it was the program's, to libc).
   const std::unique_ptr<StreamCookie> owned(static_cast<StreamCookie*>(cookie));
+  {
+    OpenStreams& open = open_streams();
+    const std::lock_guard lock(open.mutex);
+    open.streams.erase(owned->stream);
+  }
   return close(owned->fd);
 }
 
@@ -114,6 +134,12 @@ FILE* cookie_stream(int fd, const char* mode) {
   FILE* stream = fopencookie(cookie.get(), mode, io);
   if (!stream) return nullptr;
   StreamCookie* owned = cookie.release();  // the stream's now: cookie_close frees it
+  owned->stream = stream;
+  {
+    OpenStreams& open = open_streams();
+    const std::lock_guard lock(open.mutex);
+    open.streams.insert(stream);
+  }
   // Where it cannot be set, libc's own buffer serves.
   (void)setvbuf(stream, owned->buffer.data(), _IOFBF, size);
   // fileno() of a cookie stream is -1; programs that fsync(fileno(f)) need the real one.
@@ -249,3 +275,21 @@ HARMONIA_EXPORT FILE* fdopen(int fd, const char* mode) {
   if (!staged(fd) || flags_for(mode) < 0) return real().fdopen(fd, mode);
   return cookie_stream(fd, mode);
 }
+
+namespace harmonia::bbio {
+
+void flush_streams_at_exit() {
+  OpenStreams& open = open_streams();
+  // Not waited for either: a child forked while another thread held it would wait forever.
+  const std::unique_lock lock(open.mutex, std::try_to_lock);
+  if (!lock.owns_lock()) return;
+  for (FILE* stream : open.streams) {
+    // A stream another thread holds is left to libc's own flush, as it would be without the
+    // library: waiting for it could hang the exit (a thread blocked reading holds its lock).
+    if (ftrylockfile(stream) != 0) continue;
+    (void)fflush_unlocked(stream);
+    funlockfile(stream);
+  }
+}
+
+}  // namespace harmonia::bbio
