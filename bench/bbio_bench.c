@@ -5,7 +5,10 @@
  *   bbio_bench stage FILE MIB             GB/s of 1 MiB write(2) calls (staged when preloaded),
  *                                         then GB/s of close+fsync (the flush) as a second line
  *   bbio_bench pwrite FILE CALLS BYTES    ns per pwrite(2) of BYTES at consecutive offsets of a
- *                                         regular file (the close, and a flush, not timed) */
+ *                                         regular file (the close, and a flush, not timed)
+ *   bbio_bench opens DIR HELD FILES       with HELD more descriptors open (of /dev/null), us per
+ *                                         open+write+close of FILES files DIR/fK that the open
+ *                                         creates, then us per the same of the existing files */
 #define _GNU_SOURCE
 #include <fcntl.h>
 #include <stdio.h>
@@ -70,6 +73,23 @@ int main(int argc, char** argv) {
     const double seconds = now() - start;
     if (close(fd) != 0) return 1;
     printf("%.1f\n", seconds / (double)calls * 1e9);
+  } else if (!strcmp(argv[1], "opens") && argc == 5) {
+    const long held = atol(argv[3]), files = atol(argv[4]);
+    if (held < 0 || files <= 0) return 2;
+    for (long i = 0; i < held; ++i)
+      if (open("/dev/null", O_RDONLY) < 0) return 1;
+    const char block[4096] = {7};
+    for (int pass = 0; pass < 2; ++pass) {  // first creating the files, then opening them again
+      const double start = now();
+      for (long i = 0; i < files; ++i) {
+        char path[4096];
+        snprintf(path, sizeof(path), "%s/f%ld", argv[2], i);
+        const int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        if (fd < 0 || write(fd, block, sizeof(block)) != (ssize_t)sizeof(block) || close(fd) != 0)
+          return 1;
+      }
+      printf("%.1f\n", (now() - start) / (double)files * 1e6);
+    }
   } else {
     return 2;
   }

@@ -3,13 +3,14 @@ without it, in RAM and with an on-disk log; and the data really is staged until 
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from bbio_support import RECOVER, Compare, preload, run_driver
+from bbio_support import LIBRARY, RECOVER, Compare, preload, run_driver
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -218,6 +219,49 @@ def test_excluded_and_read_only_files_are_not_staged(tmp_path: Path) -> None:
         preload(HARMONIA_STAGE_INCLUDE="/nowhere"),
     )
     assert run.lines[2] == {"op": "peek", "size": 100}
+
+
+MANY_DESCRIPTORS = r"""
+import os, sys
+directory = sys.argv[1]
+spare = [os.open("/dev/null", os.O_RDONLY) for _ in range(500)]
+for k in range(50):
+    fd = os.open(f"{directory}/new{k}", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    os.write(fd, b"x" * 10)
+    os.close(fd)
+print("created", flush=True)
+reader = os.open(f"{directory}/new0", os.O_RDONLY)
+fd = os.open(f"{directory}/new0", os.O_WRONLY | os.O_CREAT)
+os.write(fd, b"y" * 20)
+print(len(os.pread(reader, 100, 0)), flush=True)
+os.close(fd)
+"""
+
+
+@pytest.mark.skipif(not shutil.which("strace"), reason="strace is not installed")
+def test_a_file_an_open_creates_is_staged_without_a_look_at_every_descriptor(
+    tmp_path: Path,
+) -> None:
+    """A process holding 500 descriptors creates 50 files: no look at its descriptors (none can
+    refer to a file the open created). Opening an existing file, already open for reading, looks
+    once and finds the reader: that file's writes go straight to it."""
+    trace = tmp_path / "trace"
+    run = subprocess.run(
+        ["strace", "-f", "-e", "trace=openat,write", "-o", str(trace),
+         "-E", f"LD_PRELOAD={LIBRARY.resolve()}",
+         sys.executable, "-c", MANY_DESCRIPTORS, str(tmp_path)],
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.split() == ["created", "20"]
+    calls = trace.read_text().splitlines()
+    created_at = next(i for i, call in enumerate(calls) if '"created' in call)
+    looks = [i for i, call in enumerate(calls) if '"/proc/self/fd"' in call]
+    assert looks and all(i > created_at for i in looks), "no look while creating files"
+    assert len(looks) == 1, "one look when an existing file is opened for writing"
+    for k in range(1, 50):
+        assert (tmp_path / f"new{k}").read_bytes() == b"x" * 10
+    assert (tmp_path / "new0").read_bytes() == b"y" * 20
 
 
 def recover(stage_dir: Path) -> subprocess.CompletedProcess[str]:

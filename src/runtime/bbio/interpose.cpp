@@ -28,17 +28,33 @@ namespace {
 
 bool has_mode(int flags) { return (flags & O_CREAT) || (flags & O_TMPFILE) == O_TMPFILE; }
 
-int opened(int fd, int flags) {
+int opened(int fd, int flags, bool created = false) {
   if (fd >= 0) {
     const int saved = errno;
     guarded([&] {
-      consider(fd, flags);
+      consider(fd, flags, created);
       return 0;
     });
     prefetched::opened(fd, flags);
     errno = saved;
   }
   return fd;
+}
+
+/// `open_with(flags)`, then opened(). A creating open that staging may take is tried with
+/// O_EXCL first: a file the call creates cannot be open through another descriptor of the
+/// process, so staging it needs no look at every descriptor. A file that exists is then opened
+/// as asked, and errno is what that call leaves.
+template <class Open>
+int open_noting_creation(int flags, Open open_with) {
+  if ((flags & O_CREAT) && !(flags & O_EXCL) &&
+      guarded([&] { return stages_new_files(flags) ? 1 : 0; }) == 1) {
+    const int saved = errno;
+    const int fd = open_with(flags | O_EXCL);
+    if (fd >= 0) return opened(fd, flags, true);
+    errno = saved;
+  }
+  return opened(open_with(flags), flags, (flags & O_CREAT) && (flags & O_EXCL));
 }
 
 bool valid_iov_count(int count) {
@@ -102,34 +118,37 @@ std::string placement(int dirfd, const char* path, int flags) noexcept {
 
 // ---- open / close ------------------------------------------------------------------------
 
-#define HARMONIA_OPEN_WRAPPER(name)                                                         \
-  HARMONIA_EXPORT int name(const char* path, int flags, ...) {                              \
-    mode_t mode = 0;                                                                        \
-    if (has_mode(flags)) {                                                                  \
-      va_list ap;                                                                           \
-      va_start(ap, flags);                                                                  \
-      mode = static_cast<mode_t>(va_arg(ap, int));                                          \
-      va_end(ap);                                                                           \
-    }                                                                                       \
-    if (guarded([&] { return before_open(AT_FDCWD, path, flags); }) != 0) return -1;        \
-    const std::string placed = placement(AT_FDCWD, path, flags);                            \
-    return opened(real().name(placed.empty() ? path : placed.c_str(), flags, mode), flags); \
+#define HARMONIA_OPEN_WRAPPER(name)                                                          \
+  HARMONIA_EXPORT int name(const char* path, int flags, ...) {                               \
+    mode_t mode = 0;                                                                         \
+    if (has_mode(flags)) {                                                                   \
+      va_list ap;                                                                            \
+      va_start(ap, flags);                                                                   \
+      mode = static_cast<mode_t>(va_arg(ap, int));                                           \
+      va_end(ap);                                                                            \
+    }                                                                                        \
+    if (guarded([&] { return before_open(AT_FDCWD, path, flags); }) != 0) return -1;         \
+    const std::string placed = placement(AT_FDCWD, path, flags);                             \
+    const char* target = placed.empty() ? path : placed.c_str();                             \
+    return open_noting_creation(flags, [&](int f) { return real().name(target, f, mode); }); \
   }
 HARMONIA_OPEN_WRAPPER(open)
 HARMONIA_OPEN_WRAPPER(open64)
 
-#define HARMONIA_OPENAT_WRAPPER(name)                                                              \
-  HARMONIA_EXPORT int name(int dirfd, const char* path, int flags, ...) {                          \
-    mode_t mode = 0;                                                                               \
-    if (has_mode(flags)) {                                                                         \
-      va_list ap;                                                                                  \
-      va_start(ap, flags);                                                                         \
-      mode = static_cast<mode_t>(va_arg(ap, int));                                                 \
-      va_end(ap);                                                                                  \
-    }                                                                                              \
-    if (guarded([&] { return before_open(dirfd, path, flags); }) != 0) return -1;                  \
-    const std::string placed = placement(dirfd, path, flags);                                      \
-    return opened(real().name(dirfd, placed.empty() ? path : placed.c_str(), flags, mode), flags); \
+#define HARMONIA_OPENAT_WRAPPER(name)                                                        \
+  HARMONIA_EXPORT int name(int dirfd, const char* path, int flags, ...) {                    \
+    mode_t mode = 0;                                                                         \
+    if (has_mode(flags)) {                                                                   \
+      va_list ap;                                                                            \
+      va_start(ap, flags);                                                                   \
+      mode = static_cast<mode_t>(va_arg(ap, int));                                           \
+      va_end(ap);                                                                            \
+    }                                                                                        \
+    if (guarded([&] { return before_open(dirfd, path, flags); }) != 0) return -1;            \
+    const std::string placed = placement(dirfd, path, flags);                                \
+    const char* target = placed.empty() ? path : placed.c_str();                             \
+    return open_noting_creation(flags,                                                       \
+                                [&](int f) { return real().name(dirfd, target, f, mode); }); \
   }
 HARMONIA_OPENAT_WRAPPER(openat)
 HARMONIA_OPENAT_WRAPPER(openat64)
@@ -155,14 +174,16 @@ HARMONIA_EXPORT int __openat64_2(int dirfd, const char* path, int flags) {
 HARMONIA_EXPORT int creat(const char* path, mode_t mode) {
   if (guarded([&] { return before_open(AT_FDCWD, path, O_CREAT | O_TRUNC); }) != 0) return -1;
   const std::string placed = placement(AT_FDCWD, path, O_CREAT);
-  return opened(real().creat(placed.empty() ? path : placed.c_str(), mode),
-                O_WRONLY | O_CREAT | O_TRUNC);
+  const char* target = placed.empty() ? path : placed.c_str();
+  return open_noting_creation(O_WRONLY | O_CREAT | O_TRUNC,
+                              [&](int f) { return real().open(target, f, mode); });
 }
 HARMONIA_EXPORT int creat64(const char* path, mode_t mode) {
   if (guarded([&] { return before_open(AT_FDCWD, path, O_CREAT | O_TRUNC); }) != 0) return -1;
   const std::string placed = placement(AT_FDCWD, path, O_CREAT);
-  return opened(real().creat64(placed.empty() ? path : placed.c_str(), mode),
-                O_WRONLY | O_CREAT | O_TRUNC);
+  const char* target = placed.empty() ? path : placed.c_str();
+  return open_noting_creation(O_WRONLY | O_CREAT | O_TRUNC,
+                              [&](int f) { return real().open64(target, f, mode); });
 }
 
 HARMONIA_EXPORT int close(int fd) {

@@ -212,6 +212,11 @@ bool opened_elsewhere(int fd, const struct stat64& st) {
   return found;
 }
 
+/// Opened for writing, not around the page cache: what staging may take.
+bool writes_through_staging(int flags) {
+  return (flags & O_ACCMODE) != O_RDONLY && !(flags & (O_DIRECT | O_PATH));
+}
+
 }  // namespace
 
 StagedFile* staged(int fd) {
@@ -220,8 +225,15 @@ StagedFile* staged(int fd) {
   return s->slots[fd].load(std::memory_order_acquire);
 }
 
-void consider(int fd, int flags) {
-  const bool writes = (flags & O_ACCMODE) != O_RDONLY && !(flags & (O_DIRECT | O_PATH));
+bool stages_new_files(int flags) {
+  if (!writes_through_staging(flags)) return false;
+  State& s = state();
+  std::lock_guard lock(s.mutex);
+  return s.config.enabled && !s.final;
+}
+
+void consider(int fd, int flags, bool created) {
+  const bool writes = writes_through_staging(flags);
   if (!writes && !any_staged()) return;
   State& s = state();
   std::lock_guard lock(s.mutex);
@@ -245,8 +257,8 @@ void consider(int fd, int flags) {
   // straight to it.
   if (s.config.stage_dir && !buffers::user_may_open_for_writing(fd)) return;
   // The same rule when the other description came first (opened before, for reading, or not
-  // staged): the file is plain I/O for good.
-  if (opened_elsewhere(fd, st)) {
+  // staged): the file is plain I/O for good. A file this open created has no other.
+  if (!created && opened_elsewhere(fd, st)) {
     (void)plain_io_locked(s, st.st_dev, st.st_ino);
     return;
   }

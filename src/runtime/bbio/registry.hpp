@@ -14,10 +14,14 @@ namespace harmonia::bbio {
 /// The staged file behind `fd`, or nullptr (the fast path of every wrapper: one atomic load).
 StagedFile* staged(int fd);
 
+/// Whether an open with `flags` that creates its file would be staged here if the path is
+/// wanted: it writes, and staging is on and not over.
+bool stages_new_files(int flags);
 /// After the real open returned `fd`: stage it if it is a regular file opened for writing whose
 /// path the configuration wants. A second open file description of a file this process stages
 /// (another open of the same file, for reading or writing) sends that file to plain I/O first.
-void consider(int fd, int flags);
+/// `created`: this open created the file, so no other descriptor of the process can refer to it.
+void consider(int fd, int flags, bool created);
 /// Whether this process stages any file now: the fast path of the calls that name a file by
 /// path or touch a descriptor that is not staged (one atomic load).
 bool any_staged();
