@@ -152,6 +152,48 @@ def test_report_on_a_directory_without_results(
     assert expected in result.stderr
 
 
+REPRODUCE_CASES = (
+    "harmonia", "buffers", "reads", "slurm", "network", "forwarding", "phases", "bakeoff",
+    "optimum", "pricing",
+)  # fmt: skip
+
+
+@pytest.mark.parametrize("argv", [["reproduce"], ["reproduce", "--help"]])
+def test_reproduce_lists_every_case(argv: list[str]) -> None:
+    result = runner.invoke(app, argv)
+    commands = result.output.partition("Commands:")[2].splitlines()
+    assert [line.split()[0] for line in commands if line.strip()] == list(REPRODUCE_CASES)
+
+
+@pytest.mark.parametrize(
+    ("case", "option"),
+    [
+        ("forwarding", ["--network", "packet"]),
+        ("harmonia", ["--only", "survey"]),
+        ("buffers", ["--system", "paper"]),
+        ("network", ["--seeds", "1-2"]),
+        ("optimum", ["--full"]),
+        ("phases", ["--jobs", "2"]),
+        ("bakeoff", ["--repeat", "2"]),
+    ],
+)
+def test_reproduce_refuses_another_cases_option(
+    tmp_path: Path, case: str, option: list[str]
+) -> None:
+    out = tmp_path / "out"
+    result = runner.invoke(app, ["reproduce", case, *option, "--out", str(out)])
+    assert result.exit_code == 2
+    assert f"No such option: {option[0]}" in result.stderr
+    assert f"reproduce {case} --help" in result.stderr
+    assert not out.exists()
+
+
+def test_reproduce_refuses_an_unknown_case() -> None:
+    result = runner.invoke(app, ["reproduce", "nonsense"])
+    assert result.exit_code == 2
+    assert "No such command 'nonsense'" in result.stderr
+
+
 # Packages that take a tenth of a second or more to import: `harmonia --help` and each command's
 # help must not load them, because each command imports what it uses when it runs. Typer itself
 # loads pydantic to parse a command's options, so only the top-level help can do without it.

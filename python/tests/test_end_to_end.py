@@ -58,7 +58,9 @@ def test_example_matches_its_expected_summary(tmp_path: Path, example: str) -> N
 
 def test_reproduce_writes_report_and_figures(tmp_path: Path) -> None:
     # Two seeds keep the test short; the documented run uses ten (docs/reproduction.md).
-    result = CliRunner().invoke(app, ["reproduce", "--seeds", "1-2", "--out", str(tmp_path)])
+    result = CliRunner().invoke(
+        app, ["reproduce", "harmonia", "--seeds", "1-2", "--out", str(tmp_path)]
+    )
     assert result.exit_code == 0, result.output
     report = (tmp_path / "report.md").read_text()
     assert report.startswith("Seeds 1, 2:")

@@ -233,10 +233,8 @@ def test_missing_file_is_reported(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["reproduce", "nonsense"], 'PAPER: unknown "nonsense"'),
         (["reproduce", "network", "--only", "nope"], "--only: unknown experiment 'nope'"),
         (["reproduce", "network", "--system", "huge"], '--system: unknown "huge"'),
-        (["reproduce", "--only", "survey"], "apply to `harmonia reproduce network` only"),
     ],
 )
 def test_reproduce_network_rejects_bad_arguments(

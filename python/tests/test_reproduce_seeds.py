@@ -22,7 +22,7 @@ def test_bad_seed_lists_are_refused(text: str) -> None:
 
 def test_bad_seeds_option_names_itself_and_runs_nothing(tmp_path: object) -> None:
     out = f"{tmp_path}/never"
-    result = CliRunner().invoke(app, ["reproduce", "--seeds", "9-2", "--out", out])
+    result = CliRunner().invoke(app, ["reproduce", "harmonia", "--seeds", "9-2", "--out", out])
     assert result.exit_code == EXIT_INVALID
     assert "--seeds 9-2" in result.output
 

@@ -2,7 +2,7 @@
 
 from collections.abc import Iterable
 from pathlib import Path
-from typing import NoReturn
+from typing import Annotated, NoReturn
 
 import typer
 from rich.console import Console
@@ -11,6 +11,10 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn
 # Exit codes: 2 for a bad input the user can fix (docs/formats.md), 1 for a failed run.
 EXIT_INVALID = 2
 EXIT_FAILED = 1
+
+# Options several commands share, each command giving its own default.
+OutDir = Annotated[Path, typer.Option(help="Output directory.")]
+Jobs = Annotated[int, typer.Option(min=1, help="Simulator processes run at once.")]
 
 
 def fail(lines: Iterable[str], code: int) -> NoReturn:

@@ -2,26 +2,61 @@
 
 import time
 from pathlib import Path
-from typing import Any
+from typing import Annotated
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
-from harmonia.cli import EXIT_FAILED, EXIT_INVALID, fail, progress_bar
+from harmonia.cli import EXIT_FAILED, EXIT_INVALID, Jobs, OutDir, fail, progress_bar, seeds_or_fail
+from harmonia.cli.sim import trace_options
+from harmonia.policies import parse_policies
 from harmonia.simulator import RunOutcome, SimulatorNotFound, find_simulator
 
 
 def reproduce_bakeoff(
-    out: Path,
-    jobs: int,
-    full: bool,
-    seeds: tuple[int, ...] | None,
-    trace: dict[str, Any] | None = None,
-    policies: tuple[str, ...] | None = None,
+    out: OutDir = Path("results/bakeoff"),
+    jobs: Jobs = 2,
+    full: Annotated[bool, typer.Option(help="The large grid (32 jobs, 10 seeds).")] = False,
+    seeds: Annotated[
+        str | None,
+        typer.Option(
+            help='The seeds, "1-10" or "1,2,5" (default 1-5, --full 1-10); the tables give the '
+            "mean and 95 % interval over them.",
+            show_default=False,
+        ),
+    ] = None,
+    trace_file: Annotated[
+        Path | None,
+        typer.Option(
+            "--trace",
+            help="Every policy on this SWF trace (plain or .gz), on a machine the jobs share, "
+            "instead of the mixes (docs/bakeoff.md).",
+            show_default=False,
+        ),
+    ] = None,
+    trace_jobs: Annotated[
+        int | None, typer.Option(min=1, help="--trace: the first N jobs.", show_default=False)
+    ] = None,
+    trace_window: Annotated[
+        str | None, typer.Option(help='--trace: the window "START:END".', show_default=False)
+    ] = None,
+    requests: Annotated[
+        str | None,
+        typer.Option(
+            help='--trace: the request model, "phases" or "kopanski-rzadca".', show_default=False
+        ),
+    ] = None,
+    policy: Annotated[
+        str | None,
+        typer.Option(
+            help="The policies (as harmonia sim --policy; default: every one).",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
-    """The bake-off's grid of mixes, or with `trace` (the keys of a [trace] table) every policy
-    (or `policies`) on that trace window over the seeds of its request model."""
+    """Every policy and peer on a grid of synthetic mixes x seeds (docs/bakeoff.md), or on a
+    window of a real trace."""
     from harmonia.darshan_import import DarshanImportError
     from harmonia.experiments.bakeoff import (
         best_per_metric,
@@ -40,14 +75,20 @@ def reproduce_bakeoff(
     from harmonia.units import parse_duration
     from harmonia.workloads import TraceSpec
 
-    if seeds is not None and len(seeds) < 2:
+    trace = trace_options(trace_file, trace_jobs, trace_window, requests)
+    seed_values = None if seeds is None else tuple(seeds_or_fail(seeds))
+    try:
+        policies = None if policy is None else tuple(parse_policies(policy))
+    except ValueError as error:
+        fail([f"--policy: {error}"], EXIT_INVALID)
+    if seed_values is not None and len(seed_values) < 2:
         fail(["--seeds: at least 2 (a 95 % interval needs a spread)"], EXIT_INVALID)
     try:
         simulator = find_simulator()
     except SimulatorNotFound as error:
         fail([str(error)], EXIT_FAILED)
     if trace is None:
-        grid = make_grid(full, seeds, policies)
+        grid = make_grid(full, seed_values, policies)
     else:
         try:
             spec = TraceSpec(
@@ -59,7 +100,7 @@ def reproduce_bakeoff(
             )
         except ValueError as error:
             fail([f"--trace: {error}"], EXIT_INVALID)
-        grid = make_trace_grid(spec, seeds, policies)
+        grid = make_trace_grid(spec, seed_values, policies)
     metrics = grid.metrics
     if out.exists() and not out.is_dir():
         fail([f"--out {out}: not a directory"], EXIT_INVALID)

@@ -6,11 +6,14 @@ from pathlib import Path
 import typer
 from rich.console import Console
 
-from harmonia.cli import EXIT_FAILED, fail
+from harmonia.cli import EXIT_FAILED, Jobs, OutDir, fail
 from harmonia.simulator import SimulatorNotFound
 
 
-def reproduce_forwarding(out: Path, jobs: int) -> None:
+def reproduce_forwarding(
+    out: OutDir = Path("results/reproduction-forwarding"), jobs: Jobs = 2
+) -> None:
+    """The TWINS dissertation's forwarding-layer experiments, simulated."""
     from harmonia.experiments.forwarding import markdown, run_grid
     from harmonia.forwarding import FwdsimFailed
 

@@ -2,19 +2,40 @@
 
 import time
 from pathlib import Path
+from typing import Annotated
 
 import typer
 from rich.console import Console
 
-from harmonia.cli import EXIT_FAILED, EXIT_INVALID, fail, progress_bar
+from harmonia.cli import EXIT_FAILED, EXIT_INVALID, Jobs, fail, progress_bar
+from harmonia.netsim_models import NetworkModelName
 from harmonia.simulator import SimulatorNotFound
 
 
 def reproduce_network(
-    out: Path, jobs: int, system: str, only: str | None, network: str = "fluid"
+    out: Annotated[
+        Path | None,
+        typer.Option(
+            help="Output directory (default: results/reproduction-network, with -packet on the "
+            "packet model).",
+            show_default=False,
+        ),
+    ] = None,
+    jobs: Jobs = 2,
+    system: Annotated[str, typer.Option(help='The fabric: "scaled" or "paper" preset.')] = "scaled",
+    network: Annotated[
+        NetworkModelName,
+        typer.Option(help='"fluid" (max-min sharing) or "packet" (ns-3 queues) model.'),
+    ] = "fluid",
+    only: Annotated[
+        str | None,
+        typer.Option(
+            help="The experiments, comma-separated (default: every one).", show_default=False
+        ),
+    ] = None,
 ) -> None:
-    """Run the selected experiments on the `system` preset and the `network` model, then write
-    report.md and plots."""
+    """The MPI/I-O interference paper (ICPP 2018) on fat-trees: run the selected experiments on
+    the `system` preset and the `network` model, then write report.md and plots."""
     from harmonia.experiments.network import (
         EXPERIMENTS,
         Settings,
@@ -27,6 +48,8 @@ def reproduce_network(
 
     if system not in PRESETS:
         fail([f'--system: unknown "{system}" ({", ".join(PRESETS)})'], EXIT_INVALID)
+    if out is None:
+        out = Path("results/reproduction-network" + ("-packet" if network == "packet" else ""))
     names = [n.strip() for n in only.split(",")] if only else None
     settings = Settings.for_network(system, network)
     try:

@@ -3,22 +3,29 @@ read back by an analysis job with and without HARMONIA_PREFETCH (harmonia.experi
 
 import shutil
 from pathlib import Path
+from typing import Annotated
 
 import typer
 
 from harmonia.buffers import ClusterError, device_directory
-from harmonia.cli import EXIT_FAILED, EXIT_INVALID, fail, show_report
+from harmonia.cli import EXIT_FAILED, EXIT_INVALID, OutDir, fail, show_report
 from harmonia.policies import parse_policies
 from harmonia.simulator import SimulatorNotFound
 
-DEFAULT_POLICIES = "max-bandwidth,datawarp"
 
-
-def reproduce_reads(out: Path, only: str | None, repeat: int) -> None:
+def reproduce_reads(
+    out: OutDir = Path("results/reproduction-reads"),
+    only: Annotated[
+        str, typer.Option(help="The policies, comma-separated, as harmonia sim --policy.")
+    ] = "max-bandwidth,datawarp",
+    repeat: Annotated[int, typer.Option(min=1, help="Repetitions of each policy.")] = 5,
+) -> None:
+    """Read phases for real on this machine: a checkpoint's files read back by an analysis job
+    with and without prefetch."""
     from harmonia.experiments.reads import ReadCase, run_case, write_outputs
 
     try:
-        policies = tuple(parse_policies(only or DEFAULT_POLICIES))
+        policies = tuple(parse_policies(only))
     except ValueError as error:
         fail([f"--only: {error}"], EXIT_INVALID)
     case = ReadCase(policies=policies, repeat=repeat)

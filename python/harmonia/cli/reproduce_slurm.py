@@ -4,17 +4,30 @@ cluster`, in DataWarp and Harmonia mode, next to the simulator (harmonia.experim
 import os
 import shutil
 from pathlib import Path
+from typing import Annotated
 
 import typer
 
 from harmonia.buffers import ClusterError
-from harmonia.cli import EXIT_FAILED, EXIT_INVALID, fail, show_report
+from harmonia.cli import EXIT_FAILED, EXIT_INVALID, OutDir, fail, show_report
 from harmonia.profiler import ProfileError
 from harmonia.simulator import SimulatorNotFound
 from harmonia.slurm import SlurmClusterError
 
 
-def reproduce_slurm(out: Path, only: str | None, repeat: int) -> None:
+def reproduce_slurm(
+    out: OutDir = Path("results/reproduction-slurm"),
+    only: Annotated[
+        str | None,
+        typer.Option(
+            help='The modes, comma-separated: "datawarp", "harmonia" (default: both).',
+            show_default=False,
+        ),
+    ] = None,
+    repeat: Annotated[int, typer.Option(min=1, help="Runs of each mode.")] = 1,
+) -> None:
+    """The VPIC draining case as sbatch jobs on a harmonia cluster, in DataWarp and Harmonia
+    mode, next to the simulator (as root)."""
     from harmonia.experiments.buffers import DrainingCase
     from harmonia.experiments.slurm import MODES, run_case, write_outputs
     from harmonia.scenario import ScenarioError
