@@ -8,8 +8,8 @@ import pytest
 from typer.testing import CliRunner
 
 from harmonia.cli.main import app
-from harmonia.experiments.network import EXPERIMENTS, Settings, select
-from harmonia.netsim import PRESETS, job_sizes, load_netsim, normalize
+from harmonia.network.experiment import EXPERIMENTS, Settings, select
+from harmonia.network.model import PRESETS, job_sizes, load_netsim, normalize
 from harmonia.simulator import BUILD_TREE
 
 REPO_ROOT = Path(__file__).resolve().parents[2]

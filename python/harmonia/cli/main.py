@@ -9,7 +9,6 @@ from harmonia.cli.demo import demo
 from harmonia.cli.describe import describe
 from harmonia.cli.fwdsim import fwdsim
 from harmonia.cli.import_darshan import import_darshan
-from harmonia.cli.netsim import netsim
 from harmonia.cli.phases import phases
 from harmonia.cli.ping import ping
 from harmonia.cli.profile import profile_device
@@ -24,6 +23,7 @@ from harmonia.cli.status import status
 from harmonia.cli.sweep import sweep
 from harmonia.cli.up import up
 from harmonia.cli.validate import validate
+from harmonia.network.cli import netsim
 
 app = typer.Typer(
     help="Harmonia: interference-aware burst-buffer I/O scheduling.",

@@ -3,8 +3,8 @@ Networks" (ICPP 2018) with harmonia-netsim: the survey of Table 1, job sizes, jo
 server placement, I/O throttling and the I/O-congestion threshold (`harmonia reproduce network`).
 
 The paper's numbers below are printed beside ours for comparison only; they never feed a run.
-Every case is a network scenario (harmonia.netsim) built here from a base; identical runs (the
-same baseline shared by several cases) are simulated once.
+Every case is a network scenario (harmonia.network.model) built here from a base; identical runs
+(the same baseline shared by several cases) are simulated once.
 """
 
 import copy
@@ -19,7 +19,7 @@ import numpy as np
 from matplotlib import colormaps
 from matplotlib.figure import Figure
 
-from harmonia.netsim import (
+from harmonia.network.model import (
     NetScenario,
     RunDone,
     load_run,
@@ -28,7 +28,7 @@ from harmonia.netsim import (
     summarize,
     validate_netsim,
 )
-from harmonia.plots.network import BASELINE_COLOR, TRAFFIC_COLOR, draw_box, latency_unit
+from harmonia.network.plots import BASELINE_COLOR, TRAFFIC_COLOR, draw_box, latency_unit
 
 KIB, MIB = 1024, 1024 * 1024
 SIZES = {"4 KiB": 4 * KIB, "512 KiB": 512 * KIB, "4 MiB": 4 * MIB}
@@ -48,7 +48,7 @@ MPI_CASE = {"mpi": (4 * KIB, 500e-6), "io": (4 * MIB, 0.0)}
 
 @dataclass(frozen=True)
 class Settings:
-    system: str = "scaled"  # a preset of harmonia.netsim
+    system: str = "scaled"  # a preset of harmonia.network.model
     network: str = "fluid"  # the network model: "fluid" or "packet"
     seed: int = 1
     periods: int = 25  # simulated time of a periodic run, in periods of its slowest job

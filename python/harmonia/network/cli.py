@@ -1,6 +1,8 @@
 """`harmonia netsim FILE.toml`: MPI and I/O traffic of two jobs on a fat-tree, each job alone
-(baseline) and both together (interference), with the slowdown (docs/network-interference.md)."""
+(baseline) and both together (interference), with the slowdown (docs/network-interference.md);
+`harmonia reproduce network`: the experiments of the MPI/I-O interference paper (ICPP 2018)."""
 
+import time
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -8,15 +10,15 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from harmonia.cli import EXIT_FAILED, EXIT_INVALID, fail, progress_bar
-from harmonia.netsim_models import NetworkModelName
+from harmonia.cli import EXIT_FAILED, EXIT_INVALID, Jobs, fail, progress_bar
+from harmonia.network import NetworkModelName
 from harmonia.simulator import SimulatorNotFound
 
 
 def latency_table(summary: dict[str, Any], title: str, finite: dict[str, bool]) -> Table:
     """Latency mean, median, quartiles and max per traffic type and run, the completion time of
     finite jobs, and the slowdown."""
-    from harmonia.plots.network import latency_unit
+    from harmonia.network.plots import latency_unit
 
     table = Table(title=title)
     for column in ("traffic", "run", "transfers"):
@@ -54,7 +56,7 @@ def run_netsim(
     """Validate, run every run of the scenario (on the `network` model if given, else the
     scenario's), then write summary.json, the table and plots. Returns the output directory.
     Nothing is written unless the scenario is valid."""
-    from harmonia.netsim import (
+    from harmonia.network.model import (
         NetsimFailed,
         RunDone,
         find_netsim,
@@ -65,7 +67,7 @@ def run_netsim(
         summarize,
         write_json_atomically,
     )
-    from harmonia.plots.network import plot_latency_boxes, plot_link_loads, plot_slowdown_bars
+    from harmonia.network.plots import plot_latency_boxes, plot_link_loads, plot_slowdown_bars
     from harmonia.scenario import ScenarioError
 
     try:
@@ -143,3 +145,83 @@ def netsim(
     """Simulate MPI and I/O traffic on a fat-tree, each job alone and both together, and report
     latencies, slowdowns and the per-link load map (docs/network-interference.md)."""
     run_netsim(scenario, out, jobs, network=network)
+
+
+def reproduce_network(
+    out: Annotated[
+        Path | None,
+        typer.Option(
+            help="Output directory (default: results/reproduction-network, with -packet on the "
+            "packet model).",
+            show_default=False,
+        ),
+    ] = None,
+    jobs: Jobs = 2,
+    system: Annotated[str, typer.Option(help='The fabric: "scaled" or "paper" preset.')] = "scaled",
+    network: Annotated[
+        NetworkModelName,
+        typer.Option(help='"fluid" (max-min sharing) or "packet" (ns-3 queues) model.'),
+    ] = "fluid",
+    only: Annotated[
+        str | None,
+        typer.Option(
+            help="The experiments, comma-separated (default: every one).", show_default=False
+        ),
+    ] = None,
+) -> None:
+    """The MPI/I-O interference paper (ICPP 2018) on fat-trees: run the selected experiments on
+    the `system` preset and the `network` model, then write report.md and plots."""
+    from harmonia.network.experiment import (
+        EXPERIMENTS,
+        Settings,
+        markdown,
+        run_cases,
+        select,
+        write_plots,
+    )
+    from harmonia.network.model import PRESETS, NetsimFailed, RunDone, find_netsim
+
+    if system not in PRESETS:
+        fail([f'--system: unknown "{system}" ({", ".join(PRESETS)})'], EXIT_INVALID)
+    if out is None:
+        out = Path("results/reproduction-network" + ("-packet" if network == "packet" else ""))
+    names = [n.strip() for n in only.split(",")] if only else None
+    settings = Settings.for_network(system, network)
+    try:
+        experiments = select(names, settings)
+    except KeyError as error:
+        fail([f"--only: unknown experiment {error} ({', '.join(EXPERIMENTS)})"], EXIT_INVALID)
+    try:
+        binary = find_netsim()
+    except SimulatorNotFound as error:
+        fail([str(error)], EXIT_FAILED)
+    cases = [case for group in experiments.values() for case in group]
+    console = Console(stderr=True)
+    progress = progress_bar(console, spinner=True)
+    started = time.monotonic()
+    with progress:
+        task = progress.add_task(
+            f"{len(cases)} cases on the {system} system, {network} model", total=None
+        )
+
+        def start(total: int) -> None:
+            progress.update(task, total=total)
+
+        def done(run: RunDone) -> None:
+            progress.advance(task)
+
+        try:
+            run_cases(binary, cases, out, jobs, start, done)
+        except NetsimFailed as error:
+            fail([str(error)], EXIT_FAILED)
+    report = markdown(experiments, settings)
+    tmp = out / "report.md.tmp"
+    tmp.write_text(report, encoding="utf-8")
+    tmp.replace(out / "report.md")
+    plots = write_plots(experiments, out)
+    typer.echo(report)
+    typer.echo(
+        f"report and figures in {out} after {time.monotonic() - started:.0f} s: report.md, "
+        + ", ".join(p.name for p in plots),
+        err=True,
+    )

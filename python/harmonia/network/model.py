@@ -18,7 +18,7 @@ from typing import Annotated, Any, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from harmonia.netsim_models import NetworkModelName
+from harmonia.network import NetworkModelName
 from harmonia.scenario import (
     Duration,
     Name,
