@@ -9,7 +9,7 @@ import pytest
 from typer.testing import CliRunner
 
 from harmonia.cli.main import app
-from harmonia.forwarding import load_forwarding, normalize, run_one
+from harmonia.forwarding.model import load_forwarding, normalize, run_one
 from harmonia.simulator import BUILD_TREE
 
 EXAMPLES = Path(__file__).parents[2] / "examples" / "forwarding"

@@ -7,7 +7,6 @@ from harmonia.cli.bench import bench
 from harmonia.cli.cluster import cluster
 from harmonia.cli.demo import demo
 from harmonia.cli.describe import describe
-from harmonia.cli.fwdsim import fwdsim
 from harmonia.cli.import_darshan import import_darshan
 from harmonia.cli.phases import phases
 from harmonia.cli.ping import ping
@@ -23,6 +22,7 @@ from harmonia.cli.status import status
 from harmonia.cli.sweep import sweep
 from harmonia.cli.up import up
 from harmonia.cli.validate import validate
+from harmonia.forwarding.cli import fwdsim
 from harmonia.network.cli import netsim
 
 app = typer.Typer(

@@ -6,7 +6,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from harmonia.forwarding import App, Disk, Forwarding, normalize, run_one
+from harmonia.forwarding.model import App, Disk, Forwarding, normalize, run_one
 
 BASELINES = ("fifo", "to", "to-agg", "hbrr", "sjf", "mlf")
 SCHEDULERS = (*BASELINES, "twins", "none")

@@ -1,4 +1,5 @@
-"""`harmonia fwdsim FILE`: a forwarding-layer scenario with every scheduler it names."""
+"""`harmonia fwdsim FILE`: a forwarding-layer scenario with every scheduler it names;
+`harmonia reproduce forwarding`: the TWINS dissertation's experiments, simulated."""
 
 import json
 from pathlib import Path
@@ -8,7 +9,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from harmonia.cli import EXIT_FAILED, EXIT_INVALID, fail
+from harmonia.cli import EXIT_FAILED, EXIT_INVALID, Jobs, OutDir, fail
 from harmonia.simulator import SimulatorNotFound
 
 
@@ -20,8 +21,8 @@ def fwdsim(
     """Simulate clients, I/O forwarding nodes running a request scheduler, and data servers
     (docs/forwarding-simulation.md): bandwidth per application, interference, mean aggregated
     request size and data-server concurrency for each scheduler ("none": no forwarding)."""
-    from harmonia.forwarding import FwdsimFailed, load_forwarding, run_scenario, summarize
-    from harmonia.plots.forwarding import plot_bandwidth, plot_concurrency
+    from harmonia.forwarding.model import FwdsimFailed, load_forwarding, run_scenario, summarize
+    from harmonia.forwarding.plots import plot_bandwidth, plot_concurrency
     from harmonia.scenario import ScenarioError
 
     try:
@@ -70,3 +71,23 @@ def print_table(title: str, rows: list[dict[str, Any]]) -> None:
         cells.append(f"{row['server_concurrency']:.2f}")
         table.add_row(*cells)
     Console().print(table)
+
+
+def reproduce_forwarding(
+    out: OutDir = Path("results/reproduction-forwarding"), jobs: Jobs = 2
+) -> None:
+    """The TWINS dissertation's forwarding-layer experiments, simulated."""
+    from harmonia.forwarding.experiment import markdown, run_grid
+    from harmonia.forwarding.model import FwdsimFailed
+
+    console = Console(stderr=True)
+    try:
+        report = run_grid(jobs, lambda what: console.print(what))
+    except (FwdsimFailed, SimulatorNotFound) as error:
+        fail([str(error)], EXIT_FAILED)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "forwarding.json").write_text(json.dumps(report, indent=1) + "\n")
+    text = markdown(report)
+    (out / "report.md").write_text(text)
+    typer.echo(text)
+    typer.echo(f"report in {out / 'report.md'}")
