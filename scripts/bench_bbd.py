@@ -28,7 +28,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from harmonia.buffers import device_directory
+from harmonia.buffers.cluster import device_directory
 from harmonia.profiler import loopback_bandwidth
 
 ROOT = Path(__file__).resolve().parent.parent

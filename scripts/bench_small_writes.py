@@ -22,7 +22,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from harmonia.buffers import BufferCluster, ClusterSettings, device_directory
+from harmonia.buffers.cluster import BufferCluster, ClusterSettings, device_directory
 
 ROOT = Path(__file__).resolve().parent.parent
 BUILD = Path(os.environ.get("HARMONIA_BUILD", ROOT / "build"))

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 from bbio_support import DRIVER, LIBRARY, RECOVER, Compare, Run, preload, run_driver
-from harmonia.buffers import BufferCluster, ClusterSettings
+from harmonia.buffers.cluster import BufferCluster, ClusterSettings
 from modes_support import Modes
 
 

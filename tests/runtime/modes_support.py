@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from bbio_support import preload
 from buffers_support import BBD, needs
-from harmonia.buffers import BufferCluster
+from harmonia.buffers.cluster import BufferCluster
 
 MODES = ["ram", "disk", "buffers"]
 

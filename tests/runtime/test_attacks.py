@@ -25,7 +25,7 @@ from typing import Any
 
 import pytest
 from bbio_support import BUILD, LIBRARY
-from harmonia.buffers import BufferCluster, ClusterError, ClusterSettings, Hosts
+from harmonia.buffers.cluster import BufferCluster, ClusterError, ClusterSettings, Hosts
 from harmonia.slurm import SlurmSettings
 from harmonia.slurm_bb import Hooks
 from munge_support import munged

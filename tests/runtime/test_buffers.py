@@ -16,7 +16,13 @@ from pathlib import Path
 
 import pytest
 from buffers_support import BBD, needs
-from harmonia.buffers import BufferCluster, ClusterSettings, JobSpec, run_jobs, verify
+from harmonia.buffers.cluster import (
+    BufferCluster,
+    ClusterSettings,
+    JobSpec,
+    run_jobs,
+    verify,
+)
 from users_support import made_users, run_as, why_no_users
 
 pytestmark = needs(BBD)

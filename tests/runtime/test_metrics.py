@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 from bbio_support import BUILD
-from harmonia.buffers import BufferCluster, ClusterSettings
+from harmonia.buffers.cluster import BufferCluster, ClusterSettings
 from prometheus_client.openmetrics.parser import text_string_to_metric_families
 
 BBD = BUILD / "src" / "bbd" / "harmonia-bbd"

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from harmonia.buffers import BufferCluster
+from harmonia.buffers.cluster import BufferCluster
 from modes_support import ALL_MODES, Modes, run
 
 PROGRAMS = Path(__file__).with_name("namespace_programs.py")

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from buffers_support import BBD, needs
-from harmonia.buffers import BufferCluster, ClusterSettings
+from harmonia.buffers.cluster import BufferCluster, ClusterSettings
 
 pytestmark = needs(BBD)
 

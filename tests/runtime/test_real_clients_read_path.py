@@ -28,7 +28,7 @@ from typing import Any
 
 import pytest
 from buffers_support import BBD, needs
-from harmonia.buffers import BufferCluster, ClusterSettings
+from harmonia.buffers.cluster import BufferCluster, ClusterSettings
 from test_read_path import wait_staged
 
 pytestmark = needs(BBD)

@@ -4,7 +4,7 @@ and a Harmonia policy, the simulator on the same measured platform, and the repo
 from pathlib import Path
 
 from buffers_support import BBD, SIM, needs
-from harmonia.experiments.buffers import DrainingCase, run_case, summary, write_outputs
+from harmonia.buffers.experiment import DrainingCase, run_case, summary, write_outputs
 
 pytestmark = needs(BBD, SIM)
 

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 from buffers_support import BBD, needs
-from harmonia.buffers import (
+from harmonia.buffers.cluster import (
     BufferCluster,
     ClusterSettings,
     Hosts,
@@ -21,7 +21,7 @@ from harmonia.buffers import (
     run_jobs,
     verify,
 )
-from harmonia.experiments.buffers import DrainingCase
+from harmonia.buffers.experiment import DrainingCase
 from munge_support import munged
 from testbed_support import hosts_of_their_own, why_no_testbed
 

@@ -11,7 +11,13 @@ from pathlib import Path
 
 import pytest
 from buffers_support import BBD, needs
-from harmonia.buffers import BufferCluster, ClusterSettings, JobSpec, run_jobs, verify
+from harmonia.buffers.cluster import (
+    BufferCluster,
+    ClusterSettings,
+    JobSpec,
+    run_jobs,
+    verify,
+)
 
 pytestmark = needs(BBD)
 

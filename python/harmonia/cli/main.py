@@ -2,6 +2,7 @@
 
 import typer
 
+from harmonia.buffers.cli import up
 from harmonia.cli.annotate import annotate_command
 from harmonia.cli.bench import bench
 from harmonia.cli.cluster import cluster
@@ -20,7 +21,6 @@ from harmonia.cli.schedd import schedd
 from harmonia.cli.sim import sim
 from harmonia.cli.status import status
 from harmonia.cli.sweep import sweep
-from harmonia.cli.up import up
 from harmonia.cli.validate import validate
 from harmonia.forwarding.cli import fwdsim
 from harmonia.network.cli import netsim

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from harmonia.buffers import ClusterError, device_directory
+from harmonia.buffers.cluster import ClusterError, device_directory
 from harmonia.cli import EXIT_FAILED, EXIT_INVALID, OutDir, fail, show_report
 from harmonia.policies import parse_policies
 from harmonia.simulator import SimulatorNotFound

@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from harmonia.buffers import ClusterError
+from harmonia.buffers.cluster import ClusterError
 from harmonia.cli import EXIT_FAILED, EXIT_INVALID, OutDir, fail, show_report
 from harmonia.profiler import ProfileError
 from harmonia.simulator import SimulatorNotFound
@@ -28,7 +28,7 @@ def reproduce_slurm(
 ) -> None:
     """The VPIC draining case as sbatch jobs on a harmonia cluster, in DataWarp and Harmonia
     mode, next to the simulator (as root)."""
-    from harmonia.experiments.buffers import DrainingCase
+    from harmonia.buffers.experiment import DrainingCase
     from harmonia.experiments.slurm import MODES, run_case, write_outputs
     from harmonia.scenario import ScenarioError
 

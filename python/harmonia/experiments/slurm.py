@@ -21,15 +21,15 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from harmonia.buffers import ClusterError, verify  # noqa: E402
-from harmonia.experiments import write_report  # noqa: E402
-from harmonia.experiments.buffers import (  # noqa: E402
+from harmonia.buffers.cluster import ClusterError, verify  # noqa: E402
+from harmonia.buffers.experiment import (  # noqa: E402
     Calibration,
     DrainingCase,
     MiB,
     calibrate,
     simulate,
 )
+from harmonia.experiments import write_report  # noqa: E402
 from harmonia.simulator import find_tool  # noqa: E402
 from harmonia.slurm import SlurmCluster, SlurmSettings  # noqa: E402
 

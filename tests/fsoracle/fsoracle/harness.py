@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Self
 
-from harmonia.buffers import BufferCluster, ClusterSettings
+from harmonia.buffers.cluster import BufferCluster, ClusterSettings
 
 BUILD = Path(os.environ.get("HARMONIA_BUILD", "build")).absolute()
 FSEXEC = BUILD / "tests" / "fsoracle" / "fsexec"

@@ -17,7 +17,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from harmonia.buffers import (  # noqa: E402
+from harmonia.buffers.cluster import (  # noqa: E402
     BufferCluster,
     ClusterError,
     ClusterSettings,

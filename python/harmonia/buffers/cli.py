@@ -1,8 +1,10 @@
 """`harmonia up --buffers N`: a scheduler daemon and N buffer nodes on this machine, for trying
-the burst-buffer scheduler out (docs/buffer-nodes.md)."""
+the burst-buffer scheduler out (docs/buffer-nodes.md); `harmonia reproduce buffers`: the VPIC
+buffer-draining case on this machine, real and simulated (harmonia.buffers.experiment)."""
 
 import os
 import shlex
+import shutil
 import signal
 import tempfile
 import time
@@ -12,14 +14,17 @@ from typing import Annotated, Any
 
 import typer
 
-from harmonia.buffers import (
+from harmonia.buffers.cluster import (
     BufferCluster,
     ClusterError,
     ClusterSettings,
+    device_directory,
     open_run_directory,
 )
-from harmonia.cli import EXIT_FAILED, EXIT_INVALID, fail
+from harmonia.cli import EXIT_FAILED, EXIT_INVALID, OutDir, fail, show_report
 from harmonia.names import policy_names
+from harmonia.policies import parse_policies
+from harmonia.profiler import ProfileError
 from harmonia.simulator import SimulatorNotFound
 from harmonia.units import format_size, parse_size
 
@@ -158,3 +163,30 @@ def up(
             fail([f"harmonia up: {f}; the node keeps it (start again to drain)" for f in failures],
                  EXIT_FAILED)  # fmt: skip
         typer.echo("harmonia up: stopped")
+
+
+def reproduce_buffers(
+    out: OutDir = Path("results/reproduction-buffers"),
+    only: Annotated[
+        str, typer.Option(help="The policies, comma-separated, as harmonia sim --policy.")
+    ] = "all",
+    repeat: Annotated[int, typer.Option(min=1, help="Runs of each policy.")] = 1,
+) -> None:
+    """The paper's VPIC draining case (Fig. 9) for real on this machine, next to the
+    simulator's prediction."""
+    from harmonia.buffers.experiment import DrainingCase, run_case, write_outputs
+    from harmonia.scenario import ScenarioError
+
+    try:
+        policies = tuple(parse_policies(only))
+    except ValueError as error:
+        fail([f"--only: {error}"], EXIT_INVALID)
+    case = DrainingCase(policies=policies, repeat=repeat)
+    devices, _ = device_directory(4 << 30)
+    try:
+        outcome = run_case(case, out, devices, lambda line: typer.echo(line, err=True))
+    except (ClusterError, ProfileError, ScenarioError, SimulatorNotFound, OSError) as error:
+        fail([f"harmonia reproduce buffers: {error}"], EXIT_FAILED)
+    finally:
+        shutil.rmtree(devices, ignore_errors=True)
+    show_report(write_outputs(outcome, out), out)
