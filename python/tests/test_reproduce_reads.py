@@ -10,7 +10,7 @@ import pytest
 from typer.testing import CliRunner
 
 from harmonia.cli.main import app
-from harmonia.experiments.reads import MiB, ReadCase, run_case, write_outputs
+from harmonia.reads.experiment import MiB, ReadCase, run_case, write_outputs
 from harmonia.simulator import SimulatorNotFound, find_tool
 
 

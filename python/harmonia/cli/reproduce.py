@@ -13,11 +13,11 @@ from harmonia.cli.reproduce_bakeoff import reproduce_bakeoff
 from harmonia.cli.reproduce_optimum import reproduce_optimum
 from harmonia.cli.reproduce_phases import reproduce_phases
 from harmonia.cli.reproduce_pricing import reproduce_pricing
-from harmonia.cli.reproduce_reads import reproduce_reads
 from harmonia.cli.reproduce_slurm import reproduce_slurm
 from harmonia.cli.sim import run_scenario
 from harmonia.forwarding.cli import reproduce_forwarding
 from harmonia.network.cli import reproduce_network
+from harmonia.reads.cli import reproduce_reads
 
 
 def reproduce_harmonia(

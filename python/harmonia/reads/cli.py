@@ -1,5 +1,5 @@
 """`harmonia reproduce reads`: read phases for real on this machine, a checkpoint job's files
-read back by an analysis job with and without HARMONIA_PREFETCH (harmonia.experiments.reads)."""
+read back by an analysis job with and without HARMONIA_PREFETCH (harmonia.reads.experiment)."""
 
 import shutil
 from pathlib import Path
@@ -22,7 +22,7 @@ def reproduce_reads(
 ) -> None:
     """Read phases for real on this machine: a checkpoint's files read back by an analysis job
     with and without prefetch."""
-    from harmonia.experiments.reads import ReadCase, run_case, write_outputs
+    from harmonia.reads.experiment import ReadCase, run_case, write_outputs
 
     try:
         policies = tuple(parse_policies(only))

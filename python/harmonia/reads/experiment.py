@@ -1,11 +1,11 @@
-"""Read phases for real (`harmonia reproduce reads`, issue 16 item 1): a checkpoint job writes its
-files to the PFS through libharmonia and the buffer nodes (drained to the PFS), then an analysis
-job computes for a while and reads them, with HARMONIA_PREFETCH (the nodes stage the files in
-during the computation and serve the reads) and without (the job reads the PFS). Both under
-harmonia-schedd with each policy, on a PFS whose files sit in the page cache ("cached") and on
-one whose files were evicted from it beforehand ("evicted": the reads then cost what this
-machine's disk costs). Every byte the analysis job reads is checked against the PFS's files.
-docs/reproduction.md compares the runs with the simulated example (examples/read-phases)."""
+"""Read phases for real (`harmonia reproduce reads`): a checkpoint job writes its files to the PFS
+through libharmonia and the buffer nodes (drained to the PFS), then an analysis job computes for a
+while and reads them, with HARMONIA_PREFETCH (the nodes stage the files in during the computation
+and serve the reads) and without (the job reads the PFS). Both under harmonia-schedd with each
+policy, on a PFS whose files sit in the page cache ("cached") and on one whose files were evicted
+from it beforehand ("evicted": the reads then cost what this machine's disk costs). Every byte the
+analysis job reads is checked against the PFS's files. docs/reproduction.md compares the runs with
+the simulated example (examples/read-phases)."""
 
 import hashlib
 import json
