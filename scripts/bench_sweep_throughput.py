@@ -18,7 +18,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from harmonia.experiments.bakeoff import MIXES, Grid, run_grid
+from harmonia.bakeoff.experiment import MIXES, Grid, run_grid
 from harmonia.policies import EVERY_POLICY
 from harmonia.simulator import find_simulator
 from harmonia.sweep import run_sweep, store, tasks_for

@@ -20,7 +20,7 @@ from typing import Any, Protocol
 
 from distributed import Client, LocalCluster, as_completed
 
-from harmonia.experiments.bakeoff import METRICS, run_metrics
+from harmonia.bakeoff.experiment import METRICS, run_metrics
 from harmonia.scenario import load_scenario, normalize
 from harmonia.simulator import run_policy
 from harmonia.workloads import MixSpec, synthetic_mix

@@ -8,8 +8,8 @@ import pytest
 from support import assert_png
 from typer.testing import CliRunner
 
+from harmonia.bakeoff.experiment import Grid, interval, run_grid, run_metrics, write_plots
 from harmonia.cli.main import app
-from harmonia.experiments.bakeoff import Grid, interval, run_grid, run_metrics, write_plots
 from harmonia.policies import PEERS, POLICIES, parse_policies
 from harmonia.scenario import normalize
 from harmonia.simulator import SimulatorNotFound, find_simulator

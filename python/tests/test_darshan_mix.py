@@ -12,8 +12,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from harmonia.bakeoff import experiment as bakeoff
 from harmonia.darshan_import import SHARED_LOGS, DarshanImportError
-from harmonia.experiments import bakeoff
 from harmonia.scenario import normalize
 from harmonia.workloads import GB, MixSpec, darshan_apps, mix_document, synthetic_mix
 

@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
+from harmonia.bakeoff.experiment import QUEUE_METRICS, make_trace_grid, queue_metrics
 from harmonia.cli.main import app
-from harmonia.experiments.bakeoff import QUEUE_METRICS, make_trace_grid, queue_metrics
 from harmonia.scenario import ScenarioError, load_scenario, normalize
 from harmonia.swf import SwfError, load_trace, read_swf
 from harmonia.workloads import (
@@ -238,7 +238,7 @@ def test_a_trace_grid_reports_the_batch_queue_metrics(shipped: Path) -> None:
 
 
 def test_the_paper_comparison_pairs_the_seeds() -> None:
-    from harmonia.experiments.bakeoff import paper_comparison
+    from harmonia.bakeoff.experiment import paper_comparison
 
     results = {
         "KTH": {

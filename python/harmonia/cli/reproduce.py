@@ -7,9 +7,9 @@ from typing import Annotated
 
 import typer
 
+from harmonia.bakeoff.cli import reproduce_bakeoff
 from harmonia.buffers.cli import reproduce_buffers
 from harmonia.cli import Jobs, OutDir, seeds_or_fail
-from harmonia.cli.reproduce_bakeoff import reproduce_bakeoff
 from harmonia.cli.reproduce_optimum import reproduce_optimum
 from harmonia.cli.reproduce_phases import reproduce_phases
 from harmonia.cli.reproduce_pricing import reproduce_pricing

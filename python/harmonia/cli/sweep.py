@@ -59,8 +59,8 @@ def sweep(
 ) -> None:
     """Run every scenario (or mix) x policy x seed on Dask and keep each run's metrics in SQLite
     or Parquet; runs already stored are skipped, so an interrupted sweep resumes (docs/sweep.md)."""
+    from harmonia.bakeoff.experiment import MIXES
     from harmonia.darshan_import import DarshanImportError
-    from harmonia.experiments.bakeoff import MIXES
     from harmonia.scenario import ScenarioError
     from harmonia.sweep import SlurmWorkers, is_parquet, run_sweep, tasks_for
 

@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 from matplotlib.figure import Figure
 
-from harmonia.experiments.bakeoff import interval
+from harmonia.bakeoff.experiment import interval
 from harmonia.optimum import OBJECTIVES, Instance, random_instance, run_policies, solve
 from harmonia.policies import EVERY_POLICY
 

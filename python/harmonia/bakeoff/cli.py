@@ -57,8 +57,7 @@ def reproduce_bakeoff(
 ) -> None:
     """Every policy and peer on a grid of synthetic mixes x seeds (docs/bakeoff.md), or on a
     window of a real trace."""
-    from harmonia.darshan_import import DarshanImportError
-    from harmonia.experiments.bakeoff import (
+    from harmonia.bakeoff.experiment import (
         best_per_metric,
         interval,
         make_grid,
@@ -71,6 +70,7 @@ def reproduce_bakeoff(
         write_plots,
         write_summary,
     )
+    from harmonia.darshan_import import DarshanImportError
     from harmonia.policies import PEERS
     from harmonia.units import parse_duration
     from harmonia.workloads import TraceSpec
