@@ -1,10 +1,10 @@
-"""The CP-SAT model of the whole problem (harmonia.optimum): each constraint matters, and on
-instances its time line represents exactly it is at least as good as every policy's schedule
+"""The CP-SAT model of the whole problem (harmonia.optimum.model): each constraint matters, and
+on instances its time line represents exactly it is at least as good as every policy's schedule
 from the policy core (harmonia-fluid)."""
 
 import pytest
 
-from harmonia.optimum import (
+from harmonia.optimum.model import (
     MB,
     AppSpec,
     Instance,
@@ -135,7 +135,7 @@ def test_retime_plays_the_decisions_in_continuous_time() -> None:
 
 
 def test_gaps_are_relative_except_stall_and_skip_unproven_optima() -> None:
-    from harmonia.experiments.optimum import SeedResult, gaps, markdown
+    from harmonia.optimum.experiment import SeedResult, gaps, markdown
 
     def seed(status: str) -> SeedResult:
         optimum = {

@@ -22,7 +22,7 @@ def reproduce_optimum(
     time_limit: Annotated[float, typer.Option(min=1, help="Seconds per CP-SAT solve.")] = 30.0,
 ) -> None:
     """Every policy's and peer's gap to the CP-SAT optimum on small instances."""
-    from harmonia.experiments.optimum import markdown, run_seed, write_outputs
+    from harmonia.optimum.experiment import markdown, run_seed, write_outputs
 
     seed_values = seeds_or_fail(seeds)
     if len(seed_values) < 2:

@@ -13,7 +13,7 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from harmonia.bakeoff.experiment import interval
-from harmonia.optimum import OBJECTIVES, Instance, random_instance, run_policies, solve
+from harmonia.optimum.model import OBJECTIVES, Instance, random_instance, run_policies, solve
 from harmonia.policies import EVERY_POLICY
 
 # Policies that admit whole jobs by reservation (and stage out at job end): the fluid runner
