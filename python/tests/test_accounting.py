@@ -12,7 +12,7 @@ from support import BASE_SCENARIO, EXAMPLES, SYNTHETIC_APP
 from typer.testing import CliRunner
 
 from harmonia.cli.main import app
-from harmonia.experiments.pricing import by_share, draw_mix, summarize_run
+from harmonia.pricing.experiment import by_share, draw_mix, summarize_run
 from harmonia.scenario import ScenarioError, load_scenario, normalize
 from harmonia.simulator import SimulatorNotFound, find_simulator
 

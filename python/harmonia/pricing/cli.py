@@ -21,7 +21,7 @@ def reproduce_pricing(
     policy: Annotated[str, typer.Option("--only", help="The policy priced.")] = "min-stall",
 ) -> None:
     """Price against completion time over the seeds, one share of relaxed jobs at a time."""
-    from harmonia.experiments.pricing import SHARES, by_share, markdown, plot, run_sweep
+    from harmonia.pricing.experiment import SHARES, by_share, markdown, plot, run_sweep
     from harmonia.results import staged_directory
     from harmonia.scenario import ScenarioError, load_scenario, normalize
     from harmonia.simulator import SimulatorNotFound, find_simulator
