@@ -9,7 +9,7 @@ from rich.console import Console
 from rich.table import Table
 
 from harmonia.cli import EXIT_FAILED, EXIT_INVALID, Jobs, OutDir, fail, progress_bar, seeds_or_fail
-from harmonia.cli.sim import trace_options
+from harmonia.cli.sim import TraceJobs, TraceRequests, TraceWindow, trace_options
 from harmonia.policies import parse_policies
 from harmonia.simulator import RunOutcome, SimulatorNotFound, find_simulator
 
@@ -35,18 +35,9 @@ def reproduce_bakeoff(
             show_default=False,
         ),
     ] = None,
-    trace_jobs: Annotated[
-        int | None, typer.Option(min=1, help="--trace: the first N jobs.", show_default=False)
-    ] = None,
-    trace_window: Annotated[
-        str | None, typer.Option(help='--trace: the window "START:END".', show_default=False)
-    ] = None,
-    requests: Annotated[
-        str | None,
-        typer.Option(
-            help='--trace: the request model, "phases" or "kopanski-rzadca".', show_default=False
-        ),
-    ] = None,
+    trace_jobs: TraceJobs = None,
+    trace_window: TraceWindow = None,
+    requests: TraceRequests = None,
     policy: Annotated[
         str | None,
         typer.Option(

@@ -21,7 +21,7 @@ from harmonia.buffers.cluster import (
     device_directory,
     open_run_directory,
 )
-from harmonia.cli import EXIT_FAILED, EXIT_INVALID, OutDir, fail, show_report
+from harmonia.cli import EXIT_FAILED, EXIT_INVALID, OnlyPolicies, OutDir, Repeat, fail, show_report
 from harmonia.names import policy_names
 from harmonia.policies import parse_policies
 from harmonia.profiler import ProfileError
@@ -167,10 +167,8 @@ def up(
 
 def reproduce_buffers(
     out: OutDir = Path("results/reproduction-buffers"),
-    only: Annotated[
-        str, typer.Option(help="The policies, comma-separated, as harmonia sim --policy.")
-    ] = "all",
-    repeat: Annotated[int, typer.Option(min=1, help="Runs of each policy.")] = 1,
+    only: OnlyPolicies = "all",
+    repeat: Repeat = 1,
 ) -> None:
     """The paper's VPIC draining case (Fig. 9) for real on this machine, next to the
     simulator's prediction."""

@@ -15,6 +15,11 @@ EXIT_FAILED = 1
 # Options several commands share, each command giving its own default.
 OutDir = Annotated[Path, typer.Option(help="Output directory.")]
 Jobs = Annotated[int, typer.Option(min=1, help="Simulator processes run at once.")]
+# The policies of an experiment run for real (`harmonia reproduce buffers`, `reads`).
+OnlyPolicies = Annotated[
+    str, typer.Option("--only", help="The policies, comma-separated, as harmonia sim --policy.")
+]
+Repeat = Annotated[int, typer.Option(min=1, help="Runs of each policy.")]
 
 
 def fail(lines: Iterable[str], code: int) -> NoReturn:

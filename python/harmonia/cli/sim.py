@@ -146,6 +146,29 @@ def _simulate(
         fail([str(error)], EXIT_FAILED)
 
 
+# The options that go with --trace, here and in `harmonia reproduce bakeoff` (trace_options).
+TraceJobs = Annotated[
+    int | None,
+    typer.Option(min=1, help="--trace: the first N jobs of the window.", show_default=False),
+]
+TraceWindow = Annotated[
+    str | None,
+    typer.Option(
+        help='--trace: the time window "START:END" from the first job, e.g. "0 d:30 d" '
+        "(either side may be empty).",
+        show_default=False,
+    ),
+]
+TraceRequests = Annotated[
+    str | None,
+    typer.Option(
+        help='--trace: the burst-buffer request model, "phases" (default) or '
+        '"kopanski-rzadca" (their requests, on their machine).',
+        show_default=False,
+    ),
+]
+
+
 def sim(
     scenario: Annotated[
         Path | None,
@@ -187,26 +210,9 @@ def sim(
             show_default=False,
         ),
     ] = None,
-    trace_jobs: Annotated[
-        int | None,
-        typer.Option(min=1, help="--trace: the first N jobs of the window.", show_default=False),
-    ] = None,
-    trace_window: Annotated[
-        str | None,
-        typer.Option(
-            help='--trace: the time window "START:END" from the first job, e.g. "0 d:30 d" '
-            "(either side may be empty).",
-            show_default=False,
-        ),
-    ] = None,
-    requests: Annotated[
-        str | None,
-        typer.Option(
-            help='--trace: the burst-buffer request model, "phases" (default) or '
-            '"kopanski-rzadca" (their requests, on their machine).',
-            show_default=False,
-        ),
-    ] = None,
+    trace_jobs: TraceJobs = None,
+    trace_window: TraceWindow = None,
+    requests: TraceRequests = None,
 ) -> None:
     """Simulate a scenario under each policy, then compare the policies in a table and plots."""
     trace = trace_options(trace_file, trace_jobs, trace_window, requests)

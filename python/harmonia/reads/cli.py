@@ -3,22 +3,19 @@ read back by an analysis job with and without HARMONIA_PREFETCH (harmonia.reads.
 
 import shutil
 from pathlib import Path
-from typing import Annotated
 
 import typer
 
 from harmonia.buffers.cluster import ClusterError, device_directory
-from harmonia.cli import EXIT_FAILED, EXIT_INVALID, OutDir, fail, show_report
+from harmonia.cli import EXIT_FAILED, EXIT_INVALID, OnlyPolicies, OutDir, Repeat, fail, show_report
 from harmonia.policies import parse_policies
 from harmonia.simulator import SimulatorNotFound
 
 
 def reproduce_reads(
     out: OutDir = Path("results/reproduction-reads"),
-    only: Annotated[
-        str, typer.Option(help="The policies, comma-separated, as harmonia sim --policy.")
-    ] = "max-bandwidth,datawarp",
-    repeat: Annotated[int, typer.Option(min=1, help="Repetitions of each policy.")] = 5,
+    only: OnlyPolicies = "max-bandwidth,datawarp",
+    repeat: Repeat = 5,
 ) -> None:
     """Read phases for real on this machine: a checkpoint's files read back by an analysis job
     with and without prefetch."""
