@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from harmonia.annotate import AnnotateError, annotate
 from harmonia.cli.main import app
+from harmonia.phases.annotate import AnnotateError, annotate
 from harmonia.simulator import BUILD_TREE
 
 LIBRARY = BUILD_TREE / "src" / "runtime" / "bbio" / "libharmonia.so"

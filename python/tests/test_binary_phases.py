@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from harmonia.binary_phases import inspect
 from harmonia.cli.main import app
+from harmonia.phases.binary import inspect
 
 PROGRAM = """#include <stdio.h>
 #include <unistd.h>

@@ -2,7 +2,7 @@
 
 import pytest
 
-from harmonia.experiments.phase_accuracy import match, run_all
+from harmonia.phases.experiment import match, run_all
 from harmonia.simulator import BUILD_TREE
 
 

@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from harmonia.annotate import annotate
 from harmonia.cli.main import app
+from harmonia.phases.annotate import annotate
+from harmonia.phases.source import SourceError, analyze, inject
 from harmonia.simulator import BUILD_TREE
-from harmonia.source_phases import SourceError, analyze, inject
 
 FIXTURES = Path(__file__).parent / "data" / "source"
 LIBRARY_DIR = BUILD_TREE / "src" / "runtime" / "bbio"

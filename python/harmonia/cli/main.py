@@ -3,13 +3,11 @@
 import typer
 
 from harmonia.buffers.cli import up
-from harmonia.cli.annotate import annotate_command
 from harmonia.cli.bench import bench
 from harmonia.cli.cluster import cluster
 from harmonia.cli.demo import demo
 from harmonia.cli.describe import describe
 from harmonia.cli.import_darshan import import_darshan
-from harmonia.cli.phases import phases
 from harmonia.cli.ping import ping
 from harmonia.cli.profile import profile_device
 from harmonia.cli.recover import recover
@@ -24,6 +22,7 @@ from harmonia.cli.sweep import sweep
 from harmonia.cli.validate import validate
 from harmonia.forwarding.cli import fwdsim
 from harmonia.network.cli import netsim
+from harmonia.phases.cli import annotate_command, phases
 
 app = typer.Typer(
     help="Harmonia: interference-aware burst-buffer I/O scheduling.",

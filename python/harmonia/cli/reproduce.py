@@ -10,12 +10,12 @@ import typer
 from harmonia.bakeoff.cli import reproduce_bakeoff
 from harmonia.buffers.cli import reproduce_buffers
 from harmonia.cli import Jobs, OutDir, seeds_or_fail
-from harmonia.cli.reproduce_phases import reproduce_phases
 from harmonia.cli.reproduce_slurm import reproduce_slurm
 from harmonia.cli.sim import run_scenario
 from harmonia.forwarding.cli import reproduce_forwarding
 from harmonia.network.cli import reproduce_network
 from harmonia.optimum.cli import reproduce_optimum
+from harmonia.phases.cli import reproduce_phases
 from harmonia.pricing.cli import reproduce_pricing
 from harmonia.reads.cli import reproduce_reads
 

@@ -1,8 +1,13 @@
-"""`harmonia phases`: I/O phases from an executable (--binary) or from source code (--source)."""
+"""`harmonia phases`: I/O phases from an executable (--binary) or from source code (--source);
+`harmonia annotate`: turn `#pragma harmonia` markers into libharmonia calls, as a filter (FILE ->
+stdout) or as a compiler wrapper (`harmonia annotate --cc -- gcc -c app.c ...`); `harmonia
+reproduce phases`: precision and recall of each phase-detection mode."""
 
 from __future__ import annotations
 
 import json
+import subprocess
+import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -10,10 +15,12 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from harmonia.cli import EXIT_INVALID, fail
+from harmonia.cli import EXIT_FAILED, EXIT_INVALID, OutDir, fail
+from harmonia.phases.annotate import SOURCE_SUFFIXES, AnnotateError, annotate
+from harmonia.simulator import REPO_ROOT, SimulatorNotFound
 
 if TYPE_CHECKING:
-    from harmonia.source_phases import Block, SourceReport
+    from harmonia.phases.source import Block, SourceReport
 
 
 def phases(
@@ -36,7 +43,7 @@ def phases(
     """Find I/O phases without running the program: the I/O entry points in an executable's
     symbols (--binary), or the I/O-intensive loops in its source code (--source), which
     --inject can mark for libharmonia (docs/phase-detection.md)."""
-    from harmonia.binary_phases import BinaryError, inspect
+    from harmonia.phases.binary import BinaryError, inspect
 
     if (binary is None) == (source is None):
         fail(["give exactly one of --binary EXE and --source DIR"], EXIT_INVALID)
@@ -70,7 +77,7 @@ def phases(
 def _source_mode(
     directory: Path, as_json: bool, min_score: int, do_inject: bool, out: Path | None
 ) -> None:
-    from harmonia.source_phases import SourceError, analyze, inject
+    from harmonia.phases.source import SourceError, analyze, inject
 
     if do_inject and out is None:
         fail(["--inject needs --out DIR (the input is never modified)"], EXIT_INVALID)
@@ -126,3 +133,72 @@ def _as_json(report: SourceReport, marked: list[Block], out: Path | None) -> dic
         ],
         "out": str(out) if out else None,
     }
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as error:
+        fail([f"{path}: cannot read: {error}"], EXIT_INVALID)
+
+
+def annotate_command(
+    args: Annotated[
+        list[str], typer.Argument(help="A source file, or with --cc the compiler command.")
+    ],
+    cc: Annotated[
+        bool,
+        typer.Option("--cc", help="Wrap a compiler command: annotate its sources, then run it."),
+    ] = False,
+) -> None:
+    """Replace `#pragma harmonia io_begin(NAME[, BYTES])` and `#pragma harmonia io_end` with calls
+    to harmonia_io_begin/harmonia_io_end (include/harmonia/bbio.h)."""
+    try:
+        if not cc:
+            if len(args) != 1:
+                fail(["give one source file (or --cc -- COMPILER ARGS...)"], EXIT_INVALID)
+            path = Path(args[0])
+            typer.echo(annotate(_read(path), str(path)).text, nl=False)
+            return
+        with tempfile.TemporaryDirectory(prefix="harmonia-annotate-") as scratch:
+            command = [args[0], f"-I{REPO_ROOT / 'include'}"]
+            for arg in args[1:]:
+                path = Path(arg)
+                if path.suffix in SOURCE_SUFFIXES and path.is_file():
+                    result = annotate(_read(path), str(path))
+                    if result.markers:
+                        copy = Path(scratch) / f"{len(command)}-{path.name}"
+                        copy.write_text(result.text, encoding="utf-8")
+                        arg = str(copy)
+                command.append(arg)
+            code = subprocess.run(command, check=False).returncode
+    except AnnotateError as error:
+        fail([str(error)], EXIT_INVALID)
+    except FileNotFoundError:
+        fail([f"compiler not found: {args[0]}"], EXIT_FAILED)
+    if code != 0:
+        raise typer.Exit(code)
+
+
+def reproduce_phases(out: OutDir = Path("results/phase-accuracy")) -> None:
+    """The precision and recall of each phase-detection mode against known phases."""
+    from harmonia.phases.experiment import markdown, run_all, to_json
+
+    console = Console(stderr=True)
+    try:
+        scores = run_all(lambda what: console.print(what))
+    except SimulatorNotFound as error:
+        fail([str(error)], EXIT_FAILED)
+    table = Table(title="Phase detection against known phases")
+    for column in ("mode", "case", "true", "detected", "matched", "precision", "recall"):
+        table.add_column(column, justify="left" if column in ("mode", "case") else "right")
+    for s in scores:
+        table.add_row(
+            s.mode, s.case, str(s.true_phases), str(s.detected), str(s.matched),
+            f"{s.precision:.2f}", f"{s.recall:.2f}",
+        )  # fmt: skip
+    Console().print(table)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "accuracy.json").write_text(json.dumps(to_json(scores), indent=1) + "\n")
+    (out / "report.md").write_text(markdown(scores))
+    typer.echo(f"report in {out / 'report.md'} and {out / 'accuracy.json'}")

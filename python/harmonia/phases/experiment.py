@@ -179,7 +179,7 @@ def darshan_counts(logs: Path | None = None) -> list[Score]:
 
 
 def source_fixtures(fixtures: Path, truth: set[tuple[str, int]]) -> Score:
-    from harmonia.source_phases import analyze
+    from harmonia.phases.source import analyze
 
     found = {(str(b.path), b.start_line) for b in analyze(fixtures).blocks}
     return Score(

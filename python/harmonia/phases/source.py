@@ -18,7 +18,7 @@ import tree_sitter_cpp
 import tree_sitter_fortran
 from tree_sitter import Language, Node, Parser
 
-from harmonia.binary_phases import INTERFACES
+from harmonia.phases.binary import INTERFACES
 
 WEIGHTS = {"write": 3, "read": 2, "open": 1, "close": 1, "sync": 1}
 
