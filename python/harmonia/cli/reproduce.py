@@ -67,7 +67,7 @@ reproduce = typer.Typer(
 # The cases, as `harmonia reproduce --help` lists them.
 CASES: dict[str, tuple[Callable[..., None], str]] = {
     "harmonia": (reproduce_harmonia, "The Harmonia paper's section V, simulated over seeds."),
-    "buffers": (reproduce_buffers, "Its VPIC draining case, for real on this machine."),
+    "buffers": (reproduce_buffers, "The VPIC draining case (Fig. 9), for real on this machine."),
     "reads": (reproduce_reads, "Read phases with and without prefetch, for real here."),
     "slurm": (reproduce_slurm, "The VPIC draining case as sbatch jobs (DataWarp, Harmonia)."),
     "network": (reproduce_network, "MPI and I/O interference on fat-trees (ICPP 2018)."),
