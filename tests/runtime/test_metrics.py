@@ -294,3 +294,33 @@ def test_ping_and_status_answer_scripts(tmp_path: Path) -> None:
         capture_output=True, text=True, check=False, timeout=60,
     )  # fmt: skip
     assert status.returncode == 1 and status.stdout == ""
+
+
+def test_syslog_gets_each_lines_facility_and_priority(tmp_path: Path) -> None:
+    """`--log syslog`: each line is a datagram to /dev/log from the daemon facility, with its
+    level's priority, the program's name and pid (glibc's syslog(3))."""
+    if os.getuid() != 0 or shutil.which("unshare") is None:
+        pytest.skip("needs root and unshare: /dev/log is replaced in a mount namespace")
+    (tmp_path / "dev").mkdir()
+    (tmp_path / "host-dev").mkdir()
+    schedd = f"unix:{tmp_path / 'no-scheduler.sock'}"
+    captured = subprocess.run(
+        ["unshare", "--mount", "--propagation", "private", sys.executable,
+         str(Path(__file__).with_name("syslog_capture.py")), str(tmp_path / "host-dev"),
+         "draining at the threshold",
+         str(BBD), "--device", str(tmp_path / "dev"), "--pfs", str(tmp_path),
+         "--schedd", schedd, "--log", "syslog"],
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert captured.returncode == 0, captured.stderr
+    lines = captured.stdout.splitlines()
+    # LOG_DAEMON (3) * 8 + severity: 6 info, 4 warning.
+    recovered = [line for line in lines if "0 files recovered" in line]
+    assert recovered and re.match(
+        r"<30>.* harmonia-bbd\[\d+\]: 0 files", recovered[0]
+    ), lines
+    missing = [line for line in lines if "draining at the threshold" in line]
+    assert missing and re.match(
+        rf"<28>.* harmonia-bbd\[\d+\]: scheduler {re.escape(schedd)}: ", missing[0]
+    ), lines
+    assert re.search(r"\(node 127\.0\.0\.1:\d+\)$", missing[0]), missing
