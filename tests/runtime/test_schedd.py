@@ -20,6 +20,7 @@ from schedd_support import (
     expected_bytes,
     finish,
     job_env,
+    keep_writing,
     kept_in_phase,
     read_while_busy,
     running_daemon,
@@ -37,20 +38,29 @@ def jobs_by_key(address: Path) -> dict[str, dict[str, object]]:
 
 def staged_behind(
     busy: PhaseKeeper, address: Path, path: Path, chunks: int
-) -> SteppedWriter:
+) -> PhaseKeeper:
     """Job B, once A (kept in its phase by `busy`) is in its phase under 2a: opened and
-    registered before it writes `chunks` chunks to `path`, then waiting in line to flush them."""
-    second = SteppedWriter(address, "B", path)
+    registered, then writing a chunk to `path` every 0.1 s until it has written `chunks` and
+    the last of them were staged, then waiting in line to flush them. (The library waits a
+    second for its phase's first directive: under load, B's first writes may go straight to
+    the file, as they should.) Its keeper counts the chunks B wrote."""
+    b = PhaseKeeper(SteppedWriter(address, "B", path))
     try:
         assert busy.wait(lambda: "B" in jobs_by_key(address)), "B registered"
-        second.write_chunks(chunks)
+        assert keep_writing(
+            [busy, b],
+            lambda: (
+                b.chunks_written >= chunks
+                and path.stat().st_size < b.chunks_written * 1_000_000
+            ),
+        ), "B stages"
         assert busy.wait(
             lambda: jobs_by_key(address).get("B", {}).get("wants_flush") == 1
         )
     except BaseException:
-        second.kill()
+        b.writer.kill()
         raise
-    return second
+    return b
 
 
 def test_strategy_2a_makes_the_second_comer_stage_and_wait(tmp_path: Path) -> None:
@@ -60,22 +70,24 @@ def test_strategy_2a_makes_the_second_comer_stage_and_wait(tmp_path: Path) -> No
         kept_in_phase(address, "A", tmp_path / "a") as busy,
     ):
         # B wrote into its staging area at once; its close waits for A's phase to end.
-        second = staged_behind(busy, address, tmp_path / "b", chunks=4)
+        b = staged_behind(busy, address, tmp_path / "b", chunks=4)
         try:
-            b = jobs_by_key(address)["B"]
-            assert b["directive"]["mode"] == "MODE_STAGE"  # type: ignore[index]
-            assert (tmp_path / "b").stat().st_size == 0, "staged"
-            second.start_close()
-            assert not busy.wait(lambda: second.closed_within(0), timeout=1), (
+            b_job = jobs_by_key(address)["B"]
+            assert b_job["directive"]["mode"] == "MODE_STAGE"  # type: ignore[index]
+            assert (tmp_path / "b").stat().st_size < b.chunks_written * 1_000_000, (
+                "staged"
+            )
+            b.writer.start_close()
+            assert not busy.wait(lambda: b.writer.closed_within(0), timeout=1), (
                 "B's close waits while A writes"
             )
             busy.writer.close()
-            assert second.closed_within(10), "B's close returns once A's phase ended"
-            second.finish()
+            assert b.writer.closed_within(10), "B's close returns once A's phase ended"
+            b.writer.finish()
         finally:
-            second.kill()
+            b.writer.kill()
     assert (tmp_path / "a").read_bytes() == expected_bytes(busy.chunks_written)
-    assert (tmp_path / "b").read_bytes() == expected_bytes(4)
+    assert (tmp_path / "b").read_bytes() == expected_bytes(b.chunks_written)
 
 
 def test_an_open_file_follows_a_changed_directive(tmp_path: Path) -> None:
@@ -132,19 +144,19 @@ def test_a_dead_daemon_releases_waiting_jobs_within_a_second(tmp_path: Path) -> 
     daemon = start_daemon(address, "--strategy", "2a")
     try:
         with kept_in_phase(address, "A", tmp_path / "a") as busy:
-            second = staged_behind(busy, address, tmp_path / "b", chunks=4)
+            b = staged_behind(busy, address, tmp_path / "b", chunks=4)
             try:
-                second.start_close()
+                b.writer.start_close()
                 stop_daemon(daemon, hard=True)
-                assert second.closed_within(1.0), "B writes through within a second"
-                assert "lost the scheduler daemon" in second.finish()
+                assert b.writer.closed_within(1.0), "B writes through within a second"
+                assert "lost the scheduler daemon" in b.writer.finish()
             finally:
-                second.kill()
+                b.writer.kill()
             busy.writer.close()
     finally:
         stop_daemon(daemon, hard=True)
     assert (tmp_path / "a").read_bytes() == expected_bytes(busy.chunks_written)
-    assert (tmp_path / "b").read_bytes() == expected_bytes(4)
+    assert (tmp_path / "b").read_bytes() == expected_bytes(b.chunks_written)
 
 
 def test_a_restarted_daemon_gets_its_jobs_back(tmp_path: Path) -> None:
@@ -357,19 +369,20 @@ def test_two_fio_jobs_coordinated_and_verified(tmp_path: Path) -> None:
 @contextmanager
 def b_waiting_behind_a(
     address: Path, tmp_path: Path
-) -> Iterator[tuple[PhaseKeeper, SteppedWriter]]:
-    """2a: A writes to tmp_path/a, kept in its phase; B writes 5 chunks to tmp_path/b, holds
-    the file open (computes), and waits in line to flush with its data staged. Yields A's
-    keeper and B; each is killed at the end unless the block closed it."""
+) -> Iterator[tuple[PhaseKeeper, PhaseKeeper]]:
+    """2a: A writes to tmp_path/a, kept in its phase; B writes 5 chunks or more to
+    tmp_path/b, holds the file open (computes), and waits in line to flush with its last
+    chunks staged. Yields A's and B's keepers; each is killed at the end unless the block
+    closed it."""
     with kept_in_phase(address, "A", tmp_path / "a") as busy:
-        second = staged_behind(busy, address, tmp_path / "b", chunks=5)
+        b = staged_behind(busy, address, tmp_path / "b", chunks=5)
         try:
-            assert (tmp_path / "b").stat().st_size == 0, (
+            assert (tmp_path / "b").stat().st_size < b.chunks_written * 1_000_000, (
                 "still staged, in line behind A"
             )
-            yield busy, second
+            yield busy, b
         finally:
-            second.kill()
+            b.writer.kill()
 
 
 def test_staged_data_is_flushed_behind_computation_once_allowed(tmp_path: Path) -> None:
@@ -379,18 +392,19 @@ def test_staged_data_is_flushed_behind_computation_once_allowed(tmp_path: Path) 
     address = tmp_path / "schedd.sock"
     with (
         running_daemon(address, "--strategy", "2a"),
-        b_waiting_behind_a(address, tmp_path) as (busy, second),
+        b_waiting_behind_a(address, tmp_path) as (busy, b),
     ):
         # B's detected phase ended after a second without writes.
         assert jobs_by_key(address)["B"]["in_phase"] == 0
         busy.writer.close()
         # B still holds its file open (computes): its data goes out meanwhile.
-        assert wait_until(lambda: (tmp_path / "b").stat().st_size == 5_000_000, 3)
+        whole = b.chunks_written * 1_000_000
+        assert wait_until(lambda: (tmp_path / "b").stat().st_size == whole, 3)
         assert wait_until(
             lambda: jobs_by_key(address).get("B", {}).get("wants_flush") == 0
         )
-        second.close()
-    assert (tmp_path / "b").read_bytes() == expected_bytes(5)
+        b.writer.close()
+    assert (tmp_path / "b").read_bytes() == expected_bytes(b.chunks_written)
 
 
 def test_bad_agent_settings_are_reported_and_fall_back(tmp_path: Path) -> None:
@@ -425,14 +439,14 @@ def test_another_process_opening_a_staged_file_sees_its_bytes(tmp_path: Path) ->
     address = tmp_path / "schedd.sock"
     with (
         running_daemon(address, "--strategy", "2a"),
-        b_waiting_behind_a(address, tmp_path) as (busy, second),
+        b_waiting_behind_a(address, tmp_path) as (busy, b),
     ):
         # A stays in its phase until it is closed: C cannot be served by A's end.
         read_while_busy(
-            busy, tmp_path / "b", job_env(address, "C"), chunks=5,
+            busy, tmp_path / "b", job_env(address, "C"), chunks=b.chunks_written,
             why="C waited for A's phase to end",
         )  # fmt: skip
         assert jobs_by_key(address)["A"]["in_phase"] == 1, "A still writes"
         busy.writer.close()
-        second.close()
-    assert (tmp_path / "b").read_bytes() == expected_bytes(5)
+        b.writer.close()
+    assert (tmp_path / "b").read_bytes() == expected_bytes(b.chunks_written)
