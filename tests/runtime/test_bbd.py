@@ -207,3 +207,65 @@ def test_bad_arguments(tmp_path: Path) -> None:
         capture_output=True, text=True, timeout=30, check=False,
     )  # fmt: skip
     assert sync.returncode != 0 and "--sync" in sync.stderr
+
+
+def write_frame(seq: int, name: str, size: int) -> bytes:
+    """Request{seq, write: {file: name, payload: size}}, framed: its `size` bytes follow raw."""
+    write = b"\x0a" + varint(len(name)) + name.encode() + b"\x28" + varint(size)
+    request = b"\x08" + varint(seq) + b"\x12" + varint(len(write)) + write
+    return struct.pack(">I", len(request)) + request
+
+
+def reply_code(raw: socket.socket) -> int:
+    """The code of the next Response on `raw` (field 2; proto3 leaves OK, 0, out)."""
+    body = raw.recv(
+        struct.unpack(">I", raw.recv(4, socket.MSG_WAITALL))[0], socket.MSG_WAITALL
+    )
+    at = 0
+    while at < len(body):
+        tag, value, shift = body[at], 0, 0
+        at += 1
+        if tag & 7 == 0 or tag & 7 == 2:
+            while True:
+                value |= (body[at] & 0x7F) << shift
+                shift += 7
+                at += 1
+                if not body[at - 1] & 0x80:
+                    break
+        if tag == 0x10:
+            return value
+        if tag & 7 == 2:
+            at += value
+    return 0
+
+
+def test_a_payload_cut_off_or_refused_is_never_held(tmp_path: Path) -> None:
+    node, address = start(tmp_path, "--capacity", "1G", "--threshold", "1")
+    host, port = address.split(":")
+    try:
+        with socket.create_connection((host, int(port))) as raw:
+            raw.sendall(write_frame(1, "cut.dat", 1 << 20) + b"c" * (1 << 19))
+        with socket.create_connection((host, int(port))) as raw:
+            # A refused write's bytes are read and dropped: the next frame is understood.
+            raw.sendall(write_frame(1, "../escape", 100_000) + b"r" * 100_000)
+            assert reply_code(raw) == 3  # INVALID
+            raw.sendall(write_frame(2, "kept.dat", 10) + b"k" * 10)
+            assert reply_code(raw) == 0
+            # The node killed while the next payload arrives.
+            raw.sendall(write_frame(3, "kept.dat", 1 << 20) + b"h" * (1 << 19))
+            time.sleep(0.2)
+            node.send_signal(signal.SIGKILL)
+            node.wait()
+        node, address = start(tmp_path, "--capacity", "1G", "--threshold", "1")
+        # The recovered log drains on its own (its writer is gone): the whole write only.
+        deadline = time.monotonic() + 30
+        while status(address)["used"] != "0" and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert ctl(address, "drain").returncode == 0
+        assert (tmp_path / "pfs" / "kept.dat").read_bytes() == b"k" * 10
+        assert (
+            not (tmp_path / "pfs" / "cut.dat").exists()
+            or not (tmp_path / "pfs" / "cut.dat").read_bytes()
+        )
+    finally:
+        node.kill()
