@@ -52,6 +52,12 @@ Directive& published_directive() {
 }
 std::atomic<std::uint64_t> published_version{0};
 
+/// Whether the published directive lets staged data be flushed now.
+bool flush_allowed_now() {
+  std::lock_guard lock(published_mutex);
+  return published_directive().flush_allowed;
+}
+
 /// How long a daemon may stay silent with a request outstanding before we write through.
 constexpr double kUnresponsive = 1.0;
 /// How long a process waits for the reply that starts a phase or registers it.
@@ -164,7 +170,7 @@ class Agent {
     // Stage and block: wait for the turn, for the daemon to go away, or for another process
     // waiting to open this very file (its settle order must not wait for the turn).
     changed_.wait(lock,
-                  [&] { return !connected_ || flush_allowed_.load() || reader_waits_for(file); });
+                  [&] { return !connected_ || flush_allowed_now() || reader_waits_for(file); });
   }
 
   void after_flush(size_t still_staged) {
@@ -405,8 +411,6 @@ class Agent {
     servers_.clear();
     set_read_grant(ReadGrant{});
     await_grant_ = false;
-    stage_ = false;
-    flush_allowed_ = true;
     min_gap_ = 0;
     publish({0, false, true, {}});
   }
@@ -414,8 +418,8 @@ class Agent {
   void apply(const Harmonia__Control__Directive* d) {
     if (!d) return;
     servers_.assign(d->servers, d->servers + d->n_servers);
-    stage_ = d->mode == HARMONIA__CONTROL__MODE__MODE_STAGE;
-    flush_allowed_ = d->flush_allowed;
+    const bool stage = d->mode == HARMONIA__CONTROL__MODE__MODE_STAGE;
+    const bool flush_allowed = d->flush_allowed;
     min_gap_ = d->min_request_gap > 0 && d->min_request_gap < 10 ? d->min_request_gap : 0;
     Grant grant;
     if (d->buffer_mode) {
@@ -435,10 +439,10 @@ class Agent {
     // The read phase's nodes hold its copies: the process's writes meanwhile are no phase the
     // policy placed there, and go where writes outside a phase go.
     if (read_phase_) grant.nodes.clear();
-    publish({0, stage_, flush_allowed_, std::move(grant)});
+    publish({0, stage, flush_allowed, std::move(grant)});
     // Flush now: staged data may go, and nothing else will move it soon (the process writes
     // through now, or asked to flush). The flusher thread writes it out behind the application.
-    if (flush_allowed_ && staged_total() > 0 && (!stage_ || wants_flush_)) {
+    if (flush_allowed && staged_total() > 0 && (!stage || wants_flush_)) {
       if (!flusher_started_) {
         flusher_started_ = true;
         std::thread([this] { flush_behind(); }).detach();
@@ -917,8 +921,6 @@ class Agent {
   bool flush_wanted_ = false;
   std::condition_variable flush_signal_;
 
-  std::atomic<bool> stage_{false};
-  std::atomic<bool> flush_allowed_{true};
   std::atomic<double> min_gap_{0};
   std::atomic<double> next_write_{0};
   std::atomic<double> last_write_{0};
