@@ -13,7 +13,11 @@ to the next, so only ratios taken side by side mean something.
 The node's device is in RAM (/dev/shm) when there is room, standing in for a node-local NVMe
 apart from the PFS, as on a cluster; the PFS directory is in $TMPDIR (default /tmp).
 
-    python3 scripts/bench_bbd.py [--mib 512] [--rounds 5]
+With --baseline, a second harmonia-bbd (another build: the one before a change) takes the same
+rounds in alternating order, and the table gives this build's figures over the baseline's,
+round by round.
+
+    python3 scripts/bench_bbd.py [--mib 512] [--rounds 5] [--baseline OTHER/harmonia-bbd]
 """
 
 import argparse
@@ -122,102 +126,182 @@ def latency_during_drain(
             "drain_outlasted_writes": float(still_draining)}  # fmt: skip
 
 
+def start_node(
+    binary: Path, device: Path, pfs: Path, size: int
+) -> tuple[subprocess.Popen[str], str]:
+    node = subprocess.Popen(
+        [str(binary), "--device", str(device), "--pfs", str(pfs), "--capacity", str(2 * size),
+         "--threshold", "1"],
+        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+    )  # fmt: skip
+    assert node.stdout is not None
+    return node, "127.0.0.1:" + node.stdout.readline().strip().split("=", 1)[1]
+
+
+def cpu_seconds(pid: int) -> float:
+    """User and system CPU seconds the process has used so far."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def measure_round(
+    ctl: str,
+    node: subprocess.Popen[str],
+    address: str,
+    data: bytes,
+    data_file: Path,
+    device: Path,
+    pfs: Path,
+    round_: int,
+) -> dict[str, float]:
+    """One round on the node at `address`: its ingest beside a loopback copy and a write into the
+    device directory, then its drain beside fio (in alternating order)."""
+    size = len(data)
+    cpu = cpu_seconds(node.pid)
+    put = subprocess.run(
+        [ctl, "--node", address, "put", "data.bin", str(data_file), "--chunk", str(CHUNK)],
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    ingest = size / float(json.loads(put.stdout)["seconds"]) / 1e9
+    cpu = (cpu_seconds(node.pid) - cpu) / (size / (1 << 30))
+    loopback = loopback_bandwidth(data, chunk=CHUNK) / 1e9
+    on_device = device_write(data, device / "baseline")
+    drain = fio = 0.0
+    # On this VM the first write burst after a pause runs slow, whoever makes it: one discarded
+    # fio run first, then the two measured ones in alternating order.
+    fio_write(pfs, size >> 20)
+    for step in ("fio", "drain") if round_ % 2 == 0 else ("drain", "fio"):
+        if step == "fio":
+            fio = fio_write(pfs, size >> 20)
+        else:
+            start = time.perf_counter()
+            subprocess.run([ctl, "--node", address, "drain"], check=True)
+            drain = size / (time.perf_counter() - start) / 1e9
+            (pfs / "data.bin").unlink()
+    return {"ingest": ingest, "ingest_cpu": cpu, "loopback": loopback, "device": on_device,
+            "ingest_ratio": ingest / min(loopback, on_device), "drain": drain, "fio": fio,
+            "drain_ratio": drain / fio}  # fmt: skip
+
+
+LABELS = {
+    "ingest": "ingest into one node over loopback (GB/s)",
+    "ingest_cpu": "the node's CPU time per GiB ingested (s)",
+    "loopback": "plain loopback TCP copy (GB/s)",
+    "device": "writing the device directory, no sync (GB/s)",
+    "ingest_ratio": "ingest / the slower of the two, per round",
+    "drain": "drain to the PFS directory, with fsync (GB/s)",
+    "fio": "fio sequential write there, end_fsync (GB/s)",
+    "drain_ratio": "drain / fio, per round",
+    "idle_p50": "write latency p50, node idle (us)",
+    "idle_p99": "write latency p99, node idle (us)",
+    "busy_p50": "write latency p50, during a drain (us)",
+    "busy_p99": "write latency p99, during a drain (us)",
+    "p99_ratio": "p99 during a drain / p99 idle, per round",
+}
+
+
+def spread(values: list[float]) -> str:
+    digits = 0 if max(values) >= 20 else 2
+    return (f"{statistics.median(values):,.{digits}f} ({min(values):,.{digits}f}"
+            f"-{max(values):,.{digits}f})")  # fmt: skip
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--mib", type=int, default=512, help="MiB per round")
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--baseline", type=Path,
+                        help="another harmonia-bbd, measured in the same rounds (before/after)")  # fmt: skip
     args = parser.parse_args()
     if shutil.which("fio") is None:
         raise SystemExit("bench_bbd.py: fio not found (Debian: fio)")
+    if args.baseline is not None and not os.access(args.baseline, os.X_OK):
+        raise SystemExit(f"bench_bbd.py: --baseline {args.baseline}: not an executable")
     size = args.mib << 20
     work = Path(tempfile.mkdtemp(prefix="harmonia-bench-bbd-"))
-    device, in_ram = device_directory(3 * size, fallback=work)
-    pfs = work / "pfs"
-    pfs.mkdir()
-    data_file = work / "data"
-    data_file.write_bytes(os.urandom(size))
-    data = data_file.read_bytes()
-    node = subprocess.Popen(
-        [str(BUILD / "src/bbd/harmonia-bbd"), "--device", str(device), "--pfs", str(pfs),
-         "--capacity", str(2 * size), "--threshold", "1"],
-        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
-    )  # fmt: skip
-    rows: dict[str, list[float]] = {k: [] for k in
-                                    ("ingest", "loopback", "device", "ingest_ratio", "drain", "fio",
-                                     "drain_ratio")}  # fmt: skip
+    binaries = {"this build": BUILD / "src/bbd/harmonia-bbd"}
+    if args.baseline is not None:
+        binaries = {"baseline": args.baseline, **binaries}
+    devices, nodes = {}, {}
+    rows: dict[str, dict[str, list[float]]] = {
+        name: {k: [] for k in LABELS} for name in binaries
+    }
     try:
-        assert node.stdout is not None
-        address = "127.0.0.1:" + node.stdout.readline().strip().split("=", 1)[1]
+        for name, binary in binaries.items():
+            device, in_ram = device_directory(3 * size, fallback=work)
+            devices[name] = device
+            pfs = work / f"pfs-{len(devices)}"
+            pfs.mkdir()
+            nodes[name] = (*start_node(binary, device, pfs, size), pfs)
+        data_file = work / "data"
+        data_file.write_bytes(os.urandom(size))
+        data = data_file.read_bytes()
         ctl = str(BUILD / "src/bbd/harmonia-bbctl")
         # A discarded round first: on this VM, memory the guest touches for the first time is
-        # 5-10x slower to write, and the node's first ingest would pay for all of it.
+        # 5-10x slower to write, and the node's first ingest would pay for all of it. The nodes
+        # take turns, in alternating order.
         for round_ in range(-1, args.rounds):
-            put = subprocess.run(
-                [ctl, "--node", address, "put", "data.bin", str(data_file), "--chunk", str(CHUNK)],
-                capture_output=True, text=True, check=True,
-            )  # fmt: skip
-            ingest = size / float(json.loads(put.stdout)["seconds"]) / 1e9
-            loopback = loopback_bandwidth(data, chunk=CHUNK) / 1e9
-            on_device = device_write(data, device / "baseline")
-            drain = fio = 0.0
-            # On this VM the first write burst after a pause runs slow, whoever makes it: one
-            # discarded fio run first, then the two measured ones in alternating order.
-            fio_write(pfs, args.mib)
-            for step in ("fio", "drain") if round_ % 2 == 0 else ("drain", "fio"):
-                if step == "fio":
-                    fio = fio_write(pfs, args.mib)
-                else:
-                    start = time.perf_counter()
-                    subprocess.run([ctl, "--node", address, "drain"], check=True)
-                    drain = size / (time.perf_counter() - start) / 1e9
-                    (pfs / "data.bin").unlink()
-            if round_ < 0:
-                continue
-            for key, value in (("ingest", ingest), ("loopback", loopback), ("device", on_device),
-                               ("ingest_ratio", ingest / min(loopback, on_device)),
-                               ("drain", drain), ("fio", fio),
-                               ("drain_ratio", drain / fio)):  # fmt: skip
-                rows[key].append(value)
-            print(f"round {round_ + 1}/{args.rounds}: ingest {ingest:.2f} GB/s (loopback "
-                  f"{loopback:.2f}, device {on_device:.2f}); drain {drain:.2f} GB/s (fio "
-                  f"{fio:.2f})", flush=True)  # fmt: skip
-        latencies = [latency_during_drain(ctl, address, data_file, pfs)
-                     for _ in range(args.rounds)]  # fmt: skip
+            order = list(binaries) if round_ % 2 == 0 else list(reversed(binaries))
+            for name in order:
+                node, address, pfs = nodes[name]
+                measured = measure_round(
+                    ctl, node, address, data, data_file, devices[name], pfs, round_
+                )
+                if round_ < 0:
+                    continue
+                for key, value in measured.items():
+                    rows[name][key].append(value)
+                print(f"round {round_ + 1}/{args.rounds}, {name}: ingest {measured['ingest']:.2f} "
+                      f"GB/s (loopback {measured['loopback']:.2f}, device "
+                      f"{measured['device']:.2f}); drain {measured['drain']:.2f} GB/s (fio "
+                      f"{measured['fio']:.2f})", flush=True)  # fmt: skip
+        for round_ in range(args.rounds):
+            order = list(binaries) if round_ % 2 == 0 else list(reversed(binaries))
+            for name in order:
+                _, address, pfs = nodes[name]
+                latency = latency_during_drain(ctl, address, data_file, pfs)
+                latency["p99_ratio"] = latency["busy_p99"] / latency["idle_p99"]
+                for key in (
+                    "idle_p50",
+                    "idle_p99",
+                    "busy_p50",
+                    "busy_p99",
+                    "p99_ratio",
+                ):
+                    rows[name][key].append(latency[key])
+                rows[name].setdefault("outlasted", []).append(
+                    latency["drain_outlasted_writes"]
+                )
     finally:
-        node.terminate()
-        node.wait()
+        for node, _, _ in nodes.values():
+            node.terminate()
+            node.wait()
         shutil.rmtree(work, ignore_errors=True)
-        shutil.rmtree(device, ignore_errors=True)
+        for device in devices.values():
+            shutil.rmtree(device, ignore_errors=True)
     where = "RAM (/dev/shm)" if in_ram else "a directory beside the PFS"
+    print(f"\nmedian (min-max) of {args.rounds} rounds of {args.mib} MiB; the devices in {where}; "
+          f"64 KiB writes, 400 a round, to one file alone and while the node drains another:")  # fmt: skip
+    names = list(binaries)
+    ratio = "baseline" in binaries
     print(
-        f"\nmedians of {args.rounds} rounds of {args.mib} MiB; the node's device in {where}:"
+        "| what | "
+        + " | ".join(names)
+        + (" | this build / baseline, per round |" if ratio else " |")
     )
-    print("| what | median | min | max |\n| --- | --- | --- | --- |")
-    labels = {
-        "ingest": "ingest into one node over loopback (GB/s)",
-        "loopback": "plain loopback TCP copy (GB/s)",
-        "device": "writing the device directory, no sync (GB/s)",
-        "ingest_ratio": "ingest / the slower of the two, per round",
-        "drain": "drain to the PFS directory, with fsync (GB/s)",
-        "fio": "fio sequential write there, end_fsync (GB/s)",
-        "drain_ratio": "drain / fio, per round",
-    }
-    for key, label in labels.items():
-        values = rows[key]
-        print(f"| {label} | {statistics.median(values):.2f} | {min(values):.2f} "
-              f"| {max(values):.2f} |")  # fmt: skip
-    print("\n64 KiB writes to one file, alone and while the node drains another "
-          f"({args.mib} MiB), over {args.rounds} rounds of 400 writes:")  # fmt: skip
-    print("| write latency (us) | median | min | max |\n| --- | --- | --- | --- |")
-    for key, label in (("idle_p50", "p50, node idle"), ("idle_p99", "p99, node idle"),
-                       ("busy_p50", "p50, during a drain"),
-                       ("busy_p99", "p99, during a drain")):  # fmt: skip
-        values = [round_[key] for round_ in latencies]
-        print(f"| {label} | {statistics.median(values):.0f} | {min(values):.0f} "
-              f"| {max(values):.0f} |")  # fmt: skip
-    outlasted = sum(round_["drain_outlasted_writes"] for round_ in latencies)
-    print(f"(the drain was still running when the writes ended in {outlasted:.0f} of "
-          f"{len(latencies)} rounds)")  # fmt: skip
+    print("| --- " * (len(names) + 1 + ratio) + "|")
+    for key, label in LABELS.items():
+        cells = [spread(rows[name][key]) for name in names]
+        if ratio:
+            per_round = [
+                a / b for a, b in zip(rows["this build"][key], rows["baseline"][key])
+            ]
+            cells.append(spread(per_round))
+        print(f"| {label} | " + " | ".join(cells) + " |")
+    for name in names:
+        outlasted = sum(rows[name]["outlasted"])
+        print(f"({name}: the drain was still running when the writes ended in {outlasted:.0f} of "
+              f"{args.rounds} rounds)")  # fmt: skip
 
 
 if __name__ == "__main__":
