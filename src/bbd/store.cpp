@@ -68,18 +68,76 @@ bool read_all_at(int fd, char* data, std::size_t length, off_t at) {
   return true;
 }
 
-/// copy_file_range of `length` bytes; false with errno (EXDEV, EINVAL, ENOSYS or EOPNOTSUPP
-/// with nothing copied: the kernel cannot copy between these files).
-bool copy_in_kernel(int from, std::uint64_t from_at, int to, std::uint64_t to_at,
-                    std::uint64_t length) {
+/// The pipe a drain splices through, made at its first use: it asks for 1 MiB (an unprivileged
+/// node gets at most /proc/sys/fs/pipe-max-size, 1 MiB by default).
+struct Pipe {
+  int fds[2] = {-1, -1};
+  std::uint64_t bytes = 0;
+  bool ready() {
+    if (fds[0] >= 0) return true;
+    if (pipe2(fds, O_CLOEXEC) != 0) return false;
+    (void)fcntl(fds[1], F_SETPIPE_SZ, 1 << 20);
+    const int size = fcntl(fds[1], F_GETPIPE_SZ);
+    bytes = size > 0 ? static_cast<std::uint64_t>(size) : 4096;
+    return true;
+  }
+  ~Pipe() {
+    common::close_fd(fds[0]);
+    common::close_fd(fds[1]);
+  }
+};
+
+/// Whether the kernel refused to copy between two files with `error` (nothing was copied).
+bool cannot_copy(int error) {
+  return error == EXDEV || error == EINVAL || error == ENOSYS || error == EOPNOTSUPP;
+}
+
+/// `length` bytes from `from` to `to` in the kernel, page cache to page cache: copy_file_range
+/// (which may share the blocks, on one file system), else splice through `pipe` (across file
+/// systems: the log's pages go into the pipe by reference and are copied once, into the PFS
+/// file's). False with errno; cannot_copy(errno) when the kernel cannot copy between these
+/// files this way.
+bool copy_in_kernel(Store::KernelCopy how, Pipe& pipe, int from, std::uint64_t from_at, int to,
+                    std::uint64_t to_at, std::uint64_t length) {
   auto in = static_cast<loff_t>(from_at), out = static_cast<loff_t>(to_at);
+  if (how == Store::KernelCopy::Range) {
+    while (length > 0) {
+      const ssize_t n = copy_file_range(from, &in, to, &out, length, 0);
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) return false;
+      if (n == 0) {
+        errno = EIO;  // the log is shorter than its records say
+        return false;
+      }
+      length -= static_cast<std::uint64_t>(n);
+    }
+    return true;
+  }
+  if (!pipe.ready()) return false;
   while (length > 0) {
-    const ssize_t n = copy_file_range(from, &in, to, &out, length, 0);
+    // At most what the empty pipe holds, all of it out again before the next.
+    const ssize_t n =
+        splice(from, &in, pipe.fds[1], nullptr, std::min(length, pipe.bytes), SPLICE_F_MOVE);
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) return false;
     if (n == 0) {
       errno = EIO;  // the log is shorter than its records say
       return false;
+    }
+    for (auto queued = static_cast<std::size_t>(n); queued > 0;) {
+      const ssize_t written = splice(pipe.fds[0], nullptr, to, &out, queued, SPLICE_F_MOVE);
+      if (written < 0 && errno == EINTR) continue;
+      if (written <= 0) {
+        // The pipe still holds bytes: it goes, and the next copy makes another.
+        if (written == 0) errno = EIO;
+        const int error = errno;
+        common::close_fd(pipe.fds[0]);
+        common::close_fd(pipe.fds[1]);
+        pipe.fds[0] = pipe.fds[1] = -1;
+        errno = error;
+        return false;
+      }
+      queued -= static_cast<std::size_t>(written);
     }
     length -= static_cast<std::uint64_t>(n);
   }
@@ -1003,6 +1061,7 @@ Status Store::stage_in(const StageSpec& spec, const std::string& file,
 
 bool Store::copy_records(const std::vector<Segment*>& segments, int target,
                          const std::vector<fences::Range>& fenced) {
+  Pipe pipe;
   for (const Segment* segment : segments) {
     const auto& records = segment->records;
     std::size_t k = 0;
@@ -1016,19 +1075,22 @@ bool Store::copy_records(const std::vector<Segment*>& segments, int target,
         ++end;
       }
       // In the kernel, page cache to page cache, when the file systems allow it.
-      bool copied = kernel_copy_.load();
-      for (std::size_t r = k; copied && r < end; ++r) {
-        const Record& record = records[r];
-        for (const auto& piece : fences::uncovered(record.offset, record.length, fenced)) {
-          if (!copy_in_kernel(segment->fd, record.log_at + (piece.offset - record.offset), target,
-                              piece.offset, piece.length)) {
-            // Not between these file systems: the run again, from a mapping of the log.
-            if (errno != EXDEV && errno != EINVAL && errno != ENOSYS && errno != EOPNOTSUPP)
-              return false;
-            kernel_copy_ = false;
-            copied = false;
-            break;
-          }
+      bool copied = false;
+      for (KernelCopy how = kernel_copy_.load(); !copied && how != KernelCopy::None;) {
+        copied = true;
+        for (std::size_t r = k; copied && r < end; ++r) {
+          const Record& record = records[r];
+          for (const auto& piece : fences::uncovered(record.offset, record.length, fenced))
+            if (!copy_in_kernel(how, pipe, segment->fd,
+                                record.log_at + (piece.offset - record.offset), target,
+                                piece.offset, piece.length)) {
+              // Not this way between these file systems: the run again, the next way.
+              if (!cannot_copy(errno)) return false;
+              how = how == KernelCopy::Range ? KernelCopy::Splice : KernelCopy::None;
+              kernel_copy_ = how;
+              copied = false;
+              break;
+            }
         }
       }
       if (!copied) {

@@ -127,6 +127,11 @@ struct StoreStats {
 
 class Store {
  public:
+  /// How a drain copies from the device to the PFS: copy_file_range, else splice through a pipe
+  /// (both in the kernel; faster than writing from a mapping, docs/benchmarks.md), else from a
+  /// mapping of the log; each is used until the kernel refuses it once.
+  enum class KernelCopy { Range, Splice, None };
+
   /// `device`: the node's directory for logs (recovered at once: logs left by a previous run are
   /// indexed again); `pfs_root`: where drained files go; `capacity`: bytes held at most.
   /// Throws std::runtime_error naming a directory that cannot be used.
@@ -279,7 +284,7 @@ class Store {
   std::map<std::string, core::AppId> job_ids_;  ///< the scheduler's application of each job
   core::requests::RequestId next_request_ = 0;
   std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
-  std::atomic<bool> kernel_copy_{true};  ///< copy_file_range works from the device to the PFS
+  std::atomic<KernelCopy> kernel_copy_{KernelCopy::Range};
   bool sync_writes_ = false;
 };
 

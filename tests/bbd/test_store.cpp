@@ -446,3 +446,27 @@ TEST_F(StoreTest, AFilesDataIsItsWritersAndThePfsIsOpenedAsItsOwner) {
   ASSERT_EQ(stat((pfs() / "open/a.dat").c_str(), &st), 0);
   EXPECT_EQ(st.st_uid, a.uid) << "drained as its owner";
 }
+
+TEST_F(StoreTest, ADrainAcrossFileSystemsWritesEveryRecordInOrderAroundTheFences) {
+  // The device in RAM, the PFS on disk: copy_file_range refuses (EXDEV), splice copies.
+  const fs::path ram = fs::path("/dev/shm") / ("harmonia-store-" + std::to_string(getpid()));
+  struct stat shm {
+  }, disk{};
+  if (stat("/dev/shm", &shm) != 0 || stat(pfs().c_str(), &disk) != 0 || shm.st_dev == disk.st_dev)
+    GTEST_SKIP() << "needs /dev/shm on another file system than " << pfs();
+  fs::create_directories(ram);
+  {
+    Store store(ram, pfs(), 1 << 20);
+    ASSERT_EQ(store.write("f", 0, std::string(100, 'A'), "job", why_), Status::Ok);
+    ASSERT_EQ(store.write("f", 100, std::string(50, 'C'), "job", why_), Status::Ok);
+    ASSERT_EQ(store.write("f", 120, std::string(10, 'D'), "job", why_), Status::Ok);
+  }  // the node dies; its client writes [20, 40) through to the PFS, fenced
+  std::ofstream(pfs() / "f") << std::string(20, '\0') << std::string(20, 'B');
+  fence(pfs(), "f", 20, 20);
+  Store store(ram, pfs(), 1 << 20);
+  store.set_fence_node("n:1");
+  ASSERT_EQ(store.drain("", why_), Status::Ok) << why_;
+  fs::remove_all(ram);
+  EXPECT_EQ(pfs_file("f"), std::string(20, 'A') + std::string(20, 'B') + std::string(60, 'A') +
+                               std::string(20, 'C') + std::string(10, 'D') + std::string(20, 'C'));
+}
