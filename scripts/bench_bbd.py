@@ -2,13 +2,14 @@
 """Speed of one harmonia-bbd against baselines measured in the same run (docs/benchmarks.md).
 
 Every round: the client's ingest of SIZE MiB of random bytes over loopback (harmonia-bbctl put,
-4 MiB writes, one in flight) against a plain loopback TCP copy of the same bytes and against
-writing them into the node's device directory; then the node's drain to the PFS directory
-(harmonia-bbctl drain: the node's writes and its fsync) against fio's sequential write of as
-many bytes there (4 MiB writes, end_fsync, no preallocation), in alternating order after a
-discarded warm-up run. Medians over
-the rounds, and the median of each round's ratio: this VM's disk varies by 2-4x from one second
-to the next, so only ratios taken side by side mean something.
+4 MiB writes, 4 in flight), with the node's CPU time for it, against a plain loopback TCP copy of
+the same bytes and against writing them into the node's device directory; then the node's drain
+to the PFS directory (harmonia-bbctl drain: the node's writes and its fsync) against fio's
+sequential write of as many bytes there (4 MiB writes, end_fsync, no preallocation), in
+alternating order after a discarded warm-up run. Then the latency of 64 KiB writes to one file,
+alone and while the node drains another. Medians over the rounds, and the median of each round's
+ratio: this VM's disk varies by 2-4x from one second to the next, so only ratios taken side by
+side mean something.
 
 The node's device is in RAM (/dev/shm) when there is room, standing in for a node-local NVMe
 apart from the PFS, as on a cluster; the PFS directory is in $TMPDIR (default /tmp).
