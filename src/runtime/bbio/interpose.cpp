@@ -63,20 +63,18 @@ bool valid_iov_count(int count) {
   return false;
 }
 
-ssize_t staged_write(StagedFile* file, const struct iovec* iov, int count) {
+ssize_t staged_write(int fd, StagedFile* file, const struct iovec* iov, int count) {
   if (!valid_iov_count(count)) return -1;
-  return guarded([&] {
-    std::lock_guard lock(file->mutex);
-    return file->write(iov, count);
-  });
+  return staged_or_plain(
+      file, [&] { return file->write(iov, count); }, [&] { return real().writev(fd, iov, count); });
 }
 
-ssize_t staged_pwrite(StagedFile* file, const struct iovec* iov, int count, off64_t offset) {
+ssize_t staged_pwrite(int fd, StagedFile* file, const struct iovec* iov, int count,
+                      off64_t offset) {
   if (!valid_iov_count(count)) return -1;
-  return guarded([&] {
-    std::lock_guard lock(file->mutex);
-    return file->write_at(iov, count, offset);
-  });
+  return staged_or_plain(
+      file, [&] { return file->write_at(iov, count, offset); },
+      [&] { return real().pwritev64(fd, iov, count, offset); });
 }
 
 /// A read served by the buffer nodes when they hold the range (offset < 0: at the position);
@@ -84,11 +82,13 @@ ssize_t staged_pwrite(StagedFile* file, const struct iovec* iov, int count, off6
 template <class Call>
 ssize_t held_or_flushed_then(StagedFile* file, const struct iovec* iov, int count, off64_t offset,
                              Call call) {
-  return guarded([&]() -> ssize_t {
-    std::lock_guard lock(file->mutex);
-    const ssize_t held = file->read_held(iov, count, offset);
-    return held != StagedFile::kNotHeld ? held : settled_then(file, call);
-  });
+  return staged_or_plain(
+      file,
+      [&]() -> ssize_t {
+        const ssize_t held = file->read_held(iov, count, offset);
+        return held != StagedFile::kNotHeld ? held : settled_then(file, call);
+      },
+      call);
 }
 
 int flushed_dup(int fd, int new_fd) {
@@ -188,7 +188,7 @@ HARMONIA_EXPORT int creat64(const char* path, mode_t mode) {
 
 HARMONIA_EXPORT int close(int fd) {
   prefetched::closing(fd);
-  if (!staged(fd)) return real().close(fd);
+  if (!staged(fd)) return any_parked() ? close_unparking(fd) : real().close(fd);
   const int flushed = guarded([&] { return forget(fd); });
   const int saved = errno;
   const int closed = real().close(fd);
@@ -205,39 +205,39 @@ HARMONIA_EXPORT ssize_t write(int fd, const void* buf, size_t count) {
   StagedFile* file = staged(fd);
   if (!file) return real().write(fd, buf, count);
   const struct iovec iov { const_cast<void*>(buf), count };
-  return staged_write(file, &iov, 1);
+  return staged_write(fd, file, &iov, 1);
 }
 
 HARMONIA_EXPORT ssize_t pwrite(int fd, const void* buf, size_t count, off_t offset) {
   StagedFile* file = staged(fd);
   if (!file) return real().pwrite(fd, buf, count, offset);
   const struct iovec iov { const_cast<void*>(buf), count };
-  return staged_pwrite(file, &iov, 1, offset);
+  return staged_pwrite(fd, file, &iov, 1, offset);
 }
 
 HARMONIA_EXPORT ssize_t pwrite64(int fd, const void* buf, size_t count, off64_t offset) {
   StagedFile* file = staged(fd);
   if (!file) return real().pwrite64(fd, buf, count, offset);
   const struct iovec iov { const_cast<void*>(buf), count };
-  return staged_pwrite(file, &iov, 1, offset);
+  return staged_pwrite(fd, file, &iov, 1, offset);
 }
 
 HARMONIA_EXPORT ssize_t writev(int fd, const struct iovec* iov, int count) {
   StagedFile* file = staged(fd);
   if (!file) return real().writev(fd, iov, count);
-  return staged_write(file, iov, count);
+  return staged_write(fd, file, iov, count);
 }
 
 HARMONIA_EXPORT ssize_t pwritev(int fd, const struct iovec* iov, int count, off_t offset) {
   StagedFile* file = staged(fd);
   if (!file) return real().pwritev(fd, iov, count, offset);
-  return staged_pwrite(file, iov, count, offset);
+  return staged_pwrite(fd, file, iov, count, offset);
 }
 
 HARMONIA_EXPORT ssize_t pwritev64(int fd, const struct iovec* iov, int count, off64_t offset) {
   StagedFile* file = staged(fd);
   if (!file) return real().pwritev64(fd, iov, count, offset);
-  return staged_pwrite(file, iov, count, offset);
+  return staged_pwrite(fd, file, iov, count, offset);
 }
 
 /// pwritev2 with flags (RWF_APPEND, RWF_DSYNC, ...) asks for file-system semantics: flush first
@@ -247,7 +247,8 @@ static ssize_t staged_pwritev2(StagedFile* file, int fd, const struct iovec* iov
   if (!valid_iov_count(count)) return -1;
   if (flags != 0)
     return flushed_then(file, [&] { return real().pwritev64v2(fd, iov, count, offset, flags); });
-  return offset == -1 ? staged_write(file, iov, count) : staged_pwrite(file, iov, count, offset);
+  return offset == -1 ? staged_write(fd, file, iov, count)
+                      : staged_pwrite(fd, file, iov, count, offset);
 }
 
 HARMONIA_EXPORT ssize_t pwritev2(int fd, const struct iovec* iov, int count, off_t offset,
@@ -366,19 +367,17 @@ HARMONIA_EXPORT ssize_t preadv64v2(int fd, const struct iovec* iov, int count, o
 HARMONIA_EXPORT off_t lseek(int fd, off_t offset, int whence) {
   StagedFile* file = staged(fd);
   if (!file) return real().lseek(fd, offset, whence);
-  return guarded([&]() -> off_t {
-    std::lock_guard lock(file->mutex);
-    return file->seek(offset, whence);
-  });
+  return staged_or_plain(
+      file, [&]() -> off_t { return file->seek(offset, whence); },
+      [&] { return real().lseek(fd, offset, whence); });
 }
 
 HARMONIA_EXPORT off64_t lseek64(int fd, off64_t offset, int whence) {
   StagedFile* file = staged(fd);
   if (!file) return real().lseek64(fd, offset, whence);
-  return guarded([&]() -> off64_t {
-    std::lock_guard lock(file->mutex);
-    return file->seek(offset, whence);
-  });
+  return staged_or_plain(
+      file, [&]() -> off64_t { return file->seek(offset, whence); },
+      [&] { return real().lseek64(fd, offset, whence); });
 }
 
 /// ftruncate: flush, truncate, and take the new size as the logical size.

@@ -12,6 +12,7 @@
 #include <climits>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <set>
@@ -45,6 +46,11 @@ struct State {
   std::vector<StagedFile*> index;
   /// Files sent to plain I/O (mapped, opened twice, asynchronous I/O): never staged again.
   std::set<std::pair<dev_t, ino_t>> plain;
+  /// Our descriptors of files that left staging while the program kept them open, closed when
+  /// the program closes one of its descriptors of the file (closing ours earlier would drop the
+  /// program's POSIX locks on it).
+  std::multimap<std::pair<dev_t, ino_t>, int> parked;
+  std::atomic<size_t> parked_count{0};  ///< parked.size(), readable without the lock
   // Released files stay allocated: a thread racing a close may still hold the pointer.
   std::vector<std::unique_ptr<StagedFile>> retired;
   std::atomic<StagedFile*> slots[kMaxFd] = {};
@@ -103,6 +109,14 @@ void release(State& s, StagedFile* file) {
     }
 }
 
+/// file->release(), its descriptor parked (State::parked). The file's lock is held.
+void release_parking(State& s, StagedFile* file) {
+  const int kept = file->release_keeping_descriptor();
+  if (kept < 0) return;
+  s.parked.emplace(file->identity(), kept);
+  s.parked_count.store(s.parked.size(), std::memory_order_release);
+}
+
 bool in_range(int fd) { return fd >= 0 && fd < kMaxFd; }
 
 int adopt(State& s, int fd, const std::string& path, int flags) {
@@ -133,8 +147,11 @@ StagedFile* find_inode(State& s, dev_t device, ino_t inode) {
 /// Settles and releases `file` with every descriptor of it (s.mutex held); 0 or -1 with errno.
 int settle_and_release(State& s, StagedFile* file) {
   {
+    // Released in the same hold of its lock as it was settled: a write another thread makes
+    // meanwhile goes to the file (staged_or_plain), never to a file about to be released.
     std::lock_guard file_lock(file->mutex);
     if (file->settle() != 0) return -1;  // keep staging what could not be written
+    release_parking(s, file);
   }
   for (auto& slot : s.slots)
     if (slot.load() == file) slot.store(nullptr);
@@ -400,8 +417,30 @@ int forget(int fd) {
   {
     std::lock_guard file_lock(file->mutex);
     result = file->close_flush();
+    file->release();  // in the same hold, as in settle_and_release
   }
   release(s, file);
+  return result;
+}
+
+bool any_parked() {
+  State* s = state_ptr.load(std::memory_order_acquire);
+  return s && s->parked_count.load(std::memory_order_acquire) > 0;
+}
+
+int close_unparking(int fd) {
+  struct stat64 st {};
+  const bool known = real().fstat64(fd, &st) == 0;
+  const int result = real().close(fd);
+  if (!known) return result;
+  const int saved = errno;
+  State& s = state();
+  std::lock_guard lock(s.mutex);
+  const auto [first, last] = s.parked.equal_range({st.st_dev, st.st_ino});
+  for (auto it = first; it != last; ++it) real().close(it->second);
+  s.parked.erase(first, last);
+  s.parked_count.store(s.parked.size(), std::memory_order_release);
+  errno = saved;
   return result;
 }
 
@@ -445,6 +484,7 @@ int unstage_all(bool final) {
       // exit closes the files, so each is published as a close would (close-to-open).
       std::lock_guard file_lock(file->mutex);
       flushed = final ? file->close_flush() : file->settle();
+      if (flushed == 0) release_parking(s, file);  // in the same hold, as settle_and_release
     }
     if (flushed != 0) {
       if (result == 0) first_errno = errno;

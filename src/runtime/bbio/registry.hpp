@@ -60,6 +60,11 @@ void alias(int fd, int new_fd);
 /// `fd` is being closed: forget it; flushes and releases the staged file with its last
 /// descriptor. Returns 0, or -1 with errno if that flush failed.
 int forget(int fd);
+/// Whether a file left staging while the program kept it open (its descriptor parked).
+bool any_parked();
+/// close(fd) of a descriptor that is not staged, then our parked descriptors of its file: the
+/// program's close has dropped its POSIX locks on the file, ours may go too.
+int close_unparking(int fd);
 /// Flush and stop staging the file behind `fd` (all its descriptors). Returns 0 or -1.
 int unstage(int fd);
 /// Flush every staged file; returns 0 or -1 (errno from the first failure).

@@ -113,7 +113,13 @@ std::unique_ptr<StagedFile> StagedFile::create(int fd, const std::string& path, 
 }
 
 void StagedFile::release() {
-  if (fd_ >= 0) real().close(fd_);
+  const int kept = release_keeping_descriptor();
+  if (kept >= 0) real().close(kept);
+}
+
+int StagedFile::release_keeping_descriptor() {
+  released_ = true;
+  const int kept = fd_;
   if (log_fd_ >= 0) real().close(log_fd_);
   // Only an empty log may go: anything left in it is data recovery must still replay.
   if (!log_path_.empty() && entries_.empty()) real().unlink(log_path_.c_str());
@@ -122,6 +128,7 @@ void StagedFile::release() {
   staged_in_process -= staged_bytes_;  // what stays in the log is recovery's now
   staged_bytes_ = 0;
   blocks_.clear();
+  return kept;
 }
 
 void StagedFile::held_back(off64_t offset, size_t total) {

@@ -35,6 +35,14 @@ class StagedFile {
   /// Closes our descriptor and the log (removing it when empty) and frees staging memory.
   /// Only what could not be flushed stays in the log, for recovery.
   void release();
+  /// release(), but our descriptor of the file is handed to the caller instead of closed
+  /// (-1 if none): closing any descriptor of a file drops the process's POSIX locks on it, so
+  /// a file that leaves staging while the program still has it open keeps ours until the
+  /// program closes one of its own.
+  int release_keeping_descriptor();
+  /// Released: no longer staged (closed, or sent to plain I/O); a thread that waited for the
+  /// mutex meanwhile makes its call on the file itself.
+  bool released() const { return released_; }
   StagedFile(const StagedFile&) = delete;
   StagedFile& operator=(const StagedFile&) = delete;
 
@@ -198,6 +206,7 @@ class StagedFile {
   uint64_t log_start_ = 0, log_end_ = 0;
   std::string opened_path_;  ///< the path the log's header names
   bool deleted_ = false;     ///< the program deleted the file's last name
+  bool released_ = false;
 };
 
 /// Bytes staged in this process, over all files.

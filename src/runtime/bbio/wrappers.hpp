@@ -28,6 +28,23 @@ auto guarded(Body body) -> decltype(body()) {
   }
 }
 
+/// Under the file's lock, `staged_call()`; or `plain_call()` when the file stopped being staged
+/// while this thread waited for the lock (another thread's fork, exec or close wrote it out and
+/// released it): its bytes are in the file then, and the call goes to the file as without the
+/// library. Exceptions become EIO.
+template <class Staged, class Plain>
+auto staged_or_plain(StagedFile* file, Staged staged_call, Plain plain_call)
+    -> decltype(plain_call()) {
+  return guarded([&]() -> decltype(plain_call()) {
+    std::unique_lock lock(file->mutex);
+    if (file->released()) {
+      lock.unlock();
+      return plain_call();
+    }
+    return staged_call();
+  });
+}
+
 /// Settle, let the real call run on the file, then take back the position and size it may have
 /// changed (the file's mutex held).
 template <class Call>
@@ -40,13 +57,12 @@ auto settled_then(StagedFile* file, Call call) -> decltype(call()) {
   return result;
 }
 
-/// settled_then under the file's lock, with exceptions turned into EIO.
+/// settled_then under the file's lock (the call alone if the file was released meanwhile),
+/// with exceptions turned into EIO.
 template <class Call>
 auto flushed_then(StagedFile* file, Call call) -> decltype(call()) {
-  return guarded([&]() -> decltype(call()) {
-    std::lock_guard lock(file->mutex);
-    return settled_then(file, call);
-  });
+  return staged_or_plain(
+      file, [&] { return settled_then(file, call); }, call);
 }
 
 }  // namespace harmonia::bbio
