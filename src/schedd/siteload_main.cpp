@@ -15,6 +15,7 @@
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -22,6 +23,7 @@
 #include <nlohmann/json.hpp>
 #include <queue>
 #include <random>
+#include <sstream>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -101,6 +103,7 @@ struct Node {
   double drained_at = 0;
   bool first_report = true;
   std::uint64_t report_epoch = 0;  ///< the acted epoch of the report in flight
+  bool dropped = false;            ///< the scheduler closed its connection
 };
 
 struct Job {
@@ -180,6 +183,7 @@ class SiteLoad {
     }
     wait_for([&] { return jobs_registered_ == jobs_.size(); }, "the jobs' registrations");
     const Snapshot before = snapshot();
+    const double cpu_before = daemon_cpu();
     const double phases_start = now();
     std::uniform_real_distribution<double> first(0, s_.compute);
     for (size_t j = 0; j < jobs_.size(); ++j)
@@ -187,6 +191,7 @@ class SiteLoad {
     next_progress_ = phases_start + s_.progress;
     while (jobs_done_ < jobs_.size()) poll_once();
     const double phases_end = now();
+    const double cpu = daemon_cpu() - cpu_before;
     const Snapshot after = snapshot();
     // The jobs are gone: their data drains. The nodes report until every order is carried out
     // and acknowledged, or --settle seconds have passed.
@@ -194,10 +199,11 @@ class SiteLoad {
     while (!settled() && now() < settle_until) poll_once();
     const double end = now();
     const std::uint64_t peak = daemon_memory("VmHWM:");
-    for (auto& node : nodes_) close(node.peer.fd);
+    for (auto& node : nodes_)
+      if (node.peer.fd >= 0) close(node.peer.fd);
     for (auto& job : jobs_)
       if (job.peer.fd >= 0) close(job.peer.fd);
-    return report(before, after, phases_end - phases_start, end - start, peak);
+    return report(before, after, phases_end - phases_start, end - start, peak, cpu);
   }
 
  private:
@@ -238,6 +244,21 @@ class SiteLoad {
 
   /// The scheduler's request and push counts, over a connection of its own (a silent one would
   /// be dropped after a lease).
+  /// The daemon's CPU time so far (user and system), seconds.
+  double daemon_cpu() const {
+    std::ifstream in("/proc/" + std::to_string(daemon_pid_) + "/stat");
+    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const auto after_name = text.rfind(')');
+    if (after_name == std::string::npos) return 0;
+    std::istringstream fields(text.substr(after_name + 2));
+    std::string field;
+    double ticks = 0;
+    // After the name: state (3) ... utime (14), stime (15).
+    for (int k = 3; k <= 15 && fields >> field; ++k)
+      if (k >= 14) ticks += std::stod(field);
+    return ticks / static_cast<double>(sysconf(_SC_CLK_TCK));
+  }
+
   Snapshot snapshot() {
     const int fd = connect(s_.schedd);
     const Snapshot counts = status_counts(fd);
@@ -348,9 +369,20 @@ class SiteLoad {
     Peer& peer = is_node ? nodes_[index].peer : jobs_[index].peer;
     std::uint8_t chunk[65536];
     const ssize_t n = recv(peer.fd, chunk, sizeof(chunk), MSG_DONTWAIT);
-    if (n == 0)
-      throw std::runtime_error(std::string(is_node ? "node " : "job ") + std::to_string(index) +
-                               ": the scheduler closed the connection");
+    if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) {
+      // The scheduler dropped it (a lease missed while it was too busy to read, say): counted,
+      // and the node or job is gone.
+      if (is_node) {
+        ++nodes_dropped_;
+        close(peer.fd);
+        nodes_[index].dropped = true;
+        nodes_[index].peer = Peer{};
+      } else {
+        ++jobs_dropped_;
+        finish(jobs_[index]);
+      }
+      return;
+    }
     if (n < 0) return;
     const double t = now();
     peer.input.insert(peer.input.end(), chunk, chunk + n);
@@ -438,6 +470,7 @@ class SiteLoad {
 
   void report(size_t n) {
     Node& node = nodes_[n];
+    if (node.dropped) return;
     const double t = now();
     timers_.push({t + report_seconds_, true, n});
     if (!node.peer.pending.empty()) return;  // as the monitor: one report at a time
@@ -469,7 +502,9 @@ class SiteLoad {
 
   bool settled() {
     for (size_t n = 0; n < nodes_.size(); ++n)
-      if (nodes_[n].acked_epoch != nodes_[n].order.epoch() || !nodes_[n].held.empty()) return false;
+      if (!nodes_[n].dropped &&
+          (nodes_[n].acked_epoch != nodes_[n].order.epoch() || !nodes_[n].held.empty()))
+        return false;
     return true;
   }
 
@@ -567,7 +602,7 @@ class SiteLoad {
   }
 
   nlohmann::json report(const Snapshot& before, const Snapshot& after, double phases_seconds,
-                        double seconds, std::uint64_t peak) {
+                        double seconds, std::uint64_t peak, double cpu) {
     nlohmann::json latency;
     for (int d = 0; d < kDecisions; ++d) {
       const auto& values = latency_[static_cast<size_t>(d)];
@@ -597,8 +632,12 @@ class SiteLoad {
         {"requests_per_second", static_cast<double>(requests) / phases_seconds},
         {"messages_per_second", static_cast<double>(2 * requests + pushes) / phases_seconds},
         {"daemon_peak_rss_bytes", peak},
+        {"daemon_cpu_seconds", cpu},
+        {"daemon_cpu_us_per_request", requests > 0 ? cpu / static_cast<double>(requests) * 1e6 : 0},
         {"latency", latency},
         {"refusals", refusals_},
+        {"jobs_dropped", jobs_dropped_},
+        {"nodes_dropped", nodes_dropped_},
         {"refusal_messages", refusal_messages_},
         {"requests_unanswered", unanswered},
         {"orders_received", orders_received_},
@@ -616,7 +655,8 @@ class SiteLoad {
   std::unordered_map<std::string, size_t> node_by_address_;
   double report_seconds_ = 0.1;
   size_t nodes_registered_ = 0, jobs_registered_ = 0, jobs_done_ = 0, phases_done_ = 0;
-  std::uint64_t received_ = 0, unanswered_ = 0, orders_received_ = 0, refusals_ = 0;
+  std::uint64_t received_ = 0, unanswered_ = 0, jobs_dropped_ = 0, nodes_dropped_ = 0,
+                orders_received_ = 0, refusals_ = 0;
   std::uint64_t progress_received_ = 0;
   double progress_at_ = now(), next_progress_ = 0, next_heartbeat_ = 0;
   std::vector<std::string> refusal_messages_;
@@ -668,9 +708,11 @@ int main(int argc, char** argv) {
     SiteLoad load(s);
     const nlohmann::json results = load.run();
     std::printf(
-        "%d nodes, %d jobs x %d phases: %.1f s, %.0f scheduler messages/s, peak RSS %.1f MiB\n",
+        "%d nodes, %d jobs x %d phases: %.1f s, %.0f scheduler messages/s, %.1f us of scheduler "
+        "CPU per request, peak RSS %.1f MiB\n",
         s.nodes, s.jobs, s.phases, results["seconds"].get<double>(),
         results["messages_per_second"].get<double>(),
+        results["daemon_cpu_us_per_request"].get<double>(),
         static_cast<double>(results["daemon_peak_rss_bytes"].get<std::uint64_t>()) / (1 << 20));
     std::printf("%-14s %9s %10s %10s %10s\n", "decision", "count", "p50 ms", "p99 ms", "max ms");
     for (const auto& [name, row] : results["latency"].items())
@@ -678,9 +720,11 @@ int main(int argc, char** argv) {
                   row["count"].get<std::size_t>(), row["p50_ms"].get<double>(),
                   row["p99_ms"].get<double>(), row["max_ms"].get<double>());
     std::printf(
-        "refusals %llu, requests unanswered %llu, nodes with an order not acknowledged "
-        "%llu, bytes left on the nodes %llu\n",
+        "refusals %llu, connections dropped %llu, requests unanswered %llu, nodes with an order "
+        "not acknowledged %llu, bytes left on the nodes %llu\n",
         results["refusals"].get<unsigned long long>(),
+        results["jobs_dropped"].get<unsigned long long>() +
+            results["nodes_dropped"].get<unsigned long long>(),
         results["requests_unanswered"].get<unsigned long long>(),
         results["nodes_with_order_unacknowledged"].get<unsigned long long>(),
         results["bytes_left_on_nodes"].get<unsigned long long>());
