@@ -81,6 +81,7 @@ BrokerJob BufferBroker::add_job(const std::string& key, const std::string& label
                                 const std::string& user, const std::string& io_qos) {
   const core::IoClass io_class = config_.pricing.resolve(io_qos.empty() ? "normal" : io_qos);
   advance(now);
+  events_ = true;
   const auto id = static_cast<BrokerJob>(jobs_.size());
   jobs_.push_back({});
   jobs_.back().key = key;
@@ -106,6 +107,7 @@ BrokerJob BufferBroker::add_job(const std::string& key, const std::string& label
 
 void BufferBroker::phase_begin(BrokerJob job, double bytes, double now, bool read) {
   advance(now);
+  events_ = true;
   JobState& state = jobs_.at(static_cast<size_t>(job));
   if (state.in_phase || state.ended) return;
   if (read) {
@@ -129,6 +131,7 @@ void BufferBroker::phase_begin(BrokerJob job, double bytes, double now, bool rea
 bool BufferBroker::announce_read(BrokerJob job, const std::vector<ReadFile>& files,
                                  std::uint32_t uid, std::uint32_t gid, double now) {
   advance(now);
+  events_ = true;
   JobState& state = jobs_.at(static_cast<size_t>(job));
   if (state.ended || state.announced_read >= 0 || (state.in_phase && state.phase_read))
     return false;
@@ -181,6 +184,7 @@ void BufferBroker::submit_phase(BrokerJob job, double now) {
 
 void BufferBroker::phase_end(BrokerJob job, double now) {
   advance(now);
+  events_ = true;
   JobState& state = jobs_.at(static_cast<size_t>(job));
   if (!state.in_phase) return;
   state.in_phase = false;
@@ -197,6 +201,7 @@ void BufferBroker::phase_end(BrokerJob job, double now) {
 
 void BufferBroker::job_end(BrokerJob job, double now) {
   advance(now);
+  events_ = true;
   JobState& state = jobs_.at(static_cast<size_t>(job));
   if (state.ended) return;
   phase_end(job, now);
@@ -213,6 +218,7 @@ std::optional<int> BufferBroker::node_slot(const std::string& address) const {
 }
 
 std::optional<int> BufferBroker::register_node(const std::string& address) {
+  events_ = true;
   for (size_t i = 0; i < nodes_.size(); ++i)
     if (nodes_[i].address == address) {
       nodes_[i].connected = true;
@@ -251,7 +257,10 @@ void BufferBroker::node_report(int node, const control::BufferReport& report, do
   state.drained_by_job = std::move(seen_now);  // a job the node forgot counts from zero again
   state.last = report;
   state.reported = true;
-  if (drained > 0) scheduler_->on_drained(node, drained, now_);
+  if (drained > 0) {
+    scheduler_->on_drained(node, drained, now_);
+    events_ = true;
+  }
   // The policy accounts phases by their declared size, the node holds what was really written
   // (less when a job declares more; more when a client whose node died striped over the others).
   // Once the node has seen the current order (sent after the last phase on it completed, so its
@@ -267,7 +276,18 @@ void BufferBroker::node_report(int node, const control::BufferReport& report, do
     else
       held[job->second] = static_cast<double>(data.bytes());
   }
+  const auto& buffer = scheduler_->buffers()[static_cast<size_t>(node)];
+  const double used = buffer.used;
+  const auto before = buffer.held;
   for (const auto& [app, bytes] : held) scheduler_->on_held_reported(node, app, bytes, now_);
+  const auto same = [](const core::HeldData& a, const core::HeldData& b) {
+    return a.app == b.app && a.phase == b.phase && a.bytes == b.bytes &&
+           a.drainable == b.drainable && a.clean == b.clean;
+  };
+  // A report that repeats what the policy counts is no event: nothing to decide.
+  if (buffer.used != used || orphans != state.orphans ||
+      !std::equal(before.begin(), before.end(), buffer.held.begin(), buffer.held.end(), same))
+    events_ = true;
   state.orphans = std::move(orphans);  // in the node's order from the next tick
 }
 
@@ -290,6 +310,7 @@ void BufferBroker::stage_failed(ReadPlan& plan, BrokerJob job, int index, int no
 }
 
 void BufferBroker::stage_done(ReadPlan& plan, BrokerJob job, int index, int node) {
+  events_ = true;
   plan.staged.insert(node);
   if (plan.prefetched || plan.staged.size() < plan.buffers.size()) return;
   plan.prefetched = true;
@@ -298,6 +319,7 @@ void BufferBroker::stage_done(ReadPlan& plan, BrokerJob job, int index, int node
 }
 
 void BufferBroker::node_gone(int node) {
+  events_ = true;
   NodeState& state = nodes_.at(static_cast<size_t>(node));
   state.connected = false;
   // Its stage-ins will not finish: their files are read from the PFS.
@@ -324,8 +346,18 @@ void BufferBroker::give_up_late_stage_ins() {
   }
 }
 
+bool BufferBroker::time_due(double now) const {
+  const double at = std::max(now_, now - origin_);
+  if (const auto release = scheduler_->next_release(); release && *release <= at) return true;
+  return std::any_of(reads_.begin(), reads_.end(), [&](const auto& entry) {
+    const ReadPlan& plan = entry.second;
+    return !plan.prefetched && !plan.buffers.empty() && at >= plan.deadline;
+  });
+}
+
 void BufferBroker::tick(double now) {
   advance(now);
+  events_ = false;
   give_up_late_stage_ins();
   scheduler_->on_tick(now_);
   while (!deferred_.empty()) {

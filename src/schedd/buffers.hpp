@@ -117,8 +117,15 @@ class BufferBroker : private core::Actions {
   void node_report(int node, const control::BufferReport& report, double now);
   void node_gone(int node);
 
-  /// Lets the policy decide (grants, drains); call after each batch of events.
+  /// Lets the policy decide (grants, drains); the daemon's timer calls it, so that decisions
+  /// that wait only for time (a stage-in's deadline, a held-back phase's release) are taken.
   void tick(double now);
+  /// Lets the policy decide if an event reached it since it last did, or a time it waits for
+  /// has come (a stage-in's deadline, a held-back phase's release): call after each request. A
+  /// heartbeat, or a node's report that changes nothing, then costs no decision.
+  void decide_if_changed(double now) {
+    if (events_ || time_due(now)) tick(now);
+  }
 
   /// The job's part of its directive: buffer_mode, buffers, stripe_bytes, await_grant.
   void fill_directive(BrokerJob job, control::Directive& out) const;
@@ -190,6 +197,9 @@ class BufferBroker : private core::Actions {
   void start_prefetch(const core::PhaseRequest& phase,
                       const std::vector<core::BufferId>& buffers) override;
 
+  /// Whether a decision waits for `now` alone: a stage-in past its deadline, or a phase held
+  /// back by its I/O class whose release has come.
+  bool time_due(double now) const;
   void submit_phase(BrokerJob job, double now);
   /// Tells on_phase_granted how long `phase` waited.
   void note_grant_wait(const core::PhaseRequest& phase) const;
@@ -223,7 +233,8 @@ class BufferBroker : private core::Actions {
   /// Events that arose inside a policy call, run once it has returned.
   std::vector<std::function<void()>> deferred_;
   double origin_;
-  double now_ = 0;  ///< seconds since origin_
+  double now_ = 0;      ///< seconds since origin_
+  bool events_ = true;  ///< an event reached the policy (or the orders) since the last tick
 };
 
 }  // namespace harmonia::schedd

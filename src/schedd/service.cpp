@@ -551,7 +551,7 @@ void Service::register_buffer(ConnectionId id, Connection& connection,
 }
 
 void Service::decide_buffers(const Connection& connection, double now, Envelope& reply) {
-  broker_->tick(now);
+  broker_->decide_if_changed(now);
   if (reply.has_drain_order() && connection.buffer_node >= 0)
     fill_order(connection.buffer_node, *reply.mutable_drain_order());
   if (connection.job.empty()) return;
@@ -596,7 +596,7 @@ void Service::on_disconnect(ConnectionId connection, double now, std::vector<Out
   drop_from_settles(connection);
   const size_t before = out.size();
   finish_settles(out);
-  if (broker_) broker_->tick(now);
+  if (broker_) broker_->decide_if_changed(now);
   push_changes(connection, out);
   pushes_ += out.size() - before;
 }
