@@ -556,8 +556,47 @@ void Scheduler::grant_on_every_buffer(double now) {
 }
 
 bool Scheduler::capacity_pressure() const {
+  if (pending_.empty()) return false;
+  // What fits_somewhere asks of every pending phase, with the buffers looked at once: those no
+  // application's phase is kept off ("open": not flushing exclusively, holding no running
+  // application's cached data) are shared by all, so their free space is sorted once. Only an
+  // application whose own cached data keeps a buffer to itself needs its own look.
+  std::vector<double> open_free;
+  std::vector<AppId> keeps;  ///< the applications some buffer is kept for (only they place there)
+  for (BufferId b = 0; b < config_.buffer_count; ++b) {
+    const auto& buf = buffers_[static_cast<size_t>(b)];
+    if (buf.exclusive_flush) continue;
+    std::optional<AppId> keeper;
+    bool shut = false;  // the cached data of two applications: nobody else's phase goes there
+    for (const HeldData& h : buf.held) {
+      const auto& owner = apps_[static_cast<size_t>(h.app)];
+      if (owner.info.hint != Hint::Cached || owner.ended) continue;
+      if (keeper && *keeper != h.app) shut = true;
+      keeper = h.app;
+    }
+    if (!keeper)
+      open_free.push_back(buf.free());
+    else if (!shut)
+      keeps.push_back(*keeper);
+  }
+  std::sort(open_free.begin(), open_free.end(), std::greater<>());
+  const auto min_buffers = static_cast<size_t>(config_.min_buffers);
+  // The most a phase striped over the j fullest-free open buffers may hold is j times the j-th
+  // free space; the exact test (bytes / j <= free[j - 1]) is run only near that bound.
+  double bound = -std::numeric_limits<double>::infinity();
+  for (size_t j = min_buffers; j <= open_free.size(); ++j)
+    bound = std::max(bound, static_cast<double>(j) * open_free[j - 1]);
+  const auto fits_open = [&](double bytes) {
+    if (bytes >= 0 && bound >= 0 && bytes < bound * (1 - 1e-9)) return true;
+    if (bytes >= 0 && bytes > bound * (1 + 1e-9) + 1e-300) return false;
+    for (size_t j = min_buffers; j <= open_free.size(); ++j)
+      if (bytes / static_cast<double>(j) <= open_free[j - 1]) return true;
+    return false;
+  };
   return std::any_of(pending_.begin(), pending_.end(), [&](const PendingPhase& p) {
-    return !fits_somewhere(p.request.bytes, p.request.app);
+    if (std::find(keeps.begin(), keeps.end(), p.request.app) != keeps.end())
+      return !fits_somewhere(p.request.bytes, p.request.app);
+    return !fits_open(p.request.bytes);
   });
 }
 
