@@ -7,6 +7,7 @@
 #include <CLI/CLI.hpp>
 #include <chrono>
 #include <condition_variable>
+#include <csignal>
 #include <cstdio>
 #include <iostream>
 #include <memory>
@@ -95,6 +96,15 @@ int main(int argc, char** argv) {
     for (const auto& line : errors) std::fprintf(stderr, "harmonia-schedd: %s\n", line.c_str());
     return 2;
   }
+  // SIGINT and SIGTERM are read by the event loop (Server's signalfd): blocked before any other
+  // thread starts (the log's stderr reader with syslog or json, the metrics endpoint), which
+  // inherit the mask. A thread that did not block them would take a SIGTERM's default action and
+  // end the daemon without its record and accounting files.
+  sigset_t stop;
+  sigemptyset(&stop);
+  sigaddset(&stop, SIGINT);
+  sigaddset(&stop, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &stop, nullptr);
   logging::configure("harmonia-schedd", site.shared.log_target, site.shared.log_level);
 
   const auto& shared = site.shared;
