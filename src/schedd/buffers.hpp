@@ -116,6 +116,10 @@ class BufferBroker : private core::Actions {
   std::optional<int> register_node(const std::string& address);
   void node_report(int node, const control::BufferReport& report, double now);
   void node_gone(int node);
+  /// The address the node in slot `node` registered with.
+  const std::string& node_address(int node) const {
+    return nodes_.at(static_cast<size_t>(node)).address;
+  }
 
   /// Lets the policy decide (grants, drains); the daemon's timer calls it, so that decisions
   /// that wait only for time (a stage-in's deadline, a held-back phase's release) are taken.

@@ -3,10 +3,12 @@
 #include <pwd.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <iterator>
 #include <stdexcept>
 
 #include "common/file_name.hpp"
+#include "common/log.hpp"
 
 namespace harmonia::schedd {
 
@@ -30,6 +32,13 @@ void set_error(Envelope& reply, Error::Code code, const std::string& message) {
   auto* error = reply.mutable_error();
   error->set_code(code);
   error->set_message(message);
+}
+
+/// A duration for a log line: "12.5 s".
+std::string seconds(double value) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "%.1f s", value);
+  return text;
 }
 
 }  // namespace
@@ -591,7 +600,7 @@ void Service::on_disconnect(ConnectionId connection, double now, std::vector<Out
   const auto it = connections_.find(connection);
   if (it == connections_.end()) return;
   leave(connection, it->second, now);
-  forget_node(it->second);
+  forget_node(it->second, "disconnected");
   connections_.erase(it);
   drop_from_settles(connection);
   const size_t before = out.size();
@@ -601,8 +610,13 @@ void Service::on_disconnect(ConnectionId connection, double now, std::vector<Out
   pushes_ += out.size() - before;
 }
 
-void Service::forget_node(const Connection& connection) {
+void Service::forget_node(const Connection& connection, const std::string& why) {
   if (connection.buffer_node < 0) return;
+  const std::string& address = broker_->node_address(connection.buffer_node);
+  common::log::warning("buffer node " + std::to_string(connection.buffer_node) + " (" + address +
+                           ") " + why +
+                           ": left out of the jobs' directives until it registers again",
+                       {"", connection.uid, address});
   broker_->node_gone(connection.buffer_node);
   node_connection_[static_cast<size_t>(connection.buffer_node)] = 0;
 }
@@ -613,7 +627,9 @@ std::vector<ConnectionId> Service::on_tick(double now, std::vector<Outgoing>& ou
     if (now - connection.last_seen > config_.lease_seconds) expired.push_back(id);
   for (ConnectionId id : expired) {
     leave(id, connections_.at(id), now);
-    forget_node(connections_.at(id));
+    forget_node(connections_.at(id),
+                "stopped reporting (silent for " + seconds(now - connections_.at(id).last_seen) +
+                    ", past the lease of " + seconds(config_.lease_seconds) + ")");
     connections_.erase(id);
     drop_from_settles(id);
   }

@@ -149,8 +149,10 @@ class Service {
                     control::Envelope& reply);
   void register_buffer(ConnectionId id, Connection& connection,
                        const control::RegisterBuffer& request, control::Envelope& reply);
+  /// A buffer node's monitor is gone (`why`: how, for the warning logged): its slot waits for
+  /// the node to register again.
+  void forget_node(const Connection& connection, const std::string& why);
   /// Lets the buffer policy decide, and refreshes the directive `reply` carries.
-  void forget_node(const Connection& connection);
   /// Pushes the job's new directive to its processes but `except`.
   void push_directive(Job& job, ConnectionId except, std::vector<Outgoing>& out);
   void decide_buffers(const Connection& connection, double now, control::Envelope& reply);
