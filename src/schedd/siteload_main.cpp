@@ -306,8 +306,8 @@ class SiteLoad {
     harmonia::common::append_frame(frame, message);
     // The clock before the send: the scheduler may answer before send() returns.
     peer.last_sent = now();
-    if (!harmonia::common::send_all(peer.fd, frame))
-      throw std::runtime_error("connection to the scheduler lost");
+    // A connection the scheduler closed is found by the next read, and counted as dropped.
+    (void)harmonia::common::send_all(peer.fd, frame);
     peer.pending[seq] = {peer.last_sent, decision};
     return seq;
   }
@@ -502,8 +502,8 @@ class SiteLoad {
 
   bool settled() {
     for (size_t n = 0; n < nodes_.size(); ++n)
-      if (!nodes_[n].dropped &&
-          (nodes_[n].acked_epoch != nodes_[n].order.epoch() || !nodes_[n].held.empty()))
+      if (!nodes_[n].dropped && (nodes_[n].acked_epoch != nodes_[n].order.epoch() ||
+                                 !nodes_[n].held.empty() || !nodes_[n].peer.pending.empty()))
         return false;
     return true;
   }
