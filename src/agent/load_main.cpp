@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "common/frames.hpp"
+#include "common/measure.hpp"
 #include "common/unix_socket.hpp"
 #include "control/control.pb.h"
 #include "control/frame.hpp"
@@ -36,12 +37,8 @@
 namespace {
 
 namespace control = harmonia::control;
-
-double now() {
-  timespec ts{};
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
-}
+using harmonia::common::quantile;
+constexpr auto now = harmonia::common::monotonic_now;
 
 /// One request and its reply on a blocking socket (the status snapshots).
 control::Envelope round_trip(int fd, const control::Envelope& request) {
@@ -98,15 +95,6 @@ struct Timer {
   size_t rank;
   bool operator>(const Timer& other) const { return at > other.at; }
 };
-
-double quantile(std::vector<double> values, double q) {
-  if (values.empty()) return 0;
-  std::sort(values.begin(), values.end());
-  const double position = q * static_cast<double>(values.size() - 1);
-  const auto low = static_cast<size_t>(position);
-  const size_t high = std::min(low + 1, values.size() - 1);
-  return values[low] + (values[high] - values[low]) * (position - static_cast<double>(low));
-}
 
 class Load {
  public:

@@ -29,28 +29,17 @@
 #include <vector>
 
 #include "common/frames.hpp"
+#include "common/measure.hpp"
 #include "common/unix_socket.hpp"
+#include "control/client.hpp"
 #include "control/control.pb.h"
 #include "control/frame.hpp"
 
 namespace {
 
 namespace control = harmonia::control;
-
-double now() {
-  timespec ts{};
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
-}
-
-double quantile(std::vector<double> values, double q) {
-  if (values.empty()) return 0;
-  std::sort(values.begin(), values.end());
-  const double position = q * static_cast<double>(values.size() - 1);
-  const auto low = static_cast<size_t>(position);
-  const size_t high = std::min(low + 1, values.size() - 1);
-  return values[low] + (values[high] - values[low]) * (position - static_cast<double>(low));
-}
+using harmonia::common::quantile;
+constexpr auto now = harmonia::common::monotonic_now;
 
 /// The decisions timed, from the request that needs one to the answer that carries it.
 enum Decision {
@@ -143,11 +132,7 @@ class SiteLoad {
   }
 
   nlohmann::json run() {
-    {
-      const int probe = connect(s_.schedd);
-      daemon_pid_ = peer_pid(probe);
-      close(probe);
-    }
+    daemon_pid_ = peer_pid(control::Client(s_.schedd).fd());
     const double start = now();
     // The nodes first, as a site starts its buffer nodes before jobs come.
     for (size_t n = 0; n < nodes_.size(); ++n) {
@@ -242,8 +227,6 @@ class SiteLoad {
     return 0;
   }
 
-  /// The scheduler's request and push counts, over a connection of its own (a silent one would
-  /// be dropped after a lease).
   /// The daemon's CPU time so far (user and system), seconds.
   double daemon_cpu() const {
     std::ifstream in("/proc/" + std::to_string(daemon_pid_) + "/stat");
@@ -259,34 +242,15 @@ class SiteLoad {
     return ticks / static_cast<double>(sysconf(_SC_CLK_TCK));
   }
 
-  Snapshot snapshot() {
-    const int fd = connect(s_.schedd);
-    const Snapshot counts = status_counts(fd);
-    close(fd);
-    return counts;
-  }
-
-  static Snapshot status_counts(int fd) {
+  /// The scheduler's request and push counts, over a connection of its own (a silent one would
+  /// be dropped after a lease).
+  Snapshot snapshot() const {
+    control::Client client(s_.schedd);
     control::Envelope request;
-    request.set_seq(1);
     request.mutable_status_request();
-    std::string frame;
-    harmonia::common::append_frame(frame, request);
-    if (!harmonia::common::send_all(fd, frame)) throw std::runtime_error("scheduler gone");
-    std::vector<std::uint8_t> input;
-    for (;;) {
-      std::uint8_t chunk[65536];
-      const ssize_t n = recv(fd, chunk, sizeof(chunk), 0);
-      if (n <= 0) throw std::runtime_error("status: scheduler gone");
-      input.insert(input.end(), chunk, chunk + n);
-      const auto scan = control::scan_frame(input.data(), input.size(), control::kMaxReplyBytes);
-      if (scan.kind != control::FrameScan::Kind::Frame) continue;
-      control::Envelope reply;
-      reply.ParseFromArray(input.data() + control::kHeaderBytes,
-                           static_cast<int>(scan.body_length));
-      // This StatusRequest is one of the requests counted; its reply lists every job.
-      return {reply.status().requests() - 1, reply.status().pushes()};
-    }
+    const control::Envelope reply = client.call(request);
+    // This StatusRequest is one of the requests counted; its reply lists every job.
+    return {reply.status().requests() - 1, reply.status().pushes()};
   }
 
   template <class Done>
