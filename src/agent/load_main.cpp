@@ -168,9 +168,10 @@ class Load {
     message.set_seq(rank.next_seq++);
     std::string frame;
     harmonia::common::append_frame(frame, message);
+    // The clock before the send: the scheduler may answer before send() returns.
+    rank.last_sent = now();
     if (!harmonia::common::send_all(rank.fd, frame))
       throw std::runtime_error("rank " + std::to_string(r) + ": connection lost");
-    rank.last_sent = now();
     ++rank.requests;
     if (message.has_phase_begin()) {
       rank.begin_seq = message.seq();
