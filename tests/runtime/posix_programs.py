@@ -13,6 +13,7 @@ import json
 import mmap
 import os
 import resource
+import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -257,6 +258,68 @@ def hdf5(d: Path) -> dict[str, object]:
     return {"seen": seen, "shape": shape, "steps": steps, "size": path.stat().st_size}
 
 
+APPENDER = r"""
+import os, sys
+fd = os.open(sys.argv[1], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+print("open", flush=True)
+for line in sys.stdin:
+    if line.strip() == "sync":
+        os.fsync(fd)
+    else:
+        os.write(fd, line.encode())
+    print("done", flush=True)
+os.close(fd)
+"""
+
+
+class Appender:
+    """A process of its own holding `path` open with O_APPEND: a line it is sent is appended
+    (`sync` fsyncs instead)."""
+
+    def __init__(self, path: Path) -> None:
+        self.process = subprocess.Popen(
+            [sys.executable, "-c", APPENDER, str(path)],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        assert self.process.stdout is not None
+        assert self.process.stdout.readline() == "open\n"
+
+    def send(self, line: str) -> None:
+        assert self.process.stdin is not None and self.process.stdout is not None
+        self.process.stdin.write(line + "\n")
+        self.process.stdin.flush()
+        assert self.process.stdout.readline() == "done\n"
+
+    def end(self) -> None:
+        self.process.communicate(timeout=60)
+        assert self.process.returncode == 0
+
+
+def two_appenders(d: Path) -> dict[str, object]:
+    """Two processes hold one log open with O_APPEND; A appends and exits, then B appends: each
+    line lands at the end of the file as it then is."""
+    log = d / "log"
+    a, b = Appender(log), Appender(log)
+    a.send("from A")
+    a.end()
+    b.send("from B")
+    b.end()
+    return {"log": log.read_text()}
+
+
+def append_after_truncate(d: Path) -> dict[str, object]:
+    """logrotate's copytruncate: the writer appends and syncs, another process truncates the
+    log, the writer appends again: at offset 0."""
+    log = d / "log"
+    writer = Appender(log)
+    writer.send("first line")
+    writer.send("sync")
+    os.truncate(log, 0)
+    writer.send("A2")
+    writer.end()
+    return {"log": log.read_text()}
+
+
 SCENARIOS: dict[str, Callable[[Path], dict[str, object]]] = {
     "mmap-same-descriptor": mmap_same_descriptor,
     "mmap-other-descriptor": mmap_other_descriptor,
@@ -268,6 +331,8 @@ SCENARIOS: dict[str, Callable[[Path], dict[str, object]]] = {
     "close-range": close_range,
     "high-descriptor": high_descriptor,
     "hdf5": hdf5,
+    "two-appenders": two_appenders,
+    "append-after-truncate": append_after_truncate,
 }
 
 if __name__ == "__main__":

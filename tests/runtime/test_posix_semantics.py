@@ -26,7 +26,8 @@ def scenario(name: str, directory: Path, env: dict[str, str]) -> dict[str, objec
 @pytest.mark.parametrize(
     "name",
     ["mmap-same-descriptor", "mmap-other-descriptor", "second-descriptor",
-     "reopen-with-truncate", "metadata", "copies", "close-range", "high-descriptor", "hdf5"],
+     "reopen-with-truncate", "metadata", "copies", "close-range", "high-descriptor", "hdf5",
+     "two-appenders", "append-after-truncate"],
 )  # fmt: skip
 def test_sequence_gives_what_plain_io_gives(modes: Modes, mode: str, name: str) -> None:
     if name == "hdf5":

@@ -83,6 +83,10 @@ std::unique_ptr<StagedFile> StagedFile::create(int fd, const std::string& path, 
   // staged here instead.
   if (!file->buffer_file_.name.empty() && !buffers::user_may_open_for_writing(fd))
     file->buffer_file_.name.clear();
+  // Appends land at the end of the file as it is when they reach it, whoever else appended or
+  // truncated meanwhile; a node holds bytes at the offsets they were given. An O_APPEND file is
+  // staged here, and its flush appends.
+  if (file->append_) file->buffer_file_.name.clear();
   if (!file->buffer_file_.name.empty()) file->buffer_file_.handle = buffers::handle_of(fd);
   file->position_ = real().lseek64(fd, 0, SEEK_CUR);
   file->fd_ = real().fcntl(fd, F_DUPFD_CLOEXEC, 0);
