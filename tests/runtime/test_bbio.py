@@ -357,6 +357,54 @@ def test_writes_of_other_threads_survive_a_fork(tmp_path: Path) -> None:
     assert run.stdout.strip() == "0", "blocks lost"
 
 
+STDOUT_REOPENED = r"""
+import ctypes, os, sys
+libc = ctypes.CDLL(None)
+os.close(1)
+assert os.open(sys.argv[1], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644) == 1
+os.write(1, b"A write\n")
+libc.printf(b"B printf\n")  # libc's stdout: its own internal write, not the interposed one
+libc.fflush(None)
+os.write(1, b"C write\n")
+os.close(1)
+"""
+
+
+@pytest.mark.parametrize("mode", ["ram", "disk"])
+def test_a_file_opened_onto_stdout_takes_printf_and_write_in_order(
+    tmp_path: Path, stage_dir: Path, mode: str
+) -> None:
+    """`close(1); open(file)`, then write(1) and printf mixed: every line in the file, in
+    order. libc's stdout writes behind the library's back, so a file opened onto 0, 1 or 2 is
+    not staged (staged, the printf line was written over)."""
+    out = tmp_path / "out"
+    run = subprocess.run(
+        [sys.executable, "-c", STDOUT_REOPENED, str(out)],
+        capture_output=True, text=True, timeout=60, check=False,
+        env={**os.environ, **preload(), **MODES[mode](stage_dir)},
+    )  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    assert out.read_text() == "A write\nB printf\nC write\n"
+
+
+@pytest.mark.parametrize("mode", ["ram", "disk"])
+def test_a_shells_own_descriptor_numbers_are_left_to_it(
+    tmp_path: Path, stage_dir: Path, mode: str
+) -> None:
+    """A script opens files on numbers of its choosing (bash's `exec 3>a`, a dup2 onto 4): the
+    library's own descriptors (its duplicate of each staged file, logs, sockets) sit at high
+    numbers, so neither side closes or writes the other's (the library's duplicate of `a` sat
+    on 4, bash's dup2 put `b` there, and the library later closed it)."""
+    run = subprocess.run(
+        ["bash", "-c", 'exec 3>a; exec 4>b; echo "for a" >&3; echo "for b" >&4'],
+        cwd=tmp_path, capture_output=True, text=True, timeout=60, check=False,
+        env={**os.environ, **preload(), **MODES[mode](stage_dir)},
+    )  # fmt: skip
+    assert run.returncode == 0 and run.stderr == "", run.stderr
+    assert (tmp_path / "a").read_text() == "for a\n"
+    assert (tmp_path / "b").read_text() == "for b\n"
+
+
 def recover(stage_dir: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [str(RECOVER), str(stage_dir)],

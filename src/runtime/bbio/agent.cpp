@@ -32,6 +32,7 @@
 #include "control/control.pb-c.h"
 #include "control/frame.hpp"
 #include "runtime/bbio/config.hpp"
+#include "runtime/bbio/descriptors.hpp"
 #include "runtime/bbio/report.hpp"
 #include "storage/real.hpp"
 
@@ -146,7 +147,12 @@ class Agent {
     phase_gap_ = environment().config.phase_gap;
     read_grant_ = std::make_shared<const ReadGrant>();
     publish({0, false, true, {}});  // until the daemon's first directive: write through
-    if (pipe2(wake_, O_CLOEXEC | O_NONBLOCK) != 0) wake_[0] = wake_[1] = -1;
+    if (pipe2(wake_, O_CLOEXEC | O_NONBLOCK) != 0) {
+      wake_[0] = wake_[1] = -1;
+    } else {
+      wake_[0] = above_program(wake_[0]);
+      wake_[1] = above_program(wake_[1]);
+    }
     thread_ = std::thread([this] { run(); });
     thread_.detach();
     // The first write waits (briefly) for the registration, so that it already follows the
@@ -656,7 +662,8 @@ class Agent {
   /// or -1; `refused` is set when the registration was refused (no retry would change that).
   int attach(const std::string& address, const char* variable, bool& refused) {
     // Closed through the real close(): libharmonia's own would look the descriptor up first.
-    const int fd = common::connect_address(address, [](int failed) { real().close(failed); });
+    const int fd =
+        above_program(common::connect_address(address, [](int failed) { real().close(failed); }));
     if (fd < 0) return -1;
     const Identity id = identity();
     Harmonia__Control__RegisterProcess body = HARMONIA__CONTROL__REGISTER_PROCESS__INIT;

@@ -23,6 +23,7 @@
 #include "control/frame.hpp"
 #include "runtime/bbio/agent.hpp"
 #include "runtime/bbio/config.hpp"
+#include "runtime/bbio/descriptors.hpp"
 #include "runtime/bbio/report.hpp"
 #include "storage/fences.hpp"
 #include "storage/real.hpp"
@@ -392,7 +393,8 @@ std::unique_ptr<Channel> connect_tcp(const std::string& address) {
     return nullptr;
   // Connected within kNodeTimeout, or not at all: a host that drops the packets must not hold
   // the write for the kernel's minutes of retries.
-  const int fd = socket(found->ai_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  const int fd =
+      above_program(socket(found->ai_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
   bool ok =
       fd >= 0 && (connect(fd, found->ai_addr, found->ai_addrlen) == 0 || errno == EINPROGRESS);
   freeaddrinfo(found);

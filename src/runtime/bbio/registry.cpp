@@ -264,8 +264,10 @@ void consider(int fd, int flags, bool created) {
   if (!writes) return;
   // A set-user-ID or set-group-ID file loses those bits when an unprivileged process writes it:
   // the kernel decides at each write, so its writes go straight to it.
-  if (!in_range(fd) || s.final || !s.config.enabled || s.plain.count({st.st_dev, st.st_ino}) ||
-      (st.st_mode & (S_ISUID | S_ISGID)))
+  // Standard input, output and error are written by libc's own streams (printf), whose writes
+  // staging cannot see: a file opened onto 0, 1 or 2 goes straight to its file.
+  if (!in_range(fd) || fd <= STDERR_FILENO || s.final || !s.config.enabled ||
+      s.plain.count({st.st_dev, st.st_ino}) || (st.st_mode & (S_ISUID | S_ISGID)))
     return;
   const std::string path = path_of(fd);
   if (path.empty() || path[0] != '/' || !s.config.wants(path)) return;

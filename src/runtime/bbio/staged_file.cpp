@@ -16,6 +16,7 @@
 #include "core/requests/registry.hpp"
 #include "runtime/bbio/agent.hpp"
 #include "runtime/bbio/buffer_client.hpp"
+#include "runtime/bbio/descriptors.hpp"
 #include "runtime/bbio/phases.hpp"
 #include "storage/log_format.hpp"
 #include "storage/real.hpp"
@@ -89,7 +90,7 @@ std::unique_ptr<StagedFile> StagedFile::create(int fd, const std::string& path, 
   if (file->append_) file->buffer_file_.name.clear();
   if (!file->buffer_file_.name.empty()) file->buffer_file_.handle = buffers::handle_of(fd);
   file->position_ = real().lseek64(fd, 0, SEEK_CUR);
-  file->fd_ = real().fcntl(fd, F_DUPFD_CLOEXEC, 0);
+  file->fd_ = duplicate_above_program(fd);
   if (file->fd_ < 0) {
     error = path + ": cannot duplicate its descriptor: " + std::strerror(errno);
     return nullptr;
@@ -97,8 +98,8 @@ std::unique_ptr<StagedFile> StagedFile::create(int fd, const std::string& path, 
   file->opened_path_ = path;
   if (config.stage_dir) {
     file->log_path_ = log_name(*config.stage_dir);
-    file->log_fd_ =
-        real().open(file->log_path_.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    file->log_fd_ = above_program(
+        real().open(file->log_path_.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
     // The file's identity follows the header: recovery writes to this very file, found by its
     // handle or checked by its inode, never to another that took its name.
     const uint64_t identity =
