@@ -24,13 +24,16 @@ class SimulatorNotFound(Exception):
 
 
 def find_tool(name: str, env_var: str, build_path: str) -> Path:
-    """A Harmonia binary: $env_var, else the repository's build tree, else the PATH, else where
-    the installed build put it (libharmonia.so, harmonia-agentd: `harmonia-describe --paths`)."""
+    """A Harmonia binary: $env_var, else the build tree ($HARMONIA_BUILD, or the repository's
+    build/), else the PATH, else where the installed build put it (libharmonia.so,
+    harmonia-agentd: `harmonia-describe --paths`)."""
     if configured := os.environ.get(env_var):
         path = Path(configured)
         if not (path.is_file() and os.access(path, os.X_OK)):
             raise SimulatorNotFound(f"{env_var}={configured} is not an executable file")
         return path
+    if (tree := os.environ.get("HARMONIA_BUILD")) and (chosen := Path(tree) / build_path).is_file():
+        return chosen
     built = BUILD_TREE / build_path
     if built.is_file():
         return built
