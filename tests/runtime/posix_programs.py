@@ -320,6 +320,49 @@ def append_after_truncate(d: Path) -> dict[str, object]:
     return {"log": log.read_text()}
 
 
+def read_at(directory: int, name: str) -> str:
+    fd = os.open(name, os.O_RDONLY, dir_fd=directory)
+    with os.fdopen(fd, "rb") as stream:
+        return digest(stream.read())
+
+
+def dirfd_calls(d: Path) -> dict[str, object]:
+    """The *at calls on a name relative to a directory descriptor (not the working directory),
+    each on a file written through a descriptor still open, as rsync's receiver makes them."""
+    (d / "sub").mkdir()
+    os.chdir("/")
+    directory = os.open(d / "sub", os.O_RDONLY | os.O_DIRECTORY)
+    out: dict[str, object] = {}
+    steps: dict[str, Callable[[str], None]] = {
+        "utimensat": lambda n: os.utime(n, ns=TIMES, dir_fd=directory,
+                                        follow_symlinks=False),
+        "fchmodat": lambda n: os.chmod(n, 0o600, dir_fd=directory),
+        "fchownat": lambda n: os.chown(n, os.getuid(), os.getgid(), dir_fd=directory),
+        "fstatat": lambda n: out.__setitem__(
+            "fstatat-size", os.stat(n, dir_fd=directory).st_size),
+        "renameat": lambda n: os.rename(n, n + ".renamed", src_dir_fd=directory,
+                                        dst_dir_fd=directory),
+        "unlinkat": lambda n: os.unlink(n, dir_fd=directory),
+        "openat": lambda n: out.__setitem__("openat-read", read_at(directory, n)),
+    }  # fmt: skip
+    for name, step in steps.items():
+        fd = os.open(
+            name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644, dir_fd=directory
+        )
+        os.write(fd, data(5000 + len(name), 9))
+        os.close(fd)  # closed, its bytes on buffer nodes: the call finds them by name
+        fd = os.open(name, os.O_WRONLY | os.O_APPEND, dir_fd=directory)
+        os.write(fd, b"tail")  # staged while the call runs
+        step(name)
+        os.close(fd)
+    for path in sorted((d / "sub").iterdir()):
+        st = path.stat()
+        out[path.name] = {"mode": oct(st.st_mode), "size": st.st_size,
+                          "file": file_digest(path)}  # fmt: skip
+    out["utimensat-mtime"] = (d / "sub" / "utimensat").stat().st_mtime_ns
+    return out
+
+
 SCENARIOS: dict[str, Callable[[Path], dict[str, object]]] = {
     "mmap-same-descriptor": mmap_same_descriptor,
     "mmap-other-descriptor": mmap_other_descriptor,
@@ -333,6 +376,7 @@ SCENARIOS: dict[str, Callable[[Path], dict[str, object]]] = {
     "hdf5": hdf5,
     "two-appenders": two_appenders,
     "append-after-truncate": append_after_truncate,
+    "dirfd-calls": dirfd_calls,
 }
 
 if __name__ == "__main__":

@@ -27,7 +27,7 @@ def scenario(name: str, directory: Path, env: dict[str, str]) -> dict[str, objec
     "name",
     ["mmap-same-descriptor", "mmap-other-descriptor", "second-descriptor",
      "reopen-with-truncate", "metadata", "copies", "close-range", "high-descriptor", "hdf5",
-     "two-appenders", "append-after-truncate"],
+     "two-appenders", "append-after-truncate", "dirfd-calls"],
 )  # fmt: skip
 def test_sequence_gives_what_plain_io_gives(modes: Modes, mode: str, name: str) -> None:
     if name == "hdf5":
@@ -152,6 +152,26 @@ def test_cp_archive_keeps_bytes_modes_and_times(modes: Modes, mode: str) -> None
     target = modes.directory(mode) / "copy"
     run(["cp", "-a", str(source), str(target)], modes.env(mode))
     assert tree_snapshot(target) == tree_snapshot(source)
+
+
+@pytest.mark.parametrize("mode", ALL_MODES)
+def test_rsync_archive_is_quiet_and_keeps_the_tree(modes: Modes, mode: str) -> None:
+    # rsync's receiver writes each file through a descriptor relative to a directory descriptor
+    # and sets its times with utimensat(dirfd, name, ...).
+    if not shutil.which("rsync"):
+        pytest.skip("rsync is not installed")
+    source = modes.directory("source")
+    make_tree(source)
+    plain = modes.directory("plain") / "copy"
+    run(["rsync", "-a", f"{source}/", str(plain)], {})
+    target = modes.directory(mode) / "copy"
+    run(["rsync", "-a", f"{source}/", str(target)], modes.env(mode))
+    # rsync leaves a symbolic link the time it made it.
+    without_link_times = [
+        {key: entry[:2] if entry[0] == "link" else entry for key, entry in tree.items()}
+        for tree in (tree_snapshot(target), tree_snapshot(plain))
+    ]
+    assert without_link_times[0] == without_link_times[1]
 
 
 SQL = """

@@ -307,6 +307,8 @@ class Agent {
   std::optional<bool> drain_through_scheduler(const std::string& name, ino_t inode,
                                               const std::vector<std::string>& nodes, double wait,
                                               const char* reason) {
+    // A file with no name beneath the root cannot be named to the daemon: the nodes are asked.
+    if (name.empty()) return std::nullopt;
     std::unique_lock lock(mutex_);
     if (!connected_) return std::nullopt;
     Harmonia__Control__SettleFile body = HARMONIA__CONTROL__SETTLE_FILE__INIT;

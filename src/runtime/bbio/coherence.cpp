@@ -239,15 +239,6 @@ HARMONIA_EXPORT int statx(int dirfd, const char* path, int flags, unsigned int m
 
 namespace {
 
-/// The absolute path `path` (relative to `dirfd`) names now, its links resolved; "" if none.
-std::string resolved_path(int dirfd, const char* path) {
-  std::string spelled = path;
-  if (path[0] != '/' && dirfd != AT_FDCWD)
-    spelled = "/proc/self/fd/" + std::to_string(dirfd) + "/" + spelled;
-  char resolved[PATH_MAX];
-  return realpath(spelled.c_str(), resolved) ? std::string(resolved) : std::string();
-}
-
 /// The staged file the name `path` (relative to `dirfd`) stands for, its last part not followed
 /// (what rename and unlink act on), or nullptr.
 StagedFile* staged_name(int dirfd, const char* path) {

@@ -181,17 +181,25 @@ std::string path_of(int fd) {
 
 }  // namespace
 
-int settle_elsewhere(int dirfd, const char* path, const struct stat64& st) {
-  if (!agent::configured()) return 0;
-  const bool buffered = buffers::beneath_buffer_root(dirfd, path, st.st_dev);
+std::string resolved_path(int dirfd, const char* path) {
+  if (!path) return "";
   std::string absolute = path;
-  if (path[0] != '/') {  // relative to `dirfd`, or "": the file `dirfd` is open on
+  if (path[0] != '/') {
+    // The working directory or the directory's path as the kernel names it: a deleted one
+    // ("/d (deleted)") or one out of reach ("(unreachable)/d") resolves to nothing below.
     const std::string base = dirfd == AT_FDCWD ? path_of_cwd() : path_of(dirfd);
-    if (base.empty()) return 0;
+    if (base.empty() || base[0] != '/') return "";
     absolute = path[0] ? base + "/" + path : base;
   }
   char resolved[PATH_MAX];
-  if (!realpath(absolute.c_str(), resolved)) return 0;
+  return realpath(absolute.c_str(), resolved) ? std::string(resolved) : std::string();
+}
+
+int settle_elsewhere(int dirfd, const char* path, const struct stat64& st) {
+  if (!agent::configured()) return 0;
+  const bool buffered = buffers::beneath_buffer_root(dirfd, path, st.st_dev);
+  const std::string resolved = resolved_path(dirfd, path);
+  if (resolved.empty()) return 0;
   if (!buffered) {
     State& s = state();
     std::lock_guard lock(s.mutex);
@@ -350,9 +358,10 @@ int before_open(int dirfd, const char* path, int flags) {
   const bool exists = real().fstatat64(dirfd, path, &st, at) == 0;
   if (!exists && errno == EFAULT) return 0;
   if (!exists || !S_ISREG(st.st_mode)) return 0;
-  // What this process left on buffer nodes comes back before the file is opened again.
-  if (mine &&
-      !buffers::settle_file(path, st.st_ino, state().node_wait.load(std::memory_order_relaxed)))
+  // What this process left on buffer nodes comes back before the file is opened again. Known
+  // by its absolute name ("" when it has none: the nodes then drain all this user holds).
+  if (mine && !buffers::settle_file(resolved_path(dirfd, path).c_str(), st.st_ino,
+                                    state().node_wait.load(std::memory_order_relaxed)))
     return -1;
   if (others && settle_elsewhere(dirfd, path, st) != 0) return -1;
   return staged_inode(st.st_dev, st.st_ino) ? plain_io(st.st_dev, st.st_ino) : 0;

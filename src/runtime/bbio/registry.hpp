@@ -41,6 +41,10 @@ int plain_io_fd(int fd);
 /// stages goes to plain I/O first, so that the new descriptor (and O_TRUNC) sees its bytes in
 /// program order. Returns 0, or -1 with errno when those bytes could not be written.
 int before_open(int dirfd, const char* path, int flags);
+/// The absolute path, its symbolic links resolved, that `path` names relative to `dirfd`
+/// (AT_FDCWD: the working directory; "": the file `dirfd` is open on, as with AT_EMPTY_PATH);
+/// "" when there is none (no such file, a deleted directory, a directory out of reach).
+std::string resolved_path(int dirfd, const char* path);
 /// Close-to-open coherence: before this process opens the existing regular file `st` at `path`
 /// (relative to `dirfd`; "": the file `dirfd` is open on), or changes it by path or through a
 /// descriptor, every other process writes out what it stages
