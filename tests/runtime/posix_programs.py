@@ -320,6 +320,31 @@ def append_after_truncate(d: Path) -> dict[str, object]:
     return {"log": log.read_text()}
 
 
+def subprocess_then_read_own(d: Path) -> dict[str, object]:
+    """A child run with subprocess (vfork and exec in Python 3.11) while a file written here is
+    open: the descriptor still reads, maps and stats what was written; then file after file,
+    each open across a child, keeps its bytes."""
+    path = d / "own"
+    fd = create(path)
+    os.write(fd, b"hello world\n")
+    subprocess.run(["/bin/true"], check=True)
+    size = os.fstat(fd).st_size
+    first = os.pread(fd, 100, 0)
+    os.write(fd, b"second\n")
+    second = os.pread(fd, 100, 0)
+    with mmap.mmap(fd, 0) as view:
+        mapped = view[:]
+    os.close(fd)
+    for name in ("one", "two", "three"):
+        with open(d / name, "w") as stream:
+            stream.write(f"data of {name}\n")
+            stream.flush()
+            subprocess.run(["/bin/true"], check=True)
+    return {"size": size, "first": first.decode(), "second": second.decode(),
+            "mapped": mapped.decode(), "file": file_digest(path),
+            "files": [(d / n).read_text() for n in ("one", "two", "three")]}  # fmt: skip
+
+
 def read_at(directory: int, name: str) -> str:
     fd = os.open(name, os.O_RDONLY, dir_fd=directory)
     with os.fdopen(fd, "rb") as stream:
@@ -376,6 +401,7 @@ SCENARIOS: dict[str, Callable[[Path], dict[str, object]]] = {
     "hdf5": hdf5,
     "two-appenders": two_appenders,
     "append-after-truncate": append_after_truncate,
+    "subprocess-then-read-own": subprocess_then_read_own,
     "dirfd-calls": dirfd_calls,
 }
 

@@ -67,6 +67,22 @@ def test_data_is_staged_until_flush(tmp_path: Path) -> None:
     assert sizes == [0, 8192, 8192, 8202]
 
 
+def test_a_child_in_the_parents_memory_leaves_its_files_staged(tmp_path: Path) -> None:
+    # The child of clone(CLONE_VM) execs through the library's execl: the staged files it would
+    # write out and forget there are its parent's, still written by the parent.
+    path = tmp_path / "f.bin"
+    run = run_driver(
+        path,
+        ["open", "wct", "write", "8192", "1", "clone-vm-exec", "peek", "write", "10", "2",
+         "peek", "close", "peek"],
+        preload(),
+    )  # fmt: skip
+    assert {"op": "clone-vm-exec", "ret": 0, "errno": 0} in run.lines
+    sizes = [line["size"] for line in run.lines if line["op"] == "peek"]
+    assert sizes == [0, 0, 8202], "still staged after the child's exec"
+    assert run.stderr == ""
+
+
 def test_append_mode_and_duplicates(compare: Compare, stage_dir: Path) -> None:
     path_setup = ["open", "wct", "write", "100", "1", "close"]
     commands = path_setup + [

@@ -27,7 +27,7 @@ def scenario(name: str, directory: Path, env: dict[str, str]) -> dict[str, objec
     "name",
     ["mmap-same-descriptor", "mmap-other-descriptor", "second-descriptor",
      "reopen-with-truncate", "metadata", "copies", "close-range", "high-descriptor", "hdf5",
-     "two-appenders", "append-after-truncate", "dirfd-calls"],
+     "two-appenders", "append-after-truncate", "dirfd-calls", "subprocess-then-read-own"],
 )  # fmt: skip
 def test_sequence_gives_what_plain_io_gives(modes: Modes, mode: str, name: str) -> None:
     if name == "hdf5":

@@ -2,10 +2,12 @@
 // handle it under the file's lock; otherwise call the real function. No exception leaves a
 // wrapper: anything unexpected becomes errno EIO.
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <climits>
 #include <cstdint>
@@ -490,44 +492,76 @@ HARMONIA_EXPORT int fcntl64(int fd, int cmd, ...) {
 
 // ---- process lifetime: staged data reaches its file exactly once -------------------------
 
+namespace {
+
+/// The process the library's memory belongs to: the one that loaded it, then each fork child
+/// (pthread_atfork). A process that runs in that memory without being its owner (a child made
+/// with clone(CLONE_VM), as glibc's posix_spawn makes, or with a vfork the library did not see)
+/// has another pid: the staged files, buffer-node connections and agent are its parent's, so
+/// the exec and exit wrappers leave them alone there and make only the real call.
+std::atomic<pid_t> owner_pid{0};
+
+void owned_by_fork_child() { owner_pid.store(getpid(), std::memory_order_relaxed); }
+
+bool in_borrowed_memory() {
+  const pid_t owner = owner_pid.load(std::memory_order_relaxed);
+  return owner != 0 && owner != getpid();
+}
+
+/// Before a new process is made or this one becomes another program: parent and child would
+/// both hold (and flush) the same staged data, share the file offsets, and the child reads the
+/// files as they are on disk, so every staged file is written out and stops being staged.
+void before_new_process() {
+  if (!in_borrowed_memory()) guarded([] { return unstage_all(false); });
+}
+
 /// The process ends: write everything out, then leave the scheduler daemon.
-static int finish_process() {
+int finish_process() {
+  if (in_borrowed_memory()) return 0;
   const int result = unstage_all(true);
   agent::shutdown();
   return result;
 }
 
-HARMONIA_EXPORT pid_t fork(void) {
-  // Parent and child would both hold (and flush) the same staged data, and share the file
-  // offsets: write it out and stop staging the inherited files before the copy is made.
-  guarded([] { return unstage_all(false); });
+pid_t library_fork() {
+  before_new_process();
   const pid_t pid = real().fork();
   if (pid == 0) prefetched::forked();
   return pid;
 }
 
+}  // namespace
+
+HARMONIA_EXPORT pid_t fork(void) { return library_fork(); }
+
+/// vfork is the library's fork (POSIX lets vfork be fork): a vfork child would run the exec and
+/// exit wrappers in its parent's memory, unstaging the parent's files and opening buffer-node
+/// connections whose descriptors only the child has. A wrapper cannot call the real vfork: its
+/// child would return through the wrapper's frame, which the parent then reuses.
+HARMONIA_EXPORT pid_t vfork(void) { return library_fork(); }
+
 HARMONIA_EXPORT int execve(const char* path, char* const argv[], char* const envp[]) {
-  guarded([] { return unstage_all(false); });
+  before_new_process();
   return real().execve(path, argv, envp);
 }
 
 HARMONIA_EXPORT int execv(const char* path, char* const argv[]) {
-  guarded([] { return unstage_all(false); });
+  before_new_process();
   return real().execv(path, argv);
 }
 
 HARMONIA_EXPORT int execvp(const char* file, char* const argv[]) {
-  guarded([] { return unstage_all(false); });
+  before_new_process();
   return real().execvp(file, argv);
 }
 
 HARMONIA_EXPORT int execvpe(const char* file, char* const argv[], char* const envp[]) {
-  guarded([] { return unstage_all(false); });
+  before_new_process();
   return real().execvpe(file, argv, envp);
 }
 
 HARMONIA_EXPORT int fexecve(int fd, char* const argv[], char* const envp[]) {
-  guarded([] { return unstage_all(false); });
+  before_new_process();
   return real().fexecve(fd, argv, envp);
 }
 
@@ -578,14 +612,18 @@ HARMONIA_EXPORT void _Exit(int status) {
 /// exit() and the end of main: the streams' buffers first (glibc would flush them only after
 /// the destructors, when their files are no longer staged), then everything out.
 __attribute__((destructor)) static void finalize_at_exit() {
+  if (in_borrowed_memory()) return;
   guarded([] {
     flush_streams_at_exit();
     return finish_process();
   });
 }
 
-/// Loaded: a program that announces a read phase registers at once (agent::start_for_prefetch).
+/// Loaded: the memory is this process's (and each fork child's); a program that announces a
+/// read phase registers at once (agent::start_for_prefetch).
 __attribute__((constructor)) static void announce_at_start() {
+  owner_pid.store(getpid(), std::memory_order_relaxed);
+  pthread_atfork(nullptr, nullptr, owned_by_fork_child);
   guarded([] {
     agent::start_for_prefetch();
     return 0;
