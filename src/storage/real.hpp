@@ -7,6 +7,7 @@
 
 #include <aio.h>
 #include <fcntl.h>
+#include <spawn.h>
 #include <sys/stat.h>
 #include <sys/time.h>
 #include <sys/types.h>
@@ -68,7 +69,8 @@ namespace harmonia::storage {
   X(fdopen, FILE*, (int, const char*))                                   \
   X(freopen, FILE*, (const char*, const char*, FILE*))                   \
   X(freopen64, FILE*, (const char*, const char*, FILE*))                 \
-  HARMONIA_WRAPPED_COHERENCE(X)
+  HARMONIA_WRAPPED_COHERENCE(X)                                          \
+  HARMONIA_WRAPPED_SPAWN(X)
 
 // Calls that must see, or change, what is staged (coherence.cpp).
 #define HARMONIA_WRAPPED_COHERENCE(X)                                               \
@@ -126,6 +128,18 @@ namespace harmonia::storage {
   X(lio_listio64, int, (int, struct aiocb64* const[], int, struct sigevent*))       \
   X(sync, void, (void))                                                             \
   X(syncfs, int, (int))
+
+// Calls that start a program in a new process without the exec wrapper (glibc's own exec in a
+// child that shares the caller's memory): the fork wrapper's work comes first (interpose.cpp).
+#define HARMONIA_WRAPPED_SPAWN(X)                                                      \
+  X(posix_spawn, int,                                                                  \
+    (pid_t*, const char*, const posix_spawn_file_actions_t*, const posix_spawnattr_t*, \
+     char* const[], char* const[]))                                                    \
+  X(posix_spawnp, int,                                                                 \
+    (pid_t*, const char*, const posix_spawn_file_actions_t*, const posix_spawnattr_t*, \
+     char* const[], char* const[]))                                                    \
+  X(system, int, (const char*))                                                        \
+  X(popen, FILE*, (const char*, const char*))
 
 struct RealFunctions {
 #define HARMONIA_DECLARE_REAL(name, ret, params) ret(*name) params;

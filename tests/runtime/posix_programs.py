@@ -345,6 +345,64 @@ def subprocess_then_read_own(d: Path) -> dict[str, object]:
             "files": [(d / n).read_text() for n in ("one", "two", "three")]}  # fmt: skip
 
 
+def read_through_pipe(start: Callable[[int], int]) -> str:
+    """What a child started by `start(write end)` (returning its pid) writes to a pipe."""
+    reader, writer = os.pipe()
+    pid = start(writer)
+    os.close(writer)
+    os.waitpid(pid, 0)
+    with os.fdopen(reader, "rb") as out:
+        return out.read().decode()
+
+
+def popen_read(command: str) -> str:
+    """libc's popen(3) (the process's own: libharmonia's when loaded), read to the end."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.popen.restype = ctypes.c_void_p
+    libc.popen.argtypes = [ctypes.c_char_p, ctypes.c_char_p]
+    libc.fread.argtypes = [
+        ctypes.c_char_p,
+        ctypes.c_size_t,
+        ctypes.c_size_t,
+        ctypes.c_void_p,
+    ]
+    libc.pclose.argtypes = [ctypes.c_void_p]
+    stream = libc.popen(command.encode(), b"r")
+    if not stream:
+        raise OSError(ctypes.get_errno(), "popen")
+    buffer = ctypes.create_string_buffer(4096)
+    got = libc.fread(buffer, 1, len(buffer), stream)
+    libc.pclose(stream)
+    return buffer.raw[:got].decode()
+
+
+def spawned_readers(d: Path) -> dict[str, object]:
+    """Children started by posix_spawn, posix_spawnp, system and popen (glibc starts them
+    without the exec wrapper) read a file this process wrote and still has open, as a child
+    started with fork and exec does."""
+
+    def dup_to_stdout(writer: int) -> list[tuple[int, int, int]]:
+        return [(os.POSIX_SPAWN_DUP2, writer, 1)]
+
+    starts: dict[str, Callable[[Path], str]] = {
+        "posix_spawn": lambda p: read_through_pipe(lambda w: os.posix_spawn(
+            "/bin/cat", ["cat", str(p)], os.environ, file_actions=dup_to_stdout(w))),
+        "posix_spawnp": lambda p: read_through_pipe(lambda w: os.posix_spawnp(
+            "cat", ["cat", str(p)], os.environ, file_actions=dup_to_stdout(w))),
+        "system": lambda p: str(os.system(f"cat '{p}' > '{p}.out'")) + (
+            Path(f"{p}.out").read_text()),
+        "popen": lambda p: popen_read(f"cat '{p}'"),
+    }  # fmt: skip
+    seen = {}
+    for how, start in starts.items():
+        path = d / f"{how}.in"
+        fd = create(path)
+        os.write(fd, f"input for {how}\n".encode())
+        seen[how] = start(path)
+        os.close(fd)
+    return seen
+
+
 def read_at(directory: int, name: str) -> str:
     fd = os.open(name, os.O_RDONLY, dir_fd=directory)
     with os.fdopen(fd, "rb") as stream:
@@ -402,6 +460,7 @@ SCENARIOS: dict[str, Callable[[Path], dict[str, object]]] = {
     "two-appenders": two_appenders,
     "append-after-truncate": append_after_truncate,
     "subprocess-then-read-own": subprocess_then_read_own,
+    "spawned-readers": spawned_readers,
     "dirfd-calls": dirfd_calls,
 }
 

@@ -27,7 +27,8 @@ def scenario(name: str, directory: Path, env: dict[str, str]) -> dict[str, objec
     "name",
     ["mmap-same-descriptor", "mmap-other-descriptor", "second-descriptor",
      "reopen-with-truncate", "metadata", "copies", "close-range", "high-descriptor", "hdf5",
-     "two-appenders", "append-after-truncate", "dirfd-calls", "subprocess-then-read-own"],
+     "two-appenders", "append-after-truncate", "dirfd-calls", "subprocess-then-read-own",
+     "spawned-readers"],
 )  # fmt: skip
 def test_sequence_gives_what_plain_io_gives(modes: Modes, mode: str, name: str) -> None:
     if name == "hdf5":
@@ -43,6 +44,8 @@ def test_sequence_gives_what_plain_io_gives(modes: Modes, mode: str, name: str) 
         )
     if name == "close-range":
         assert plain["first"] != plain["second"]
+    if name == "spawned-readers":
+        assert plain["popen"] == "input for popen\n"
 
 
 def stat_sizes(directory: Path, env: dict[str, str]) -> tuple[dict[str, int], int, str]:

@@ -3,6 +3,7 @@
 // wrapper: anything unexpected becomes errno EIO.
 #include <fcntl.h>
 #include <pthread.h>
+#include <spawn.h>
 #include <stdarg.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -563,6 +564,35 @@ HARMONIA_EXPORT int execvpe(const char* file, char* const argv[], char* const en
 HARMONIA_EXPORT int fexecve(int fd, char* const argv[], char* const envp[]) {
   before_new_process();
   return real().fexecve(fd, argv, envp);
+}
+
+// glibc starts these children with clone(CLONE_VM | CLONE_VFORK) and execs them with its
+// internal call, which no wrapper sees: what fork does first is done before.
+
+HARMONIA_EXPORT int posix_spawn(pid_t* pid, const char* path,
+                                const posix_spawn_file_actions_t* actions,
+                                const posix_spawnattr_t* attributes, char* const argv[],
+                                char* const envp[]) {
+  before_new_process();
+  return real().posix_spawn(pid, path, actions, attributes, argv, envp);
+}
+
+HARMONIA_EXPORT int posix_spawnp(pid_t* pid, const char* file,
+                                 const posix_spawn_file_actions_t* actions,
+                                 const posix_spawnattr_t* attributes, char* const argv[],
+                                 char* const envp[]) {
+  before_new_process();
+  return real().posix_spawnp(pid, file, actions, attributes, argv, envp);
+}
+
+HARMONIA_EXPORT int system(const char* command) {
+  if (command) before_new_process();  // system(NULL) only asks whether a shell exists
+  return real().system(command);
+}
+
+HARMONIA_EXPORT FILE* popen(const char* command, const char* mode) {
+  before_new_process();
+  return real().popen(command, mode);
 }
 
 /// The execl family takes its arguments as varargs; collect them and go through execve/execvp.
