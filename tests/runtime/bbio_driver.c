@@ -85,6 +85,28 @@ static long clone_vm_exec(void) {
   return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
+/* A child with a copy of its parent's memory that no fork wrapper or pthread_atfork handler saw
+ * (a raw clone): it appends through the inherited descriptor and exits with exit(). */
+static long clone_write_size, clone_write_seed;
+
+static int write_and_exit(void* unused) {
+  (void)unused;
+  char* buf = malloc((size_t)clone_write_size);
+  fill(buf, (size_t)clone_write_size, clone_write_seed);
+  if (write(fd, buf, (size_t)clone_write_size) != clone_write_size) _exit(1);
+  exit(0);
+}
+
+static long clone_write(long size, long seed) {
+  static char stack[256 * 1024];
+  clone_write_size = size;
+  clone_write_seed = seed;
+  const pid_t pid = clone(write_and_exit, stack + sizeof stack, SIGCHLD, NULL);
+  int status = 0;
+  if (pid < 0 || waitpid(pid, &status, 0) != pid) return -1;
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
 static int bbio(const char* name) {
   int (*fn)(int);
   *(void**)&fn = dlsym(RTLD_DEFAULT, name); /* POSIX's way to get a function from dlsym */
@@ -265,6 +287,10 @@ int main(int argc, char** argv) {
     } else if (!strcmp(cmd, "clone-vm-exec")) {
       fflush(stdout);
       result(cmd, clone_vm_exec());
+    } else if (!strcmp(cmd, "clone-write")) {
+      fflush(stdout);
+      result(cmd, clone_write(NUM(1), NUM(2)));
+      i += 2;
     } else if (!strcmp(cmd, "pipe")) {
       /* Pipes are never staged: what goes in comes out at once. */
       int ends[2];

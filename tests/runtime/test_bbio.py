@@ -139,6 +139,14 @@ def test_fork_writes_reach_the_file_exactly_once(compare: Compare) -> None:
     compare(commands, {})
 
 
+def test_writes_of_a_child_of_a_raw_clone_reach_the_file(compare: Compare) -> None:
+    # No fork wrapper or pthread_atfork handler saw this child: its copy of the library's memory
+    # is its own all the same, and its exit writes out what it staged.
+    compare(
+        ["open", "wct", "write", "3000", "1", "clone-write", "500", "2", "close"], {}
+    )
+
+
 @pytest.mark.parametrize("mode", ["ram", "disk"])
 def test_threads_share_one_staged_file(
     compare: Compare, stage_dir: Path, mode: str

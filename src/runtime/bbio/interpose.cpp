@@ -2,10 +2,12 @@
 // handle it under the file's lock; otherwise call the real function. No exception leaves a
 // wrapper: anything unexpected becomes errno EIO.
 #include <fcntl.h>
+#include <linux/kcmp.h>
 #include <pthread.h>
 #include <spawn.h>
 #include <stdarg.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -506,7 +508,17 @@ void owned_by_fork_child() { owner_pid.store(getpid(), std::memory_order_relaxed
 
 bool in_borrowed_memory() {
   const pid_t owner = owner_pid.load(std::memory_order_relaxed);
-  return owner != 0 && owner != getpid();
+  const pid_t self = getpid();
+  if (owner == 0 || owner == self) return false;
+  // Another pid in a copy of the owner's memory (a child of a raw clone or of _Fork, which run
+  // no pthread_atfork handler) owns that copy: the kernel tells which (kcmp; an owner that has
+  // exited shares nothing any more). Where it cannot tell, the careful answer: shared.
+  const int program_errno = errno;
+  const long same = syscall(SYS_kcmp, self, owner, KCMP_VM, 0, 0);
+  const bool shared = same == 0 || (same < 0 && errno != ESRCH);
+  errno = program_errno;
+  if (!shared) owner_pid.store(self, std::memory_order_relaxed);
+  return shared;
 }
 
 /// Before a new process is made or this one becomes another program: parent and child would
