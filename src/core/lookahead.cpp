@@ -18,6 +18,14 @@ constexpr double kInfinity = std::numeric_limits<double>::infinity();
 // Events closer than this (seconds) are one instant: the policy decides once for them.
 constexpr double kSameInstant = 1e-9;
 
+/// How close to `t` two events are one instant: 1 ns, or 4 epsilons of `t` (4 to 8 units in the
+/// last place) once that is coarser, from about 13 days on. Past 2^24 s (194 days) a double holds
+/// a time only to 4 ns: with a fixed 1 ns, a phase a few ns from its end would never end, since
+/// `t + dt` rounds back to `t`, and the forecast would spin to `max_events`.
+double same_instant(double t) {
+  return std::max(kSameInstant, 4 * std::numeric_limits<double>::epsilon() * std::abs(t));
+}
+
 const std::vector<std::pair<std::string, AutoObjective>>& objectives() {
   static const std::vector<std::pair<std::string, AutoObjective>> table = {
       {"makespan", AutoObjective::Makespan},
@@ -263,7 +271,7 @@ Forecast Lookahead::forecast(const std::string& policy, const Scheduler& from, d
   double t = now;
   Forecast out;
   sim->on_tick(t);
-  for (int event = 0; event < max_events; ++event) {
+  for (; out.events < max_events; ++out.events) {
     for (auto& g : actions.grants)
       streams.push_back(
           {g.request, g.buffers, g.request.bytes, client_bw(g.request.app), g.prefetch});
@@ -286,16 +294,17 @@ Forecast Lookahead::forecast(const std::string& policy, const Scheduler& from, d
 
     const double dt = next_event - t;
     t = next_event;
+    const double instant = same_instant(t);
     for (size_t b = 0; b < r.drain.size(); ++b) {
       if (r.drain[b] <= 0) continue;
       const double drainable = sim->buffers_[b].drainable();
-      const bool done = drainable / r.drain[b] <= dt + kSameInstant;
+      const bool done = drainable / r.drain[b] <= dt + instant;
       sim->on_drained(static_cast<BufferId>(b), done ? drainable : r.drain[b] * dt, t);
     }
     std::vector<Stream> still;
     for (size_t k = 0; k < streams.size(); ++k) {
       auto& s = streams[k];
-      const bool done = r.phase[k] > 0 && s.remaining / r.phase[k] <= dt + kSameInstant;
+      const bool done = r.phase[k] > 0 && s.remaining / r.phase[k] <= dt + instant;
       if (!done) {
         s.remaining -= r.phase[k] * dt;
         still.push_back(std::move(s));
@@ -314,7 +323,7 @@ Forecast Lookahead::forecast(const std::string& policy, const Scheduler& from, d
     }
     streams = std::move(still);
     for (auto it = requests.begin(); it != requests.end();) {
-      if (it->first > t + kSameInstant) {
+      if (it->first > t + instant) {
         ++it;
         continue;
       }

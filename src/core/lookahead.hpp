@@ -57,6 +57,7 @@ struct Forecast {
   double stall = 0;
   double slowdown = 0;
   int phases = 0;         ///< phases the forecast followed to their end
+  int events = 0;         ///< events it simulated, each a decision of the policy
   bool complete = false;  ///< every phase ended (else the policy left work it never started)
   std::vector<ForecastPhase> followed;  ///< in the order they were requested
 

@@ -144,6 +144,35 @@ TEST(Lookahead, ForecastLeavesOutWhatHasEndedAndDrained) {
   }
 }
 
+TEST(Lookahead, ForecastLateInAYearTakesTheSameEvents) {
+  // The same phases forecast from the start of a run and from day 231, where a double holds a
+  // time only to 4 ns: each forecast takes the same few events there as at the start, and ends.
+  // (A phase left a few ns from its end would never end if two events 1 ns apart only were one
+  // instant, and the forecast would spin to its event limit.)
+  const auto cfg = one_buffer("makespan");
+  for (int k = 0; k < 40; ++k) {
+    const double first = (1 + 0.37 * k) * GB, second = (3 + 0.71 * k) * GB;
+    std::vector<Forecast> forecasts;
+    for (const double start : {1.0, 2e7 + 0.1 * k}) {
+      RecordingActions idle;
+      auto state = make_scheduler("fair-share", cfg, idle);
+      state->on_app_register(app("a"), 0);
+      state->on_app_register(app("b"), 0);
+      state->on_phase_request({0, 0, first, Op::Write, 0}, start);
+      state->on_phase_request({1, 0, second, Op::Write, 0}, start);
+      const ExpectedIteration next{0, 1, first, Op::Write, 10, -1};
+      forecasts.push_back(Lookahead::forecast("fair-share", *state, start, {next}));
+    }
+    const auto& early = forecasts[0];
+    const auto& late = forecasts[1];
+    ASSERT_TRUE(early.complete) << k;
+    ASSERT_TRUE(late.complete) << k << ": " << late.events << " events";
+    EXPECT_EQ(late.phases, 3);
+    EXPECT_EQ(late.events, early.events) << k;
+    EXPECT_NEAR(late.makespan, early.makespan, 1e-6) << k;
+  }
+}
+
 TEST(Recorder, LivePartRenumbersTheNamedApplications) {
   Recorder r(2, 10 * GB);
   for (int a = 0; a < 4; ++a) r.app_arrived(a, "app" + std::to_string(a), a);
