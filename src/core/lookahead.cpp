@@ -152,17 +152,16 @@ void Lookahead::swap_state(Scheduler& a, Scheduler& b) {
 namespace {
 
 /// The applications a look-ahead from `s`'s state can touch, in increasing id order: those
-/// waiting for admission or running, those with data on a buffer or a phase pending, running or
-/// read, and those of the expected iterations. The others have ended and drained: nothing a
-/// policy does can change them.
-std::vector<AppId> live_apps(const std::deque<AppId>& waiting, const std::set<AppId>& running,
+/// running, those with data on a buffer or a phase pending, running or read, and those of the
+/// expected iterations. The others have ended and drained, or wait for admission: no application
+/// ends in a forecast, so none is admitted, and a queue of any length costs the forecast nothing.
+std::vector<AppId> live_apps(const std::set<AppId>& running,
                              const std::vector<BufferState>& buffers,
                              const std::vector<PendingPhase>& pending,
                              const std::vector<RunningPhase>& in_progress,
                              const std::vector<ReadPhase>& reads,
                              const std::vector<ExpectedIteration>& next) {
-  std::vector<AppId> live(waiting.begin(), waiting.end());
-  live.insert(live.end(), running.begin(), running.end());
+  std::vector<AppId> live(running.begin(), running.end());
   for (const auto& b : buffers)
     for (const auto& h : b.held) live.push_back(h.app);
   for (const auto& p : pending) live.push_back(p.request.app);
@@ -178,8 +177,8 @@ std::vector<AppId> live_apps(const std::deque<AppId>& waiting, const std::set<Ap
 
 std::vector<AppId> Lookahead::copy_live_state(const Scheduler& from, Scheduler& to,
                                               const std::vector<ExpectedIteration>& next) {
-  const auto live = live_apps(from.waiting_, from.running_apps_, from.buffers_, from.pending_,
-                              from.running_, from.reads_, next);
+  const auto live =
+      live_apps(from.running_apps_, from.buffers_, from.pending_, from.running_, from.reads_, next);
   const auto renumbered = [&](AppId app) {
     return static_cast<AppId>(std::lower_bound(live.begin(), live.end(), app) - live.begin());
   };
@@ -204,7 +203,6 @@ std::vector<AppId> Lookahead::copy_live_state(const Scheduler& from, Scheduler& 
   to.reads_ = from.reads_;
   for (auto& r : to.reads_) r.request.app = renumbered(r.request.app);
   to.waiting_.clear();
-  for (AppId app : from.waiting_) to.waiting_.push_back(renumbered(app));
   to.running_apps_.clear();
   for (AppId app : from.running_apps_) to.running_apps_.insert(renumbered(app));
   to.nodes_in_use_ = from.nodes_in_use_;

@@ -77,8 +77,9 @@ class Lookahead {
   static void decide(Scheduler& s, double now);
   static bool capacity_blocked(const Scheduler& s) { return s.capacity_blocked_; }
   /// Gives `to` the state of `from` restricted to the applications a look-ahead can touch
-  /// (waiting, running, holding data, with a phase or an expected iteration), renumbered from 0
-  /// in increasing id order; returns their ids in `from`, the position being the new id.
+  /// (running, holding data, with a phase or an expected iteration; not those waiting for
+  /// admission), renumbered from 0 in increasing id order; returns their ids in `from`, the
+  /// position being the new id.
   static std::vector<AppId> copy_live_state(const Scheduler& from, Scheduler& to,
                                             const std::vector<ExpectedIteration>& next);
   static DrainMode drain_mode(const Scheduler& s) { return s.drain_mode(); }

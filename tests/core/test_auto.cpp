@@ -173,6 +173,35 @@ TEST(Lookahead, ForecastLateInAYearTakesTheSameEvents) {
   }
 }
 
+TEST(Lookahead, ForecastCostDoesNotGrowWithTheQueue) {
+  // Two jobs hold a 4-node machine and write; 10 or 1,000 jobs wait for nodes. No job ends in a
+  // forecast, so none is admitted: the forecast runs on the two running jobs only and takes the
+  // same events whatever the length of the queue.
+  std::vector<Forecast> forecasts;
+  for (const int queued : {10, 1000}) {
+    RecordingActions idle;
+    auto state = make_scheduler("fair-share", shared_machine(4), idle);
+    state->on_app_register(batch_job("a", 2, 3600), 0);
+    state->on_app_register(batch_job("b", 2, 3600), 0);
+    for (int k = 0; k < queued; ++k)
+      state->on_app_register(batch_job("q" + std::to_string(k), 1, 600), 1);
+    ASSERT_EQ(state->free_nodes(), 0);
+    state->on_phase_request({0, 0, kBytes, Op::Write, 0}, 2);
+    state->on_phase_request({1, 0, 2 * kBytes, Op::Write, 0}, 2);
+    const std::vector<ExpectedIteration> next{{0, 1, kBytes, Op::Write, 30, -1}};
+
+    RecordingActions unused;
+    auto copy = make_scheduler("fair-share", shared_machine(4), unused);
+    EXPECT_EQ(Lookahead::copy_live_state(*state, *copy, next), (std::vector<AppId>{0, 1}))
+        << queued << " waiting";
+    forecasts.push_back(Lookahead::forecast("fair-share", *state, 2, next));
+    ASSERT_TRUE(forecasts.back().complete) << queued << " waiting";
+  }
+  EXPECT_EQ(forecasts[0].phases, 3);
+  EXPECT_EQ(forecasts[1].events, forecasts[0].events);
+  EXPECT_DOUBLE_EQ(forecasts[1].stall, forecasts[0].stall);
+}
+
 TEST(Recorder, LivePartRenumbersTheNamedApplications) {
   Recorder r(2, 10 * GB);
   for (int a = 0; a < 4; ++a) r.app_arrived(a, "app" + std::to_string(a), a);
