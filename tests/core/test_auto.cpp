@@ -266,6 +266,25 @@ TEST(Auto, DecidesLikeTheChosenPolicy) {
   }
 }
 
+TEST(Auto, ExpectsTheNextWriteAfterAnAnnouncedRead) {
+  // Application a has written twice, 10 s apart, and announces that it will read next (index
+  // 2) while b's long phase holds the buffer. The forecast must expect a's next write after the
+  // read (index 3): a second phase of index 2 beside the read's stage-in would have `fairness`
+  // grant one of the two twice.
+  auto cfg = one_buffer("stall");
+  cfg.auto_candidates = {"fairness", "max-bandwidth"};
+  auto d = std::make_unique<PolicyDriver>("auto", cfg);
+  d->reg(app("a"), 0);
+  d->reg(app("b"), 0);
+  d->request(0, 0, GB, 1);
+  d->complete(0, 0, 4);
+  d->request(0, 1, GB, 14);
+  d->complete(0, 1, 17);
+  d->request(1, 0, 100 * GB, 18);
+  EXPECT_NO_THROW(d->announce_read(0, 2, GB, 18));
+  EXPECT_FALSE(auto_of(*d).last_choice().empty()) << "auto decided";
+}
+
 TEST(Auto, DefaultCandidatesAreEveryPerWindowPolicy) {
   RecordingActions actions;
   const AutoPolicy policy(ssd_buffers(2, 100 * GB), actions);

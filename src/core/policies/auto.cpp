@@ -63,6 +63,9 @@ std::vector<ExpectedIteration> AutoPolicy::expected_iterations() const {
     }
     // Without one observed compute gap there is nothing to predict from.
     if (gap_samples == 0) continue;
+    // A read it has announced is a phase it will ask for: the next iteration comes after it.
+    for (const auto& r : reads())
+      if (r.request.app == app) last_index = std::max(last_index, r.request.index);
     next.push_back({app, last_index + 1, bytes / phases, Op::Write, gaps / gap_samples,
                     busy ? -1.0 : last_end});
   }
