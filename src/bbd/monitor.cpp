@@ -1,9 +1,14 @@
 #include "bbd/monitor.hpp"
 
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
 #include <atomic>
 #include <chrono>
 #include <set>
 #include <stdexcept>
+#include <system_error>
 #include <thread>
 #include <utility>
 
@@ -35,7 +40,13 @@ Monitor::Monitor(Store& store, std::string schedd, std::string advertise, double
       schedd_(std::move(schedd)),
       advertise_(std::move(advertise)),
       threshold_(threshold),
-      in_flight_(in_flight) {}
+      in_flight_(in_flight),
+      report_wanted_fd_(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {
+  if (report_wanted_fd_ < 0)
+    throw std::system_error(errno, std::generic_category(), "eventfd for the report thread");
+}
+
+Monitor::~Monitor() { close(report_wanted_fd_); }
 
 void Monitor::start() {
   store_.on_write([this] { wake(); });
@@ -165,9 +176,12 @@ void Monitor::wake() {
 }
 
 void Monitor::report_soon() {
-  std::lock_guard lock(mutex_);
-  ++reports_wanted_;
-  wake_.notify_all();
+  {
+    std::lock_guard lock(mutex_);
+    ++reports_wanted_;
+  }
+  const std::uint64_t one = 1;
+  (void)!write(report_wanted_fd_, &one, sizeof(one));
 }
 
 bool Monitor::publish(std::string& why) {
@@ -177,7 +191,8 @@ bool Monitor::publish(std::string& why) {
     return false;
   }
   const std::uint64_t mine = ++reports_wanted_;
-  wake_.notify_all();
+  const std::uint64_t one = 1;
+  (void)!write(report_wanted_fd_, &one, sizeof(one));
   if (!acked_.wait_for(lock, kPublishWait, [&] { return reports_acked_ >= mine || !managed_; }) ||
       reports_acked_ < mine) {
     why = "the scheduler " + schedd_ + " did not take the node's report";
@@ -266,6 +281,33 @@ void Monitor::apply(const control::DrainOrder& order) {
   work_.notify_all();
 }
 
+void Monitor::await_report(control::Client& client, std::chrono::duration<double> every) {
+  const auto due = std::chrono::steady_clock::now() + every;
+  for (;;) {
+    {
+      std::lock_guard lock(mutex_);
+      if (reports_wanted_ > reports_acked_) return;
+    }
+    const auto left = due - std::chrono::steady_clock::now();
+    if (left <= std::chrono::steady_clock::duration::zero()) return;
+    pollfd polled[2] = {{client.fd(), POLLIN, 0}, {report_wanted_fd_, POLLIN, 0}};
+    const auto ms = std::chrono::ceil<std::chrono::milliseconds>(left).count();
+    if (poll(polled, 2, static_cast<int>(ms)) < 0 && errno != EINTR)
+      throw std::system_error(errno, std::generic_category(), "poll of the scheduler");
+    if (polled[1].revents & POLLIN) {
+      std::uint64_t count = 0;
+      (void)!read(report_wanted_fd_, &count, sizeof(count));
+    }
+    if (polled[0].revents & (POLLIN | POLLHUP | POLLERR)) {
+      // Between reports the scheduler only pushes: its orders, applied at once.
+      const control::Envelope in = client.receive();
+      if (in.has_drain_order()) apply(in.drain_order());
+      if (in.has_error())
+        throw std::runtime_error("the scheduler sent an error: " + in.error().message());
+    }
+  }
+}
+
 void Monitor::report_loop() {
   bool warned = false;
   for (;;) {
@@ -313,10 +355,10 @@ void Monitor::serve_scheduler() {
     control::Envelope report;
     auto* r = report.mutable_buffer_report();
     std::vector<std::pair<control::StageIn, std::vector<std::string>>> finished;
+    if (!first) await_report(client, every);
     {
       // The epoch first: the snapshot after it holds every write the order's phases made.
       std::unique_lock lock(mutex_);
-      if (!first) wake_.wait_for(lock, every, [&] { return reports_wanted_ > reports_acked_; });
       answers = reports_wanted_;
       r->set_order_epoch(acted_epoch_);
       // The stage-ins finished, before the snapshot: only this thread changes the order, so

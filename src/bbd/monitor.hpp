@@ -7,6 +7,7 @@
 /// thread of their own copies them into the store and drops the copies no order lists.
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <map>
@@ -18,6 +19,10 @@
 #include "bbd/store.hpp"
 #include "control/control.pb.h"
 
+namespace harmonia::control {
+class Client;
+}
+
 namespace harmonia::bbd {
 
 class Monitor {
@@ -26,6 +31,9 @@ class Monitor {
   /// clients reach this node; `in_flight`: requests being served (the queue depth).
   Monitor(Store& store, std::string schedd, std::string advertise, double threshold,
           const std::atomic<unsigned>& in_flight);
+  ~Monitor();
+  Monitor(const Monitor&) = delete;
+  Monitor& operator=(const Monitor&) = delete;
   /// Starts the drain thread and, with a scheduler, the report and stage-in threads (all
   /// detached).
   void start();
@@ -45,6 +53,9 @@ class Monitor {
   void report_loop();
   /// One connection's life: registers, then reports until the connection fails (throws).
   void serve_scheduler();
+  /// Until a report is wanted (report_soon) or `every` has passed: the orders the scheduler
+  /// pushes meanwhile are applied as they arrive, so an urgent drain starts at once.
+  void await_report(control::Client& client, std::chrono::duration<double> every);
   void apply(const control::DrainOrder& order);
   /// Drains the files of the order's urgent list not dealt with yet (those the store does not
   /// hold are done at once); whether it dealt with any.
@@ -62,7 +73,7 @@ class Monitor {
   const std::atomic<unsigned>& in_flight_;
 
   std::mutex mutex_;
-  std::condition_variable wake_;   ///< the report thread's: a report is wanted now
+  int report_wanted_fd_ = -1;      ///< eventfd: the report thread's wake-up, a report is wanted
   std::condition_variable work_;   ///< the drain and stage-in threads': something may be to do
   std::uint64_t work_events_ = 0;  ///< grows with every wake()
   /// Urgent drains (by id) dealt with, for the next report, and those it reported (until an
