@@ -15,6 +15,7 @@ from harmonia.buffers.cluster import (
     BufferCluster,
     ClusterSettings,
     JobSpec,
+    open_run_directory,
     run_jobs,
     verify,
 )
@@ -115,3 +116,19 @@ def test_up_refuses_bad_settings(
     assert done.returncode == 2
     assert message in done.stderr
     assert not (tmp_path / "env.sh").exists()
+
+
+def test_a_run_directory_up_makes_is_open_to_users_whatever_the_umask(
+    tmp_path: Path,
+) -> None:
+    """Users reach pfs/, the scheduler's socket and env.sh through the run directory: one
+    `harmonia up` makes is 0755 even under umask 077 (an admin's shell), not 0700."""
+    before = os.umask(0o077)
+    try:
+        fd = open_run_directory(tmp_path / "run")
+    finally:
+        os.umask(before)
+    try:
+        assert os.fstat(fd).st_mode & 0o777 == 0o755
+    finally:
+        os.close(fd)

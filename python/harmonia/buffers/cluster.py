@@ -47,8 +47,10 @@ def open_run_directory(directory: Path) -> int:
     user could plant links for root to write through, or replace env.sh). Whoever may rename
     things above it (its parent another user's), the descriptor stays on the directory checked:
     everything is made and started through it (BufferCluster.run_path), never by its name."""
+    made = False
     try:
         directory.mkdir(mode=0o755, parents=True)
+        made = True
     except FileExistsError:
         pass
     try:
@@ -70,6 +72,8 @@ def open_run_directory(directory: Path) -> int:
     if why:
         os.close(fd)
         raise ClusterError(f"{directory}: {why}")
+    if made:
+        os.fchmod(fd, 0o755)  # whatever the umask: users reach pfs/, the socket and env.sh
     return fd
 
 
