@@ -450,3 +450,39 @@ def test_another_process_opening_a_staged_file_sees_its_bytes(tmp_path: Path) ->
         busy.writer.close()
         b.writer.close()
     assert (tmp_path / "b").read_bytes() == expected_bytes(b.chunks_written)
+
+
+PARENT_AND_CHILD = r"""
+import os, subprocess, sys, time
+fd = os.open(sys.argv[1], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+os.write(fd, b"p" * 1_000_000)  # the parent is in its I/O phase
+child = "import os, sys; f = os.open(sys.argv[1], os.O_WRONLY | os.O_CREAT, 0o644); "
+child += "os.write(f, b'c' * 1_000_000); os.close(f)"
+start = time.monotonic()
+subprocess.run([sys.executable, "-c", child, sys.argv[2]], check=True)
+print(time.monotonic() - start)
+os.write(fd, b"p" * 1_000_000)
+os.close(fd)
+"""
+
+
+def test_a_program_and_the_tool_it_runs_are_one_job_by_default(tmp_path: Path) -> None:
+    """Without HARMONIA_JOB (or a batch system's or MPI's key), a process's job is its session:
+    a child writing and closing a file while its parent is in its phase does not wait for the
+    parent's phase to end (under 2a, two jobs would: the parent waits for the child, the child
+    for the parent's phase, until a second without writes ends it)."""
+    address = tmp_path / "schedd.sock"
+    env = {
+        key: value
+        for key, value in job_env(address, "").items()
+        if key != "HARMONIA_JOB"
+    }
+    with running_daemon(address, "--strategy", "2a"):
+        run = subprocess.run(
+            [sys.executable, "-c", PARENT_AND_CHILD, str(tmp_path / "p"), str(tmp_path / "c")],
+            env=env, capture_output=True, text=True, timeout=60, check=False,
+        )  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    assert float(run.stdout) < 0.8, f"the child took {float(run.stdout):.2f} s"
+    assert (tmp_path / "p").read_bytes() == b"p" * 2_000_000
+    assert (tmp_path / "c").read_bytes() == b"c" * 1_000_000

@@ -121,8 +121,11 @@ Identity identity() {
   char host[256] = {0};
   gethostname(host, sizeof(host) - 1);
   id.host = host;
+  // Without a batch system's or MPI's key, the processes of one session (a login shell, a
+  // script started with setsid) are one job: a program and the tools it runs (git and its
+  // helpers, make and the compiler) must not wait for each other's I/O phases.
   if (id.job.empty())
-    id.job = id.mpi_job.empty() ? "pid-" + std::to_string(getpid()) + "@" + id.host
+    id.job = id.mpi_job.empty() ? "sid-" + std::to_string(getsid(0)) + "@" + id.host
                                 : "mpi-" + id.mpi_job + "@" + id.host;
   if (id.name.empty()) id.name = program_invocation_short_name;
   id.job = printable(id.job.substr(0, 256));
