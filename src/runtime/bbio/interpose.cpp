@@ -123,37 +123,41 @@ std::string placement(int dirfd, const char* path, int flags) noexcept {
 
 // ---- open / close ------------------------------------------------------------------------
 
-#define HARMONIA_OPEN_WRAPPER(name)                                                          \
-  HARMONIA_EXPORT int name(const char* path, int flags, ...) {                               \
-    mode_t mode = 0;                                                                         \
-    if (has_mode(flags)) {                                                                   \
-      va_list ap;                                                                            \
-      va_start(ap, flags);                                                                   \
-      mode = static_cast<mode_t>(va_arg(ap, int));                                           \
-      va_end(ap);                                                                            \
-    }                                                                                        \
-    if (guarded([&] { return before_open(AT_FDCWD, path, flags); }) != 0) return -1;         \
-    const std::string placed = placement(AT_FDCWD, path, flags);                             \
-    const char* target = placed.empty() ? path : placed.c_str();                             \
-    return open_noting_creation(flags, [&](int f) { return real().name(target, f, mode); }); \
+/// An open of `path` (relative to `dirfd`) with `real_open(target, flags)`: other processes'
+/// staged bytes settled first, placed where the PFS adapter puts new files, then staged.
+template <class RealOpen>
+static int open_file(int dirfd, const char* path, int flags, RealOpen real_open) {
+  if (guarded([&] { return before_open(dirfd, path, flags); }) != 0) return -1;
+  const std::string placed = placement(dirfd, path, flags);
+  const char* target = placed.empty() ? path : placed.c_str();
+  return open_noting_creation(flags, [&](int f) { return real_open(target, f); });
+}
+
+/// The mode argument an open that creates a file takes after its flags (`mode_t mode`).
+#define HARMONIA_OPEN_MODE(flags)                \
+  mode_t mode = 0;                               \
+  if (has_mode(flags)) {                         \
+    va_list ap;                                  \
+    va_start(ap, flags);                         \
+    mode = static_cast<mode_t>(va_arg(ap, int)); \
+    va_end(ap);                                  \
+  }
+
+#define HARMONIA_OPEN_WRAPPER(name)                                                            \
+  HARMONIA_EXPORT int name(const char* path, int flags, ...) {                                 \
+    HARMONIA_OPEN_MODE(flags)                                                                  \
+    return open_file(AT_FDCWD, path, flags,                                                    \
+                     [&](const char* target, int f) { return real().name(target, f, mode); }); \
   }
 HARMONIA_OPEN_WRAPPER(open)
 HARMONIA_OPEN_WRAPPER(open64)
 
-#define HARMONIA_OPENAT_WRAPPER(name)                                                        \
-  HARMONIA_EXPORT int name(int dirfd, const char* path, int flags, ...) {                    \
-    mode_t mode = 0;                                                                         \
-    if (has_mode(flags)) {                                                                   \
-      va_list ap;                                                                            \
-      va_start(ap, flags);                                                                   \
-      mode = static_cast<mode_t>(va_arg(ap, int));                                           \
-      va_end(ap);                                                                            \
-    }                                                                                        \
-    if (guarded([&] { return before_open(dirfd, path, flags); }) != 0) return -1;            \
-    const std::string placed = placement(dirfd, path, flags);                                \
-    const char* target = placed.empty() ? path : placed.c_str();                             \
-    return open_noting_creation(flags,                                                       \
-                                [&](int f) { return real().name(dirfd, target, f, mode); }); \
+#define HARMONIA_OPENAT_WRAPPER(name)                                     \
+  HARMONIA_EXPORT int name(int dirfd, const char* path, int flags, ...) { \
+    HARMONIA_OPEN_MODE(flags)                                             \
+    return open_file(dirfd, path, flags, [&](const char* target, int f) { \
+      return real().name(dirfd, target, f, mode);                         \
+    });                                                                   \
   }
 HARMONIA_OPENAT_WRAPPER(openat)
 HARMONIA_OPENAT_WRAPPER(openat64)
@@ -177,18 +181,12 @@ HARMONIA_EXPORT int __openat64_2(int dirfd, const char* path, int flags) {
 }
 
 HARMONIA_EXPORT int creat(const char* path, mode_t mode) {
-  if (guarded([&] { return before_open(AT_FDCWD, path, O_CREAT | O_TRUNC); }) != 0) return -1;
-  const std::string placed = placement(AT_FDCWD, path, O_CREAT);
-  const char* target = placed.empty() ? path : placed.c_str();
-  return open_noting_creation(O_WRONLY | O_CREAT | O_TRUNC,
-                              [&](int f) { return real().open(target, f, mode); });
+  return open_file(AT_FDCWD, path, O_WRONLY | O_CREAT | O_TRUNC,
+                   [&](const char* target, int f) { return real().open(target, f, mode); });
 }
 HARMONIA_EXPORT int creat64(const char* path, mode_t mode) {
-  if (guarded([&] { return before_open(AT_FDCWD, path, O_CREAT | O_TRUNC); }) != 0) return -1;
-  const std::string placed = placement(AT_FDCWD, path, O_CREAT);
-  const char* target = placed.empty() ? path : placed.c_str();
-  return open_noting_creation(O_WRONLY | O_CREAT | O_TRUNC,
-                              [&](int f) { return real().open64(target, f, mode); });
+  return open_file(AT_FDCWD, path, O_WRONLY | O_CREAT | O_TRUNC,
+                   [&](const char* target, int f) { return real().open64(target, f, mode); });
 }
 
 HARMONIA_EXPORT int close(int fd) {
