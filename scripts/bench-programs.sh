@@ -5,7 +5,8 @@
 # files written by one process, copied, archived and extracted. Each workload runs in a plain
 # directory, then under `harmonia up --buffers 2` with env.sh sourced (no job key set: the
 # session is the job), BENCH_RUNS times alternated (default 3); prints median and range of
-# seconds. Uses build/ (HARMONIA_BUILD to choose another tree).
+# seconds. Uses build/ (HARMONIA_BUILD to choose another tree); BENCH_WORKLOADS picks some of
+# git, make, rsync and small_files.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 tree=$(realpath "${HARMONIA_BUILD:-build}")
@@ -14,6 +15,7 @@ export HARMONIA_BBD=$tree/src/bbd/harmonia-bbd HARMONIA_BBCTL=$tree/src/bbd/harm
 export HARMONIA_SCHEDD_BIN=$tree/src/schedd/harmonia-schedd
 export HARMONIA_SCHEDCTL=$tree/src/schedd/harmonia-schedctl
 runs=${BENCH_RUNS:-3}
+read -r -a workloads <<<"${BENCH_WORKLOADS:-git make rsync small_files}"
 scratch=$(mktemp -d -p "${TMPDIR:-/tmp}")
 up_dir=$scratch/up
 .venv/bin/harmonia up --buffers 2 --dir "$up_dir" >"$scratch/up.log" 2>&1 &
@@ -51,7 +53,7 @@ for i in range(10000):
 
 declare -A times
 for _ in $(seq 1 "$runs"); do
-  for work in git make rsync small_files; do
+  for work in "${workloads[@]}"; do
     for mode in plain buffers; do
       dir=$([[ $mode == plain ]] && echo "$scratch/plain" || echo "$up_dir/pfs/bench")
       rm -rf "$dir" && mkdir -p "$dir"
@@ -66,7 +68,7 @@ for _ in $(seq 1 "$runs"); do
   done
 done
 printf '%-12s %-28s %-28s %s\n' workload "plain: median (range) s" "buffers: median (range) s" ratio
-for work in git make rsync small_files; do
+for work in "${workloads[@]}"; do
   python3 - "$work" "${times[$work.plain]}" "${times[$work.buffers]}" <<'PY'
 import statistics, sys
 work, plain, buffers = sys.argv[1], [float(x) for x in sys.argv[2].split()], [float(x) for x in sys.argv[3].split()]
