@@ -486,3 +486,35 @@ def test_a_program_and_the_tool_it_runs_are_one_job_by_default(tmp_path: Path) -
     assert float(run.stdout) < 0.8, f"the child took {float(run.stdout):.2f} s"
     assert (tmp_path / "p").read_bytes() == b"p" * 2_000_000
     assert (tmp_path / "c").read_bytes() == b"c" * 1_000_000
+
+
+CLOSES_EVERYTHING = r"""
+import os, sys
+first = os.open(sys.argv[1], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+os.write(first, b"a" * 100_000)  # registered, in a phase, staged
+os.closerange(3, 1 << 16)  # a daemon-style cleanup: every descriptor above stderr
+second = os.open(sys.argv[2], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+os.write(second, b"b" * 100_000)
+os.close(second)
+os.closerange(3, 1 << 16)
+"""
+
+
+def test_a_program_closing_every_descriptor_leaves_the_librarys_alone(
+    tmp_path: Path,
+) -> None:
+    """closefrom(3)-style cleanup (Python's os.closerange, close_range over the table) closes
+    the program's descriptors, its staged file written out first, and passes by the library's
+    own (its connection to the scheduler, its duplicates): no "lost the scheduler daemon", and
+    both files whole."""
+    address = tmp_path / "schedd.sock"
+    with running_daemon(address, "--strategy", "2a"):
+        run = subprocess.run(
+            [sys.executable, "-c", CLOSES_EVERYTHING, str(tmp_path / "a"), str(tmp_path / "b")],
+            env=job_env(address, "closer"), capture_output=True, text=True, timeout=60,
+            check=False,
+        )  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    assert "lost" not in run.stderr, run.stderr
+    assert (tmp_path / "a").read_bytes() == b"a" * 100_000
+    assert (tmp_path / "b").read_bytes() == b"b" * 100_000

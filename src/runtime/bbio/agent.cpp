@@ -715,7 +715,7 @@ class Agent {
     }
     frames += frame_of(e);
     if (!common::send_all(fd, frames)) {
-      real().close(fd);
+      close_kept(fd);
       return -1;
     }
     // The replies: Authenticated (or an Error: the registration then says whether an identity
@@ -770,7 +770,7 @@ class Agent {
       if (registered) return fd;
       if (done) break;
     }
-    real().close(fd);
+    close_kept(fd);
     return -1;
   }
 
@@ -858,7 +858,7 @@ class Agent {
         changed_.notify_all();
       }
       if (lost) {
-        real().close(fd);
+        close_kept(fd);
         fd = -1;
         std::lock_guard lock(mutex_);
         connected_ = false;

@@ -63,7 +63,7 @@ class TcpChannel final : public Channel {
     const timeval timeout{static_cast<time_t>(kNodeTimeout), 0};
     setsockopt(fd_, SOL_SOCKET, SO_SNDTIMEO, &timeout, sizeof(timeout));
   }
-  ~TcpChannel() override { real().close(fd_); }
+  ~TcpChannel() override { close_kept(fd_); }
 
   bool send(const std::string& frame, const char* payload, std::size_t length) override {
     iovec parts[2] = {{const_cast<char*>(frame.data()), frame.size()},
@@ -407,7 +407,7 @@ std::unique_ptr<Channel> connect_tcp(const std::string& address) {
          fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK) == 0;
   }
   if (!ok) {
-    if (fd >= 0) real().close(fd);
+    if (fd >= 0) close_kept(fd);
     return nullptr;
   }
   const int yes = 1;

@@ -20,6 +20,7 @@
 
 #include "runtime/bbio/agent.hpp"
 #include "runtime/bbio/buffer_client.hpp"
+#include "runtime/bbio/descriptors.hpp"
 #include "runtime/bbio/prefetched.hpp"
 #include "runtime/bbio/registry.hpp"
 #include "runtime/bbio/wrappers.hpp"
@@ -423,13 +424,28 @@ HARMONIA_EXPORT ssize_t splice(int in, off64_t* in_offset, int out, off64_t* out
 
 // ---- closing many descriptors at once ----------------------------------------------------
 
+/// close_range(first, last, flags) around the descriptors the library keeps.
+static int close_range_around_kept(unsigned first, unsigned last, int flags) {
+  if (first > last) return real().close_range(first, last, flags);  // EINVAL, as the kernel says
+  int result = 0;
+  unsigned from = first;
+  for (const int kept : kept_between(first, last)) {
+    const auto number = static_cast<unsigned>(kept);
+    if (number > from && real().close_range(from, number - 1, flags) != 0) result = -1;
+    from = number + 1;
+    if (number == last) return result;
+  }
+  if (real().close_range(from, last, flags) != 0) result = -1;
+  return result;
+}
+
 HARMONIA_EXPORT int close_range(unsigned int first, unsigned int last, int flags) {
   // With CLOSE_RANGE_CLOEXEC nothing closes now; exec flushes everything first.
   if (!(flags & CLOSE_RANGE_CLOEXEC)) prefetched::closing_range(first, last);
   const int flushed =
       (flags & CLOSE_RANGE_CLOEXEC) ? 0 : guarded([&] { return forget_range(first, last); });
   const int saved = errno;
-  const int closed = real().close_range(first, last, flags);
+  const int closed = close_range_around_kept(first, last, flags);
   if (flushed != 0) {
     errno = saved;
     return -1;
@@ -439,7 +455,10 @@ HARMONIA_EXPORT int close_range(unsigned int first, unsigned int last, int flags
 HARMONIA_EXPORT void closefrom(int first) {
   if (first >= 0) prefetched::closing_range(static_cast<unsigned>(first), ~0U);
   if (first >= 0) guarded([&] { return forget_range(static_cast<unsigned>(first), ~0U); });
-  real().closefrom(first);
+  if (first < 0 || kept_between(static_cast<unsigned>(first), ~0U).empty())
+    real().closefrom(first);
+  else
+    (void)close_range_around_kept(static_cast<unsigned>(first), ~0U, 0);
 }
 
 // ---- asynchronous I/O runs on libc's threads, out of our sight: plain I/O first ----------

@@ -20,6 +20,7 @@
 
 #include "runtime/bbio/agent.hpp"
 #include "runtime/bbio/buffer_client.hpp"
+#include "runtime/bbio/descriptors.hpp"
 #include "runtime/bbio/placement.hpp"
 #include "runtime/bbio/prefetched.hpp"
 #include "runtime/bbio/registry.hpp"
@@ -190,6 +191,10 @@ HARMONIA_EXPORT int creat64(const char* path, mode_t mode) {
 }
 
 HARMONIA_EXPORT int close(int fd) {
+  if (library_keeps(fd)) {  // not the program's to close: as if that number were not open
+    errno = EBADF;
+    return -1;
+  }
   prefetched::closing(fd);
   if (!staged(fd)) return any_parked() ? close_unparking(fd) : real().close(fd);
   const int flushed = guarded([&] { return forget(fd); });

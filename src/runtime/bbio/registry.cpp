@@ -22,6 +22,7 @@
 
 #include "runtime/bbio/agent.hpp"
 #include "runtime/bbio/buffer_client.hpp"
+#include "runtime/bbio/descriptors.hpp"
 #include "runtime/bbio/phases.hpp"
 #include "storage/real.hpp"
 
@@ -448,7 +449,7 @@ int close_unparking(int fd) {
   State& s = state();
   std::lock_guard lock(s.mutex);
   const auto [first, last] = s.parked.equal_range({st.st_dev, st.st_ino});
-  for (auto it = first; it != last; ++it) real().close(it->second);
+  for (auto it = first; it != last; ++it) close_kept(it->second);
   s.parked.erase(first, last);
   s.parked_count.store(s.parked.size(), std::memory_order_release);
   errno = saved;

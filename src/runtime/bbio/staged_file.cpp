@@ -119,13 +119,13 @@ std::unique_ptr<StagedFile> StagedFile::create(int fd, const std::string& path, 
 
 void StagedFile::release() {
   const int kept = release_keeping_descriptor();
-  if (kept >= 0) real().close(kept);
+  if (kept >= 0) close_kept(kept);
 }
 
 int StagedFile::release_keeping_descriptor() {
   released_ = true;
   const int kept = fd_;
-  if (log_fd_ >= 0) real().close(log_fd_);
+  if (log_fd_ >= 0) close_kept(log_fd_);
   // Only an empty log may go: anything left in it is data recovery must still replay.
   if (!log_path_.empty() && entries_.empty()) real().unlink(log_path_.c_str());
   fd_ = log_fd_ = -1;
