@@ -7,6 +7,7 @@
 // passes the library's by.
 
 #include <fcntl.h>
+#include <pthread.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 
@@ -40,7 +41,14 @@ struct KeptDescriptors {
 };
 
 inline KeptDescriptors& kept_descriptors() {
-  static auto* const kept = new KeptDescriptors;
+  static auto* const kept = [] {
+    auto* made = new KeptDescriptors;
+    // Held across fork, so that a child never starts with it locked by a thread it lacks.
+    pthread_atfork([] { kept_descriptors().mutex.lock(); },
+                   [] { kept_descriptors().mutex.unlock(); },
+                   [] { kept_descriptors().mutex.unlock(); });
+    return made;
+  }();
   return *kept;
 }
 
