@@ -696,7 +696,7 @@ bool beneath_buffer_root(int dirfd, const char* path, dev_t device) {
          absolute[root.size()] == '/';
 }
 
-bool settle_file(const char* path, std::uint64_t inode, double wait) {
+bool settle_file(const std::string& path, std::uint64_t inode, double wait) {
   std::vector<std::string> nodes;
   {
     std::lock_guard lock(ledger_mutex);
@@ -704,9 +704,7 @@ bool settle_file(const char* path, std::uint64_t inode, double wait) {
     if (found == sent().end() && !lost().count(inode)) return true;
     if (found != sent().end()) nodes.assign(found->second.begin(), found->second.end());
   }
-  char resolved[PATH_MAX];
-  const std::string shown = realpath(path, resolved) ? resolved : path;
-  return drained_or_unavailable(shown, {relative_name(shown), inode, {}}, std::move(nodes), wait,
+  return drained_or_unavailable(path, {relative_name(path), inode, {}}, std::move(nodes), wait,
                                 "reopen");
 }
 

@@ -126,10 +126,11 @@ bool holds_any();
 /// system and beneath it by name. A path that reaches the root through a symbolic link from
 /// outside it is not recognised.
 bool beneath_buffer_root(int dirfd, const char* path, dev_t device);
-/// Before the file with `inode` (at `path`, for messages) is opened again in this process:
-/// drains it from the nodes that may hold this process's writes of it (it is known by its
-/// inode: renamed since, it is still found), so that what the open sees (or truncates) is
-/// complete; false with EIO when a node holding some of it stayed down for `wait` seconds.
-bool settle_file(const char* path, std::uint64_t inode, double wait);
+/// Before the file with `inode` (at the absolute, resolved `path`; "" when it has none) is opened
+/// again in this process: drains it from the nodes that may hold this process's writes of it
+/// (it is known by its inode: renamed since, it is still found), so that what the open sees (or
+/// truncates) is complete; false with EIO when a node holding some of it stayed down for `wait`
+/// seconds.
+bool settle_file(const std::string& path, std::uint64_t inode, double wait);
 
 }  // namespace harmonia::bbio::buffers

@@ -196,10 +196,12 @@ std::string resolved_path(int dirfd, const char* path) {
   return realpath(absolute.c_str(), resolved) ? std::string(resolved) : std::string();
 }
 
-int settle_elsewhere(int dirfd, const char* path, const struct stat64& st) {
-  if (!agent::configured()) return 0;
+namespace {
+
+/// settle_elsewhere, with `resolved` = resolved_path(dirfd, path) already known.
+int settle_resolved_elsewhere(int dirfd, const char* path, const std::string& resolved,
+                              const struct stat64& st) {
   const bool buffered = buffers::beneath_buffer_root(dirfd, path, st.st_dev);
-  const std::string resolved = resolved_path(dirfd, path);
   if (resolved.empty()) return 0;
   if (!buffered) {
     State& s = state();
@@ -207,6 +209,13 @@ int settle_elsewhere(int dirfd, const char* path, const struct stat64& st) {
     if (!s.config.wants(resolved)) return 0;
   }
   return agent::settle_elsewhere(resolved, st.st_dev, st.st_ino, buffered);
+}
+
+}  // namespace
+
+int settle_elsewhere(int dirfd, const char* path, const struct stat64& st) {
+  if (!agent::configured()) return 0;
+  return settle_resolved_elsewhere(dirfd, path, resolved_path(dirfd, path), st);
 }
 
 namespace {
@@ -359,12 +368,14 @@ int before_open(int dirfd, const char* path, int flags) {
   const bool exists = real().fstatat64(dirfd, path, &st, at) == 0;
   if (!exists && errno == EFAULT) return 0;
   if (!exists || !S_ISREG(st.st_mode)) return 0;
+  // Its absolute name, resolved once for both settles below.
+  const std::string resolved = mine || others ? resolved_path(dirfd, path) : std::string();
   // What this process left on buffer nodes comes back before the file is opened again. Known
   // by its absolute name ("" when it has none: the nodes then drain all this user holds).
-  if (mine && !buffers::settle_file(resolved_path(dirfd, path).c_str(), st.st_ino,
-                                    state().node_wait.load(std::memory_order_relaxed)))
+  if (mine &&
+      !buffers::settle_file(resolved, st.st_ino, state().node_wait.load(std::memory_order_relaxed)))
     return -1;
-  if (others && settle_elsewhere(dirfd, path, st) != 0) return -1;
+  if (others && settle_resolved_elsewhere(dirfd, path, resolved, st) != 0) return -1;
   return staged_inode(st.st_dev, st.st_ino) ? plain_io(st.st_dev, st.st_ino) : 0;
 }
 
