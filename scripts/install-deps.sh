@@ -9,7 +9,7 @@ cd "$(dirname "$0")/.."
 packages=(build-essential cmake ninja-build pkg-config libsimgrid-dev libns3-dev nlohmann-json3-dev
           libcli11-dev libgtest-dev libbenchmark-dev libxxhash-dev clang-format clang-tidy fio openmpi-bin
           libopenmpi-dev libprotobuf-dev protobuf-compiler libprotobuf-c-dev protobuf-c-compiler gfortran
-          sqlite3 strace ccache slurmctld slurmd slurm-client munge libmunge-dev iproute2)
+          sqlite3 strace rsync ccache slurmctld slurmd slurm-client munge libmunge-dev iproute2)
 packages+=(lua5.1 lua-posix lua-cjson slurmdbd mariadb-server)  # burst_buffer.lua, cluster --accounting
 # The site file (toml++), the metrics endpoint (cpp-httplib); packages and their tests (CPack's
 # dpkg-shlibdeps, debootstrap and systemd-nspawn: make package-test).

@@ -162,7 +162,7 @@ def test_rsync_archive_is_quiet_and_keeps_the_tree(modes: Modes, mode: str) -> N
     # rsync's receiver writes each file through a descriptor relative to a directory descriptor
     # and sets its times with utimensat(dirfd, name, ...).
     if not shutil.which("rsync"):
-        pytest.skip("rsync is not installed")
+        pytest.skip("rsync is not installed (scripts/install-deps.sh installs it)")
     source = modes.directory("source")
     make_tree(source)
     plain = modes.directory("plain") / "copy"
