@@ -261,7 +261,9 @@ def kept_in_phase(address: Path, job: str, path: Path) -> Iterator[PhaseKeeper]:
     """Job `job` writing to `path` (a SteppedWriter), once the daemon at `address` sees it in
     its I/O phase; a PhaseKeeper keeps it there while the block waits. Killed at the end unless
     the block closed it (`keeper.writer.close()`, which ends its phase)."""
-    writer = SteppedWriter(address, job, path)
+    # Its phase lasts until its close, or 10 s without a write: a test driver stalled for a
+    # second on a loaded machine does not end it.
+    writer = SteppedWriter(address, job, path, HARMONIA_PHASE_GAP="10")
     try:
         keeper = PhaseKeeper(writer)
         assert keeper.wait(
