@@ -159,6 +159,42 @@ def test_a_dead_daemon_releases_waiting_jobs_within_a_second(tmp_path: Path) -> 
     assert (tmp_path / "b").read_bytes() == expected_bytes(b.chunks_written)
 
 
+def test_staged_bytes_survive_a_restart_of_the_daemon(tmp_path: Path) -> None:
+    """B stages behind A (2a) and the daemon is restarted while B holds its bytes: both jobs
+    come back to the new daemon (which puts them in line in the order they come back), and
+    B's bytes reach the file once its turn comes, while B still holds it open."""
+    address = tmp_path / "schedd.sock"
+    target = tmp_path / "b"
+    daemon = start_daemon(address, "--strategy", "2a")
+    try:
+        with kept_in_phase(address, "A", tmp_path / "a") as busy:
+            b = PhaseKeeper(SteppedWriter(address, "B", target))
+            try:
+                assert busy.wait(lambda: "B" in jobs_by_key(address)), "B registered"
+                assert keep_writing(
+                    [busy, b],
+                    lambda: (
+                        b.chunks_written >= 4
+                        and target.stat().st_size < b.chunks_written * 1_000_000
+                    ),
+                ), "B stages"
+                stop_daemon(daemon, hard=True)
+                daemon = start_daemon(address, "--strategy", "2a")
+                assert busy.wait(lambda: set(jobs_by_key(address)) == {"A", "B"}), (
+                    "both jobs back"
+                )
+                busy.writer.close()
+                assert wait_until(
+                    lambda: target.read_bytes() == expected_bytes(b.chunks_written), 15
+                ), "B's bytes reach the file while B holds it open"
+                b.writer.close()
+            finally:
+                b.writer.kill()
+    finally:
+        stop_daemon(daemon, hard=True)
+    assert (tmp_path / "a").read_bytes() == expected_bytes(busy.chunks_written)
+
+
 def test_a_restarted_daemon_gets_its_jobs_back(tmp_path: Path) -> None:
     address = tmp_path / "schedd.sock"
     daemon = start_daemon(address, "--strategy", "2a")
