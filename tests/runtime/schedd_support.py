@@ -102,11 +102,15 @@ def status(address: Path) -> dict[str, Any]:
 
 
 def job_env(address: Path, job: str, **extra: str) -> dict[str, str]:
+    """A job's environment. The daemon may take 10 s to answer before a job gives it up and
+    writes through (1 s by default): on a loaded machine a daemon slow for a second must not
+    release a job a test holds in line. Tests of a hung daemon or agent set their own."""
     return {
         **os.environ,
         "LD_PRELOAD": str(LIBRARY.resolve()),
         "HARMONIA_SCHEDD": str(address),
         "HARMONIA_JOB": job,
+        "HARMONIA_SCHEDD_TIMEOUT": "10",
         **extra,
     }
 

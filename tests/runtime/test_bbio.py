@@ -186,6 +186,10 @@ def test_bad_configuration_is_reported_once_and_passes_through(tmp_path: Path) -
         ({"HARMONIA_STAGE_INCLUDE": "relative/path"}, "HARMONIA_STAGE_INCLUDE"),
         ({"HARMONIA_NODE_WAIT": "-1"}, "HARMONIA_NODE_WAIT=-1: expected seconds"),
         ({"HARMONIA_NODE_WAIT": "soon"}, "HARMONIA_NODE_WAIT=soon: expected seconds"),
+        (
+            {"HARMONIA_SCHEDD_TIMEOUT": "0"},
+            "HARMONIA_SCHEDD_TIMEOUT=0: expected seconds",
+        ),
         ({"HARMONIA_DEBUG": "yes"}, "HARMONIA_DEBUG=yes: must be 0 or 1"),
         # The agent's settings follow the same rule (read with the rest, in config.cpp).
         ({"HARMONIA_PRIORITY": "abc"}, "HARMONIA_PRIORITY=abc: expected an integer"),

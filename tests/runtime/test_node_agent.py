@@ -79,9 +79,10 @@ def start_ranks(
     chunks: int,
     pause: float = 0.1,
     prefix: str = "r",
+    **extra: str,
 ) -> list[subprocess.Popen[str]]:
     """`count` ranks of job A writing `chunks` chunks each to directory/PREFIXk, through the
-    node agent at `agent_socket`."""
+    node agent at `agent_socket` (with `extra` environment)."""
     return [
         start_writer(
             schedd,
@@ -90,6 +91,7 @@ def start_ranks(
             chunks=chunks,
             pause=pause,
             HARMONIA_AGENT=str(agent_socket),
+            **extra,
         )
         for k in range(count)
     ]
@@ -234,7 +236,15 @@ def test_ranks_leave_a_hung_agent_and_speak_directly(tmp_path: Path) -> None:
     with running_daemon(schedd, "--strategy", "2a", "--lease", "2"):
         agent = start_agent(agent_socket, schedd)
         try:
-            ranks = start_ranks(schedd, agent_socket, tmp_path, 2, chunks=40)
+            # The library's default bound on a silent agent (the tests' jobs wait 10 s).
+            ranks = start_ranks(
+                schedd,
+                agent_socket,
+                tmp_path,
+                2,
+                chunks=40,
+                HARMONIA_SCHEDD_TIMEOUT="1",
+            )
             assert wait_until(lambda: job(schedd, "A").get("in_phase") == 1)
             agent.send_signal(signal.SIGSTOP)
             # The ranks' requests go unanswered: within a few seconds both speak directly, in

@@ -56,6 +56,8 @@ def staged_behind(
         ), "B stages"
         assert busy.wait(
             lambda: jobs_by_key(address).get("B", {}).get("wants_flush") == 1
+        ), (
+            f"B waits in line to flush: {jobs_by_key(address)}, {path.stat().st_size} bytes"
         )
     except BaseException:
         b.writer.kill()
@@ -440,6 +442,35 @@ def test_staged_data_is_flushed_behind_computation_once_allowed(tmp_path: Path) 
             lambda: jobs_by_key(address).get("B", {}).get("wants_flush") == 0
         )
         b.writer.close()
+    assert (tmp_path / "b").read_bytes() == expected_bytes(b.chunks_written)
+
+
+def test_a_daemon_stalled_within_the_timeout_keeps_its_jobs_in_line(
+    tmp_path: Path,
+) -> None:
+    """2a: B waits in line behind A with its data staged, and the daemon stops answering for
+    2.5 s, within the jobs' HARMONIA_SCHEDD_TIMEOUT (10 s here): B keeps its data staged and its
+    place in line, and flushes only once A's phase ends. (With the default of 1 s it would have
+    written through.)"""
+    address = tmp_path / "schedd.sock"
+    with (
+        running_daemon(address, "--strategy", "2a") as daemon,
+        b_waiting_behind_a(address, tmp_path) as (busy, b),
+    ):
+        daemon.send_signal(signal.SIGSTOP)
+        try:
+            busy.keep(2.5)
+        finally:
+            daemon.send_signal(signal.SIGCONT)
+        assert jobs_by_key(address)["B"]["wants_flush"] == 1, "still in line"
+        assert (tmp_path / "b").stat().st_size < b.chunks_written * 1_000_000, (
+            "still staged"
+        )
+        busy.writer.close()
+        assert wait_until(
+            lambda: (tmp_path / "b").stat().st_size == b.chunks_written * 1_000_000
+        )
+        assert "lost the scheduler daemon" not in b.writer.close()
     assert (tmp_path / "b").read_bytes() == expected_bytes(b.chunks_written)
 
 

@@ -59,8 +59,6 @@ bool flush_allowed_now() {
   return published_directive().flush_allowed;
 }
 
-/// How long a daemon may stay silent with a request outstanding before we write through.
-constexpr double kUnresponsive = 1.0;
 /// How long a process waits for the reply that starts a phase or registers it.
 constexpr double kReplyWait = 1.0;
 /// How long an open waits for the other processes to write out a file (the daemon's own wait
@@ -148,6 +146,7 @@ class Agent {
     gethostname(host, sizeof(host) - 1);
     host_ = printable(host);
     phase_gap_ = environment().config.phase_gap;
+    silence_limit_ = environment().config.schedd_timeout;
     read_grant_ = std::make_shared<const ReadGrant>();
     publish({0, false, true, {}});  // until the daemon's first directive: write through
     if (pipe2(wake_, O_CLOEXEC | O_NONBLOCK) != 0) {
@@ -257,7 +256,7 @@ class Agent {
                              &Harmonia__Control__Envelope::phase_begin, body));
     }
     // The phase waits for its nodes, as a write phase's first write does (the daemon gone, or
-    // silent past kUnresponsive, ends the wait: fall_back clears await_grant_).
+    // silent past HARMONIA_SCHEDD_TIMEOUT, ends the wait: fall_back clears await_grant_).
     changed_.wait(lock, [this] { return !connected_ || !await_grant_.load(); });
     return true;
   }
@@ -722,7 +721,7 @@ class Agent {
     // was needed), then Registered, or an Error (wrong version, another user's job, no
     // identity) that no retry fixes.
     std::vector<uint8_t> input;
-    const double deadline = now() + kReplyWait;
+    const double deadline = now() + silence_limit_;
     while (now() < deadline) {
       pollfd p{fd, POLLIN, 0};
       if (poll(&p, 1, static_cast<int>((deadline - now()) * 1000) + 1) <= 0) continue;
@@ -824,7 +823,7 @@ class Agent {
                      &Harmonia__Control__Envelope::heartbeat, body);
         }
         sending.swap(outbox_);
-        if (replied_ + 1 < next_seq_ && t - last_heard > kUnresponsive) lost = true;
+        if (replied_ + 1 < next_seq_ && t - last_heard > silence_limit_) lost = true;
         if (stopping_ && sending.empty()) lost = true;
       }
       for (const std::string& frame : sending) {
@@ -888,6 +887,9 @@ class Agent {
   bool via_node_agent_ = false;  ///< the connection is to the node agent (run's thread only)
   pid_t pid_;
   double phase_gap_ = 1.0;
+  /// How long the daemon may stay silent with a request outstanding before the process writes
+  /// through (HARMONIA_SCHEDD_TIMEOUT); a registration waits as long for its answer.
+  double silence_limit_ = 1.0;
   int wake_[2] = {-1, -1};
   std::thread thread_;
 

@@ -349,6 +349,13 @@ Environment read_environment() {
     else
       bad("HARMONIA_NODE_WAIT", wait, "expected seconds from 0 to 86400, e.g. 30");
   }
+  if (const char* timeout = std::getenv("HARMONIA_SCHEDD_TIMEOUT")) {
+    const auto seconds = parse_seconds(timeout);
+    if (seconds && *seconds > 0 && *seconds <= 3600)
+      config.schedd_timeout = *seconds;
+    else
+      bad("HARMONIA_SCHEDD_TIMEOUT", timeout, "expected seconds > 0, at most 3600, e.g. 1");
+  }
   if (const char* spec = std::getenv("HARMONIA_FLUSH_SCHEDULER"); spec && *spec) {
     if (auto why = parse_flush_scheduler(spec, config); !why.empty())
       bad("HARMONIA_FLUSH_SCHEDULER", spec, why);

@@ -29,6 +29,9 @@ struct Config {
   /// Seconds a read, fsync or close waits for a buffer node that holds bytes of its file and is
   /// down (HARMONIA_NODE_WAIT) before it fails with EIO.
   double node_wait = 30.0;
+  /// Seconds the scheduler daemon (or node agent) may leave a request unanswered before the
+  /// process gives it up and writes through on its own (HARMONIA_SCHEDD_TIMEOUT).
+  double schedd_timeout = 1.0;
   bool debug = false;  ///< HARMONIA_DEBUG=1: report at start-up what the library does not handle
 
   /// Whether a file at absolute `path` may be staged.
@@ -58,7 +61,7 @@ struct PrefetchFile {
 struct Environment {
   /// HARMONIA_STAGE, HARMONIA_STAGE_DIR, HARMONIA_STAGE_SIZE, HARMONIA_STAGE_INCLUDE,
   /// HARMONIA_STAGE_EXCLUDE, HARMONIA_PHASE_TRACE, HARMONIA_PHASE_GAP, HARMONIA_FLUSH_SCHEDULER,
-  /// HARMONIA_NODE_WAIT and HARMONIA_DEBUG.
+  /// HARMONIA_NODE_WAIT, HARMONIA_SCHEDD_TIMEOUT and HARMONIA_DEBUG.
   Config config;
   Identity identity;
   std::string schedd;       ///< HARMONIA_SCHEDD: the scheduler daemon; "": no agent
