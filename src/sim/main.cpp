@@ -76,8 +76,9 @@ int main(int argc, char** argv) {
     const double wall =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
 
-    harmonia::common::write_atomically(
-        out_path, harmonia::sim::results_json(scenario, policy, result).dump(2));
+    harmonia::common::write_atomically(out_path, [&](std::ostream& out) {
+      harmonia::sim::write_results(out, scenario, policy, result);
+    });
     if (!accounting_prefix.empty())
       harmonia::common::write_accounting(accounting_prefix, result.accounting);
     if (!perf_path.empty())

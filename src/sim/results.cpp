@@ -9,21 +9,25 @@ namespace harmonia::sim {
 
 using nlohmann::ordered_json;
 
-nlohmann::ordered_json results_json(const Scenario& scenario, const std::string& policy,
-                                    const RunResult& r) {
-  nlohmann::ordered_json out;
-  out["scenario"] = scenario.name;
-  out["policy"] = policy;
-  out["seed"] = scenario.seed;
-  out["version"] = HARMONIA_VERSION;
-  out["metrics"] = simkit::metrics_json(r.system);
-  out["apps"] = simkit::apps_json(r.apps);
-  out["phases"] = simkit::phases_json(
-      r.phases, [&](int app) { return r.apps.at(static_cast<size_t>(app)).name; });
-  out["drains"] = simkit::drains_json(r.drains);
-  out["prefetches"] = simkit::prefetches_json(
-      r.prefetches, [&](int app) { return r.apps.at(static_cast<size_t>(app)).name; });
-  out["sim"] = {{"events", r.events}};
+void write_results(std::ostream& stream, const Scenario& scenario, const std::string& policy,
+                   const RunResult& r) {
+  simkit::ObjectWriter out(stream);
+  const auto app_name = [&](int app) -> const std::string& {
+    return r.apps.at(static_cast<size_t>(app)).name;
+  };
+  out.member("scenario", scenario.name);
+  out.member("policy", policy);
+  out.member("seed", scenario.seed);
+  out.member("version", HARMONIA_VERSION);
+  out.member("metrics", simkit::metrics_json(r.system));
+  out.array("apps", r.apps, simkit::app_json);
+  out.array("phases", r.phases,
+            [&](const core::PhaseRecord& p) { return simkit::phase_json(p, app_name(p.app)); });
+  out.array("drains", r.drains, simkit::drain_json);
+  out.array("prefetches", r.prefetches, [&](const core::PrefetchRecord& p) {
+    return simkit::prefetch_json(p, app_name(p.app));
+  });
+  out.member("sim", {{"events", r.events}});
   if (!r.control.empty()) {
     // The control plane (docs/node-agent.md): messages to and from the scheduler per phase, and
     // the time they add between a phase's first rank and its last connection holding the grant.
@@ -45,16 +49,16 @@ nlohmann::ordered_json results_json(const Scenario& scenario, const std::string&
     const auto at = [&](double q) {
       return overhead[static_cast<size_t>(q * static_cast<double>(overhead.size() - 1))];
     };
-    out["control"] = {{"messages", messages},
-                      {"messages_per_phase",
-                       static_cast<double>(messages) / static_cast<double>(r.control.size())},
-                      {"heartbeats_at_most", r.heartbeats},
-                      {"overhead_p50", at(0.5)},
-                      {"overhead_p99", at(0.99)},
-                      {"overhead_max", overhead.back()},
-                      {"phases", phases}};
+    out.member("control", {{"messages", messages},
+                           {"messages_per_phase",
+                            static_cast<double>(messages) / static_cast<double>(r.control.size())},
+                           {"heartbeats_at_most", r.heartbeats},
+                           {"overhead_p50", at(0.5)},
+                           {"overhead_p99", at(0.99)},
+                           {"overhead_max", overhead.back()},
+                           {"phases", phases}});
   }
-  return out;
+  out.finish();
 }
 
 }  // namespace harmonia::sim

@@ -1,6 +1,8 @@
 // The recorder's results writer shared by harmonia-sim and harmonia-schedd.
 #include <gtest/gtest.h>
 
+#include <sstream>
+
 #include "simkit/records.hpp"
 
 using namespace harmonia;
@@ -41,4 +43,39 @@ TEST(Records, MetricsKeepTheDocumentedOrder) {
   EXPECT_EQ(out.begin().key(), "buffer_efficiency");
   EXPECT_EQ(out["makespan"], 7.0);
   EXPECT_EQ(out.size(), 15u);
+}
+
+TEST(Records, TheObjectWriterWritesWhatTheDocumentWouldHold) {
+  std::vector<core::AppMetrics> apps(2);
+  apps[0].name = "a \"quoted\" name";
+  apps[1].name = "b";
+  apps[1].bytes = 4e9;
+  std::vector<core::DrainRecord> drains(3);
+  drains[1].buffer = 2;
+  drains[1].bytes = 1e6;
+  std::ostringstream text;
+  simkit::ObjectWriter out(text);
+  out.member("policy", "fifo");
+  out.array("apps", apps, simkit::app_json);
+  out.array("drains", drains, simkit::drain_json);
+  out.array("prefetches", std::vector<core::PrefetchRecord>{},
+            [](const core::PrefetchRecord& p) { return simkit::prefetch_json(p, "x"); });
+  out.member("sim", {{"events", 3}});
+  out.finish();
+
+  const auto parsed = nlohmann::ordered_json::parse(text.str());
+  nlohmann::ordered_json expected;
+  expected["policy"] = "fifo";
+  expected["apps"] = simkit::apps_json(apps);
+  expected["drains"] = simkit::drains_json(drains);
+  expected["prefetches"] = nlohmann::ordered_json::array();
+  expected["sim"] = {{"events", 3}};
+  EXPECT_EQ(parsed, expected);
+  EXPECT_EQ(parsed["drains"].size(), 1u) << "drains that moved nothing are left out";
+  // One array element a line: a reader can follow the file, and no line holds the whole run.
+  std::istringstream lines(text.str());
+  int app_lines = 0;
+  for (std::string line; std::getline(lines, line);)
+    if (line.find("\"interference_factor\"") != std::string::npos) ++app_lines;
+  EXPECT_EQ(app_lines, 2);
 }
