@@ -43,10 +43,16 @@ SYNTHETIC_COMPUTE_RATIO: dict[str, float] = {
 
 
 class ScenarioError(Exception):
-    """An invalid scenario. Each line of the message reads ``FILE: key.path: reason``."""
+    """An invalid scenario. Each line of the message reads ``FILE: key.path: reason``; past
+    MAX_ERROR_LINES, the message says how many more there are (`lines` holds them all)."""
+
+    MAX_ERROR_LINES = 20
 
     def __init__(self, lines: list[str]) -> None:
-        super().__init__("\n".join(lines))
+        shown = lines[: self.MAX_ERROR_LINES]
+        if len(lines) > len(shown):
+            shown = [*shown, f"... and {len(lines) - len(shown)} more problems"]
+        super().__init__("\n".join(shown))
         self.lines = lines
 
 

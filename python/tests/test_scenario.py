@@ -227,6 +227,22 @@ def test_every_problem_is_reported(write_toml: Callable[[str], Path]) -> None:
     assert len(caught.value.lines) == 2
 
 
+def test_a_long_list_of_problems_is_cut_short_in_the_message(
+    write_toml: Callable[[str], Path],
+) -> None:
+    """A trace of thousands of bad jobs gets a message a terminal can show: the first problems
+    and how many more; every one is still in `lines`."""
+    with pytest.raises(ScenarioError) as caught:
+        load_scenario(write_toml(BASE_SCENARIO + SYNTHETIC_APP * 51))
+    problems = caught.value.lines
+    assert sum("duplicate application name" in line for line in problems) == 50
+    message = str(caught.value).splitlines()
+    assert message == [
+        *problems[: ScenarioError.MAX_ERROR_LINES],
+        f"... and {len(problems) - ScenarioError.MAX_ERROR_LINES} more problems",
+    ]
+
+
 NORMALIZE_APPS = """
 [[apps]]
 name = "bench"
