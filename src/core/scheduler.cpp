@@ -384,6 +384,7 @@ void Scheduler::on_drained(BufferId buffer, double bytes, double now) {
       ++it;
     }
   }
+  buf.forget_dust_if_empty();
   stop_drain_if_done(buffer, now);
   for (AppId a : touched) settle_if_drained(a, now);
 }
@@ -474,6 +475,7 @@ void Scheduler::on_held_reported(BufferId buffer, AppId app, double bytes, doubl
     }
   }
   buf.used = std::max(0.0, buf.used + delta);
+  buf.forget_dust_if_empty();
   owner.held_bytes = std::max(0.0, owner.held_bytes + delta);
   stop_drain_if_done(buffer, now);
   settle_if_drained(app, now);
@@ -491,6 +493,7 @@ void Scheduler::release_clean(BufferId buffer, AppId app, std::optional<int> ind
       ++h;
     }
   }
+  buf.forget_dust_if_empty();
 }
 
 void Scheduler::stop_drain_if_done(BufferId buffer, double now) {

@@ -146,6 +146,12 @@ struct BufferState {
   /// Bytes a new phase may still take (dust left by summing shares counts as free).
   double free() const { return capacity - used + kByteEpsilon; }
   double drainable() const;
+  /// Once the buffer holds nothing, forgets the rounding dust `used` gathered from the shares
+  /// added and taken away: over a long trace it outgrows kByteEpsilon, and a phase asking for
+  /// the whole of an empty buffer would never fit.
+  void forget_dust_if_empty() {
+    if (held.empty()) used = 0;
+  }
 };
 
 struct RunningPhase {
@@ -233,6 +239,8 @@ class Scheduler {
   const std::vector<BufferState>& buffers() const { return buffers_; }
   const std::vector<AppState>& apps() const { return apps_; }
   const std::vector<ReadPhase>& reads() const { return reads_; }
+  /// The phases waiting for the policy, in request order.
+  const std::vector<PendingPhase>& pending() const { return pending_; }
   const Recorder& recorder() const { return recorder_; }
   /// Compute nodes no running job holds (unbounded when every job has nodes of its own).
   int free_nodes() const;

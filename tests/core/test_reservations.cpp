@@ -148,3 +148,41 @@ TEST(Lending, TheLendersPhaseReclaimsTheSpaceBeforeABorrowersPhase) {
   EXPECT_TRUE(d.actions.was_granted(a, 0)) << "the lender takes its space back";
   EXPECT_FALSE(d.actions.was_granted(b, 1));
 }
+
+TEST(Reservation, AJobOfTheWholeCapacityStillFitsAfterYearsOfJobs) {
+  // Shares added to and drained from the buffers leave rounding dust in their counts; over a
+  // long trace it outgrew the byte tolerance, and a job reserving the whole capacity then
+  // waited at the head of the queue forever (a 300,000-job trace stalled this way).
+  constexpr int kBuffers = 3;
+  constexpr double kCapacity = 100 * GB;
+  PolicyDriver d("datawarp", ssd_buffers(kBuffers, kCapacity));
+  const auto drain = [&](double bytes, double& now) {
+    for (BufferId b = 0; b < kBuffers; ++b) {
+      // In two chunks, as a node reports them.
+      const double share = bytes / kBuffers, first = share * 0.37;
+      d.drained(b, first, now);
+      d.drained(b, share - first, now += 1);
+    }
+  };
+  double now = 0;
+  // One long job holds half the buffers while 20,000 others come and go beside it.
+  const double held = 0.5 * kBuffers * kCapacity;
+  const AppId holder = d.reg(job("holder", held), now);
+  d.request(holder, 0, held, now += 1);
+  d.complete(holder, 0, now += 1);
+  for (int k = 0; k < 20000; ++k) {
+    const double bytes = held * (1 + k % 97) / 97.3;
+    const AppId a = d.reg(job("j" + std::to_string(k), bytes), now);
+    d.request(a, 0, bytes, now += 1);
+    d.complete(a, 0, now += 1);
+    d.end(a, now += 1);
+    drain(bytes, now);
+  }
+  d.end(holder, now += 1);
+  drain(held, now);
+  for (const auto& buffer : d.scheduler->buffers()) EXPECT_EQ(buffer.used, 0.0);
+  const AppId whole = d.reg(job("whole", kBuffers * kCapacity), now);
+  EXPECT_TRUE(d.actions.was_admitted(whole));
+  d.request(whole, 0, kBuffers * kCapacity, now += 1);
+  EXPECT_TRUE(d.actions.was_granted(whole, 0));
+}
