@@ -277,6 +277,45 @@ void Simulation::report_progress(bool last) {
   *progress_.out << line << std::flush;
 }
 
+std::string Simulation::stall_report() const {
+  constexpr double kGB = 1e9;
+  const auto& apps = scheduler_->apps();
+  const auto gb = [](double bytes) {
+    char text[32];
+    std::snprintf(text, sizeof text, "%.1f GB", bytes / kGB);
+    return std::string(text);
+  };
+  std::string report = "simulation stalled at " + std::to_string(sg4::Engine::get_clock()) +
+                       " s: " + std::to_string(scenario_.apps.size() - apps_finished_) +
+                       " application(s) never finished (policy left phases waiting forever)";
+  // The first to arrive of those that did not end, and what it waits for.
+  const core::AppState* first = nullptr;
+  for (const auto& app : apps)
+    if (!app.ended && (first == nullptr || app.arrival < first->arrival)) first = &app;
+  if (first == nullptr) return report;
+  const auto id = static_cast<core::AppId>(first - apps.data());
+  report += "; the first, " + first->info.name + " (arrived at " + std::to_string(first->arrival) +
+            " s, declared " + gb(first->info.declared_bytes) + ", " +
+            std::to_string(first->info.nodes) + " node(s)), ";
+  if (!first->admitted) {
+    report += "was never admitted (" + std::to_string(scheduler_->free_nodes()) + " node(s) free)";
+  } else {
+    report += "holds " + gb(first->held_bytes) + " on the buffers";
+    for (const auto& p : scheduler_->pending())
+      if (p.request.app == id) {
+        report += ", its phase " + std::to_string(p.request.index) + " (" + gb(p.request.bytes) +
+                  ") waiting since " + std::to_string(p.requested) + " s";
+        break;
+      }
+  }
+  double used = 0, capacity = 0;
+  for (const auto& b : scheduler_->buffers()) {
+    used += b.used;
+    capacity += b.capacity;
+  }
+  return report + "; the buffers hold " + gb(used) + " of " + gb(capacity);
+}
+
 double Simulation::next_chunk(size_t buffer) const {
   if (!draining_[buffer]) return 0;
   const double chunk = std::min(kDrainChunk, scheduler_->buffers()[buffer].drainable());
@@ -370,10 +409,7 @@ RunResult Simulation::run() {
     sg4::Engine::on_time_advance_cb([this](double) { report_progress(false); });
   engine->run();
   report_progress(true);
-  if (apps_finished_ != scenario_.apps.size())
-    throw std::runtime_error(
-        "simulation stalled: " + std::to_string(scenario_.apps.size() - apps_finished_) +
-        " application(s) never finished (policy left phases waiting forever)");
+  if (apps_finished_ != scenario_.apps.size()) throw std::runtime_error(stall_report());
   const auto& rec = scheduler_->recorder();
   auto accounting =
       core::accounting_records(*scheduler_, scenario_.pricing, sg4::Engine::get_clock());

@@ -75,6 +75,9 @@ class Simulation final : public core::Actions {
   double move_chunk(core::BufferId buffer, double chunk);
   /// The bytes of the buffer's next drain chunk; 0 when it should not drain (more).
   double next_chunk(size_t buffer) const;
+  /// Why the run stalled: how many applications never finished, and what the first of them
+  /// waits for.
+  std::string stall_report() const;
   /// Stages a read phase in: every PFS server reads its stripe of each buffer's share and sends
   /// it to the buffer, whose device writes it.
   void run_prefetch(const core::PhaseRequest& phase, const std::vector<core::BufferId>& buffers);
