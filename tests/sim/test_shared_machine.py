@@ -101,3 +101,33 @@ def test_progress_reports_simulated_time_jobs_rate_and_time_left(
     done_counts = [int(m.group(2)) for m in matches if m]
     assert done_counts == sorted(done_counts)
     assert done_counts[-1] == 6
+
+
+def test_a_stalled_run_names_the_first_stuck_job_and_what_it_waits_for(
+    simulator: Path, tmp_path: Path
+) -> None:
+    """DataWarp stages a job's data out only when it ends: a job writing 600 GB in two phases
+    to 400 GB of buffers (no extensions) can never place its second phase. The run stops with
+    status 1 and says which job waits for which phase, beside how full the buffers are."""
+    jobs = [
+        app("fits", [(1.0, GB)], nodes=1),
+        app("toobig", [(1.0, 300 * GB), (1.0, 300 * GB)], nodes=1, arrival=5.0),
+    ]
+    src = tmp_path / "s.json"
+    src.write_text(json.dumps(shared(jobs, 4)))
+    out = tmp_path / "r.json"
+    done = subprocess.run(
+        sim_command(simulator, src, "datawarp", out),
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 1, done.stderr
+    assert "1 application(s) never finished" in done.stderr
+    assert re.search(
+        r"the first, toobig \(arrived at 5\.0+ s, declared 600\.0 GB, 1 node\(s\)\), holds "
+        r"300\.0 GB on the buffers, its phase 1 \(300\.0 GB\) waiting since [\d.]+ s; the "
+        r"buffers hold 300\.0 GB of 400\.0 GB",
+        done.stderr,
+    ), done.stderr
+    assert not out.exists()
