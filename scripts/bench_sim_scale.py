@@ -11,6 +11,9 @@ times out at one size is not run at larger ones). Two settings:
 - `machine`: the jobs on the machine they shared (`harmonia sim --trace`), sized from the trace,
   with the request model of --requests.
 
+--repeat K replays the trace K times back to back (each copy's jobs renumbered and submitted one
+span of the trace later): KTH-SP2 eleven times is 307,769 jobs, a large machine's log.
+
 Prints a Markdown table per build: the median wall seconds over the seeds per size and policy,
 the growth exponent k (wall ~ jobs^k, least squares over the sizes each seed finished; median and
 range over the seeds) and the largest peak resident memory at the largest size. With --baseline
@@ -23,6 +26,7 @@ JSON.
 """
 
 import argparse
+import gzip
 import json
 import math
 import os
@@ -49,6 +53,34 @@ KTH = (
 
 # (build, policy, seed) -> jobs -> the measurement
 Rows = dict[tuple[str, str, int], dict[int, dict[str, object]]]
+
+
+def repeated(trace: Path, copies: int, directory: Path) -> Path:
+    """`trace` `copies` times back to back, in `directory`: a site's log of copies x its jobs.
+    Each copy's jobs are numbered past the previous copy's and submitted one span of the trace
+    (first to last submission, plus a day) later."""
+    opener = gzip.open if trace.suffix == ".gz" else open
+    with opener(trace, "rt") as lines:
+        header, jobs = [], []
+        for line in lines:
+            if line.startswith(";"):
+                header.append(line)
+            elif line.strip():
+                jobs.append(line.split())
+    submits = [float(job[1]) for job in jobs]
+    span = max(submits) - min(submits) + 86400
+    numbers = max(int(job[0]) for job in jobs)
+    out = directory / f"{trace.name.split('.swf')[0]}-x{copies}.swf"
+    with out.open("w") as swf:
+        swf.writelines(header)
+        for k in range(copies):
+            for job in jobs:
+                fields = [
+                    str(int(job[0]) + k * numbers),
+                    str(int(float(job[1]) + k * span)),
+                ]
+                swf.write(" ".join(fields + job[2:]) + "\n")
+    return out
 
 
 def scenario(
@@ -212,6 +244,10 @@ def ratios(rows: Rows, seeds: list[int]) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--trace", type=Path, default=KTH)
+    parser.add_argument(
+        "--repeat", type=int, default=1,
+        help="replay the trace this many times back to back (a longer site's log)",
+    )  # fmt: skip
     parser.add_argument("--jobs", default="200,800,3200,12800",
                         help="sizes, comma-separated; 0: the whole trace")  # fmt: skip
     parser.add_argument(
@@ -256,7 +292,10 @@ def main() -> None:
     print(f"{simulator}, setting {args.setting}, load average {os.getloadavg()[0]:.2f}",
           file=sys.stderr)  # fmt: skip
     started = time.monotonic()
-    rows = measure(args, builds, seeds)
+    with tempfile.TemporaryDirectory(prefix="harmonia-trace-") as tmp:
+        if args.repeat > 1:
+            args.trace = repeated(args.trace, args.repeat, Path(tmp))
+        rows = measure(args, builds, seeds)
     for build in builds:
         table(rows, build, seeds, args.timeout)
     ratios(rows, seeds)
