@@ -18,6 +18,20 @@ def shared(apps: list[dict[str, object]], nodes: int) -> dict[str, object]:
     return doc
 
 
+def run_simulator(
+    simulator: Path, doc: dict[str, object], policy: str, out: Path
+) -> subprocess.CompletedProcess[str]:
+    """harmonia-sim on `doc` (written beside `out`) under `policy`, whatever its exit."""
+    src = out.with_name("s.json")
+    src.write_text(json.dumps(doc))
+    return subprocess.run(
+        sim_command(simulator, src, policy, out),
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+
+
 @pytest.mark.parametrize("policy", ["fair-share", "datawarp", "slurm-easy"])
 def test_jobs_wait_for_nodes_and_start_when_one_ends(
     run_sim: RunSim, policy: str
@@ -62,15 +76,9 @@ def test_without_sharing_the_jobs_must_fit_and_all_start_at_once(
 def test_a_job_larger_than_the_machine_is_refused(
     simulator: Path, tmp_path: Path
 ) -> None:
-    src = tmp_path / "s.json"
-    src.write_text(json.dumps(shared([app("huge", [(1.0, GB)], nodes=8)], 4)))
     out = tmp_path / "r.json"
-    done = subprocess.run(
-        sim_command(simulator, src, "fair-share", out),
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    doc = shared([app("huge", [(1.0, GB)], nodes=8)], 4)
+    done = run_simulator(simulator, doc, "fair-share", out)
     assert done.returncode == 2
     assert "apps[0].nodes: larger than the machine" in done.stderr
     assert not out.exists()
@@ -113,15 +121,8 @@ def test_a_stalled_run_names_the_first_stuck_job_and_what_it_waits_for(
         app("fits", [(1.0, GB)], nodes=1),
         app("toobig", [(1.0, 300 * GB), (1.0, 300 * GB)], nodes=1, arrival=5.0),
     ]
-    src = tmp_path / "s.json"
-    src.write_text(json.dumps(shared(jobs, 4)))
     out = tmp_path / "r.json"
-    done = subprocess.run(
-        sim_command(simulator, src, "datawarp", out),
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    done = run_simulator(simulator, shared(jobs, 4), "datawarp", out)
     assert done.returncode == 1, done.stderr
     assert "1 application(s) never finished" in done.stderr
     assert re.search(
