@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <map>
 #include <stdexcept>
 
 #include "core/registry.hpp"
@@ -308,12 +309,30 @@ std::string Simulation::stall_report() const {
         break;
       }
   }
-  double used = 0, capacity = 0;
+  double used = 0, capacity = 0, drainable = 0, clean = 0;
+  std::map<core::AppId, double> held_by;
   for (const auto& b : scheduler_->buffers()) {
     used += b.used;
     capacity += b.capacity;
+    for (const auto& h : b.held) {
+      (h.clean ? clean : h.drainable ? drainable : held_by[h.app]) += h.bytes;
+    }
   }
-  return report + "; the buffers hold " + gb(used) + " of " + gb(capacity);
+  report += "; the buffers hold " + gb(used) + " of " + gb(capacity) + " (" + gb(drainable) +
+            " drainable, " + gb(clean) + " staged in)";
+  // The largest holder of bytes that may not drain yet, and where its job stands.
+  const auto largest =
+      std::max_element(held_by.begin(), held_by.end(),
+                       [](const auto& a, const auto& b) { return a.second < b.second; });
+  if (largest != held_by.end()) {
+    const auto& holder = apps.at(static_cast<size_t>(largest->first));
+    report += "; " + holder.info.name + " holds " + gb(largest->second) + " not yet drainable (" +
+              (holder.ended      ? "ended"
+               : holder.admitted ? "running"
+                                 : "not admitted") +
+              ")";
+  }
+  return report;
 }
 
 double Simulation::next_chunk(size_t buffer) const {

@@ -128,7 +128,8 @@ def test_a_stalled_run_names_the_first_stuck_job_and_what_it_waits_for(
     assert re.search(
         r"the first, toobig \(arrived at 5\.0+ s, declared 600\.0 GB, 1 node\(s\)\), holds "
         r"300\.0 GB on the buffers, its phase 1 \(300\.0 GB\) waiting since [\d.]+ s; the "
-        r"buffers hold 300\.0 GB of 400\.0 GB",
+        r"buffers hold 300\.0 GB of 400\.0 GB \(0\.0 GB drainable, 0\.0 GB staged in\); toobig "
+        r"holds 300\.0 GB not yet drainable \(running\)",
         done.stderr,
     ), done.stderr
     assert not out.exists()
