@@ -337,8 +337,10 @@ std::string Simulation::stall_report() const {
 
 double Simulation::next_chunk(size_t buffer) const {
   if (!draining_[buffer]) return 0;
+  // Down to the scheduler's own tolerance: a drain that stopped short of it (rounding dust of
+  // less than a byte) would leave the buffer draining in the scheduler's eyes and idle here.
   const double chunk = std::min(kDrainChunk, scheduler_->buffers()[buffer].drainable());
-  return chunk < 1 ? 0 : chunk;
+  return chunk <= core::kByteEpsilon ? 0 : chunk;
 }
 
 void Simulation::run_drain(core::BufferId buffer) {
@@ -365,14 +367,17 @@ double Simulation::move_chunk(core::BufferId buffer, double chunk) {
   const auto b = static_cast<size_t>(buffer);
   auto* host = hosts_.buffers[b];
   const auto servers = hosts_.pfs.size();
-  // Stripe the chunk over every PFS server, as a parallel file system does.
+  // Stripe the chunk over every PFS server, as a parallel file system does. Rounding dust of
+  // less than a byte moves at once, and no activity moves zero bytes.
   std::vector<sg4::ActivityPtr> activities;
-  activities.push_back(hosts_.buffer_disks[b]->read_async(static_cast<sg_size_t>(chunk)));
-  for (size_t s = 0; s < servers; ++s) {
-    const double piece = chunk / static_cast<double>(servers);
-    activities.push_back(
-        sg4::Comm::sendto_async(host, hosts_.pfs[s], static_cast<uint64_t>(piece)));
-    activities.push_back(hosts_.pfs_disks[s]->write_async(static_cast<sg_size_t>(piece)));
+  if (chunk >= 1) {
+    activities.push_back(hosts_.buffer_disks[b]->read_async(static_cast<sg_size_t>(chunk)));
+    for (size_t s = 0; s < servers; ++s) {
+      const auto piece =
+          std::max<sg_size_t>(1, static_cast<sg_size_t>(chunk / static_cast<double>(servers)));
+      activities.push_back(sg4::Comm::sendto_async(host, hosts_.pfs[s], piece));
+      activities.push_back(hosts_.pfs_disks[s]->write_async(piece));
+    }
   }
   events_ += static_cast<long long>(activities.size());
   wait_all(activities);
