@@ -36,14 +36,14 @@ def jobs_by_key(address: Path) -> dict[str, dict[str, object]]:
     return {job["job"]: job for job in status(address)["jobs"]}
 
 
-def staged_behind(
+def staging_behind(
     busy: PhaseKeeper, address: Path, path: Path, chunks: int
 ) -> PhaseKeeper:
     """Job B, once A (kept in its phase by `busy`) is in its phase under 2a: opened and
     registered, then writing a chunk to `path` every 0.1 s until it has written `chunks` and
-    the last of them were staged, then waiting in line to flush them. (The library waits a
-    second for its phase's first directive: under load, B's first writes may go straight to
-    the file, as they should.) Its keeper counts the chunks B wrote."""
+    the last of them were staged; B is still in its phase. (The library waits a second for its
+    phase's first directive: under load, B's first writes may go straight to the file, as they
+    should.) Its keeper counts the chunks B wrote; B is killed if this fails."""
     b = PhaseKeeper(SteppedWriter(address, "B", path))
     try:
         assert busy.wait(lambda: "B" in jobs_by_key(address)), "B registered"
@@ -54,6 +54,18 @@ def staged_behind(
                 and path.stat().st_size < b.chunks_written * 1_000_000
             ),
         ), "B stages"
+    except BaseException:
+        b.writer.kill()
+        raise
+    return b
+
+
+def staged_behind(
+    busy: PhaseKeeper, address: Path, path: Path, chunks: int
+) -> PhaseKeeper:
+    """B as staging_behind leaves it, once its phase ended and it waits in line to flush."""
+    b = staging_behind(busy, address, path, chunks)
+    try:
         assert busy.wait(
             lambda: jobs_by_key(address).get("B", {}).get("wants_flush") == 1
         ), (
@@ -170,16 +182,8 @@ def test_staged_bytes_survive_a_restart_of_the_daemon(tmp_path: Path) -> None:
     daemon = start_daemon(address, "--strategy", "2a")
     try:
         with kept_in_phase(address, "A", tmp_path / "a") as busy:
-            b = PhaseKeeper(SteppedWriter(address, "B", target))
+            b = staging_behind(busy, address, target, chunks=4)
             try:
-                assert busy.wait(lambda: "B" in jobs_by_key(address)), "B registered"
-                assert keep_writing(
-                    [busy, b],
-                    lambda: (
-                        b.chunks_written >= 4
-                        and target.stat().st_size < b.chunks_written * 1_000_000
-                    ),
-                ), "B stages"
                 stop_daemon(daemon, hard=True)
                 daemon = start_daemon(address, "--strategy", "2a")
                 assert busy.wait(lambda: set(jobs_by_key(address)) == {"A", "B"}), (
