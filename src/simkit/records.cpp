@@ -79,16 +79,6 @@ ordered_json array_of(const Items& items, ToJson&& to_json) {
 
 }  // namespace
 
-ordered_json apps_json(const std::vector<core::AppMetrics>& apps) {
-  return array_of(apps, app_json);
-}
-
-ordered_json phases_json(const std::vector<core::PhaseRecord>& phases,
-                         const std::function<std::string(int app)>& app_name) {
-  return array_of(phases,
-                  [&](const core::PhaseRecord& p) { return phase_json(p, app_name(p.app)); });
-}
-
 ordered_json prefetches_json(const std::vector<core::PrefetchRecord>& prefetches,
                              const std::function<std::string(int app)>& app_name) {
   return array_of(prefetches,

@@ -24,11 +24,6 @@ nlohmann::ordered_json drain_json(const core::DrainRecord& drain);
 /// One stage-in's entry, its application named `app_name`.
 nlohmann::ordered_json prefetch_json(const core::PrefetchRecord& prefetch,
                                      const std::string& app_name);
-/// One entry per application.
-nlohmann::ordered_json apps_json(const std::vector<core::AppMetrics>& apps);
-/// One entry per phase; `app_name` names the application of a record.
-nlohmann::ordered_json phases_json(const std::vector<core::PhaseRecord>& phases,
-                                   const std::function<std::string(int app)>& app_name);
 /// One entry per drain that moved bytes.
 nlohmann::ordered_json drains_json(const std::vector<core::DrainRecord>& drains);
 /// One entry per stage-in of a read phase; `app_name` names the application of a record.

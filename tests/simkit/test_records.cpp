@@ -16,12 +16,11 @@ TEST(Records, PhasesCarryTheirWaitAndIoAndTheAppName) {
   p.granted = 5;
   p.end = 9;
   p.buffers = {0, 2};
-  const auto out = simkit::phases_json({p}, [](int app) { return "app" + std::to_string(app); });
-  ASSERT_EQ(out.size(), 1u);
-  EXPECT_EQ(out[0]["app"], "app1");
-  EXPECT_EQ(out[0]["wait"], 2.0);
-  EXPECT_EQ(out[0]["io"], 4.0);
-  EXPECT_EQ(out[0]["buffers"], nlohmann::json::array({0, 2}));
+  const auto out = simkit::phase_json(p, "app1");
+  EXPECT_EQ(out["app"], "app1");
+  EXPECT_EQ(out["wait"], 2.0);
+  EXPECT_EQ(out["io"], 4.0);
+  EXPECT_EQ(out["buffers"], nlohmann::json::array({0, 2}));
 }
 
 TEST(Records, DrainsThatMovedNothingAreLeftOut) {
@@ -66,7 +65,7 @@ TEST(Records, TheObjectWriterWritesWhatTheDocumentWouldHold) {
   const auto parsed = nlohmann::ordered_json::parse(text.str());
   nlohmann::ordered_json expected;
   expected["policy"] = "fifo";
-  expected["apps"] = simkit::apps_json(apps);
+  expected["apps"] = {simkit::app_json(apps[0]), simkit::app_json(apps[1])};
   expected["drains"] = simkit::drains_json(drains);
   expected["prefetches"] = nlohmann::ordered_json::array();
   expected["sim"] = {{"events", 3}};
