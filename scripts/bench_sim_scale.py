@@ -26,7 +26,6 @@ JSON.
 """
 
 import argparse
-import gzip
 import json
 import math
 import os
@@ -41,6 +40,7 @@ from pathlib import Path
 from harmonia.names import policy_names
 from harmonia.scenario import normalize
 from harmonia.simulator import find_simulator
+from harmonia.swf import trace_lines
 from harmonia.workloads import MixSpec, TraceSpec, synthetic_mix, trace_scenario
 
 KTH = (
@@ -59,14 +59,12 @@ def repeated(trace: Path, copies: int, directory: Path) -> Path:
     """`trace` `copies` times back to back, in `directory`: a site's log of copies x its jobs.
     Each copy's jobs are numbered past the previous copy's and submitted one span of the trace
     (first to last submission, plus a day) later."""
-    opener = gzip.open if trace.suffix == ".gz" else open
-    with opener(trace, "rt") as lines:
-        header, jobs = [], []
-        for line in lines:
-            if line.startswith(";"):
-                header.append(line)
-            elif line.strip():
-                jobs.append(line.split())
+    header, jobs = [], []
+    for line in trace_lines(trace):
+        if line.startswith(";"):
+            header.append(line + "\n")
+        elif line.strip():
+            jobs.append(line.split())
     submits = [float(job[1]) for job in jobs]
     span = max(submits) - min(submits) + 86400
     numbers = max(int(job[0]) for job in jobs)

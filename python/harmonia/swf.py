@@ -66,7 +66,8 @@ class Trace:
         return f"{self.path.name}: {len(self.jobs) - too_large} jobs replayed{skipped}"
 
 
-def _lines(path: Path) -> list[str]:
+def trace_lines(path: Path) -> list[str]:
+    """The lines of an SWF file, plain or gzip-compressed (told by its first bytes)."""
     try:
         with path.open("rb") as probe:
             compressed = probe.read(2) == b"\x1f\x8b"
@@ -89,7 +90,7 @@ def _parse(path: Path) -> tuple[SwfHeader, list[SwfJob], int]:
     computer = ""
     jobs = []
     placeholders = 0
-    for number, line in enumerate(_lines(path), start=1):
+    for number, line in enumerate(trace_lines(path), start=1):
         content = line.strip()
         if not content:
             continue
