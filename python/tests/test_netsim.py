@@ -206,6 +206,11 @@ BAD = [
      "network.model: Input should be 'fluid' or 'packet'"),
     ("[network]\npreset = \"scaled\"", "preset = \"scaled\"\npacket_size = \"1 MiB\"",
      "network.packet_size: Input should be less than or equal to 65000"),
+    ("[network]\npreset = \"scaled\"", "preset = \"scaled\"\nflow_control = \"pause\"",
+     "network.flow_control: Input should be 'credits' or 'none'"),
+    ("[network]\npreset = \"scaled\"", "preset = \"scaled\"\nport_buffer = \"4 KiB\"",
+     "network: port_buffer must hold one packet: at least packet_size + 100 bytes of headers"
+     " (4196)"),
 ]  # fmt: skip
 
 
@@ -312,6 +317,7 @@ def test_packet_model_runs_a_scenario_end_to_end(tmp_path: Path) -> None:
     for run in ("baseline-mpi", "interference"):
         network = json.loads((out / f"{run}.json").read_text())["network"]
         assert network == {"model": "packet", "packet_size": 4096, "window": 131072,
+                           "flow_control": "credits", "port_buffer": 65536,
                            "packet_drops": 0}  # fmt: skip
     alone = json.loads((out / "baseline-mpi.json").read_text())["jobs"]["mpi"]["latency"]
     # 2 h (4 + 100) ns handshake + 3 ns acknowledgement + h (331 + 100) ns segment

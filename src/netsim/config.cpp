@@ -42,6 +42,12 @@ std::string to_string(NetworkModel model) {
   return model == NetworkModel::Fluid ? "fluid" : "packet";
 }
 
+bool parse_flow_control(const std::string& name) {
+  if (name == "credits") return true;
+  if (name == "none") return false;
+  throw std::invalid_argument("unknown flow control '" + name + "' (credits, none)");
+}
+
 Config parse_config(const json& document) {
   const simkit::Document doc(document);
   const Reader root = doc.root();
@@ -63,6 +69,14 @@ Config parse_config(const json& document) {
   c.packet.window = fabric.number("window", 1);
   if (c.packet.window != std::floor(c.packet.window) || c.packet.window > 1e9)
     fabric.fail("window", "must be whole bytes, at most 1e9");
+  c.packet.credits = fabric.parsed("flow_control", parse_flow_control);
+  c.packet.port_buffer = fabric.number("port_buffer", 1);
+  if (c.packet.port_buffer != std::floor(c.packet.port_buffer) || c.packet.port_buffer > 1e9)
+    fabric.fail("port_buffer", "must be whole bytes, at most 1e9");
+  if (c.packet.port_buffer < c.packet.packet_size + kPacketHeaderRoom)
+    fabric.fail("port_buffer", "must hold one packet: at least packet_size + " +
+                                   std::to_string(static_cast<int>(kPacketHeaderRoom)) +
+                                   " bytes of headers");
 
   const Reader servers = root.child("servers");
   c.servers = servers.integer("count", 1);

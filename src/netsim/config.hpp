@@ -30,13 +30,23 @@ struct JobConfig {
 struct PacketParams {
   double packet_size = 0;  ///< payload bytes per packet (a TCP segment)
   double window = 0;       ///< bytes a transfer may have unacknowledged in the fabric
+  /// Link-level flow control, as InfiniBand's credits: a port sends a packet only while the
+  /// buffer at the link's far end has room for it. Off: lossless FIFO ports, no backpressure.
+  bool credits = true;
+  double port_buffer = 0;  ///< bytes each link's receiving buffer holds (credits only)
 };
+
+/// The most header bytes a packet carries on the wire above its payload (IPv4, TCP with
+/// options, PPP): a port buffer must hold at least one packet of payload and headers.
+constexpr double kPacketHeaderRoom = 100;
 
 /// How transfers share the fabric: SimGrid's fluid max-min model, or ns-3's packets and queues.
 enum class NetworkModel { Fluid, Packet };
 
 NetworkModel parse_network_model(const std::string& name);
 std::string to_string(NetworkModel model);
+/// "credits" (true) or "none" (false).
+bool parse_flow_control(const std::string& name);
 
 struct Config {
   std::string name;

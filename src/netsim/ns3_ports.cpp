@@ -12,15 +12,13 @@
 #include <stdexcept>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <utility>
 
 namespace harmonia::netsim::ns3_ports {
 
 namespace {
 
-// Headroom above the payload for the IPv4 and TCP headers and TCP options, so that a segment
-// never becomes two IP fragments.
-constexpr double kHeaderRoom = 100;
 // Port queues hold this many packets: far more than the windows of all transfers together, so
 // they never drop (packet_drops() says if they did).
 constexpr uint32_t kQueuePackets = 1U << 24;
@@ -100,6 +98,131 @@ class TableForwarding : public ns3::Ipv4RoutingProtocol {
   ns3::Ptr<ns3::Ipv4> ipv4_;
 };
 
+/// The credit a packet took on the link it last crossed: carried with the packet until it leaves
+/// the element at that link's far end, which then gives the credit back.
+class CreditTag : public ns3::Tag {
+ public:
+  CreditTag() = default;
+  CreditTag(uint32_t link, uint32_t bytes) : link_(link), bytes_(bytes) {}
+  static ns3::TypeId GetTypeId() {
+    static ns3::TypeId tid = ns3::TypeId("harmonia::CreditTag")
+                                 .SetParent<ns3::Tag>()
+                                 .SetGroupName("Harmonia")
+                                 .AddConstructor<CreditTag>();
+    return tid;
+  }
+  ns3::TypeId GetInstanceTypeId() const override { return GetTypeId(); }
+  uint32_t GetSerializedSize() const override { return 2 * sizeof(uint32_t); }
+  void Serialize(ns3::TagBuffer buffer) const override {
+    buffer.WriteU32(link_);
+    buffer.WriteU32(bytes_);
+  }
+  void Deserialize(ns3::TagBuffer buffer) override {
+    link_ = buffer.ReadU32();
+    bytes_ = buffer.ReadU32();
+  }
+  void Print(std::ostream& os) const override { os << "link=" << link_ << " bytes=" << bytes_; }
+  uint32_t link() const { return link_; }
+  uint32_t bytes() const { return bytes_; }
+
+ private:
+  uint32_t link_ = 0;
+  uint32_t bytes_ = 0;
+};
+
+class CreditQueueDisc;
+
+/// The free room of every link's receiving buffer, as its sending port knows it.
+class Credits {
+ public:
+  Credits(size_t links, double port_buffer, ns3::Time delay)
+      : free_(links, static_cast<int64_t>(port_buffer)), gates_(links), delay_(delay) {}
+
+  void set_gate(size_t link, CreditQueueDisc* gate) { gates_[link] = gate; }
+  bool can_send(size_t link, uint32_t bytes) const {
+    return free_[link] >= static_cast<int64_t>(bytes);
+  }
+  /// `packet` leaves on `link`: it takes its size of the far end's room.
+  void take(const ns3::Ptr<ns3::Packet>& packet, size_t link, uint32_t bytes) {
+    free_[link] -= bytes;
+    packet->AddPacketTag(CreditTag(static_cast<uint32_t>(link), bytes));
+  }
+  /// `packet` leaves the element it reached: the link it came in on gets its room back, one
+  /// credit delay later. A packet a host sends has no credit to give back.
+  void give_back(const ns3::Ptr<ns3::Packet>& packet) {
+    CreditTag tag;
+    if (packet->RemovePacketTag(tag)) schedule_return(tag);
+  }
+  /// A host received `packet`: its room is free at once (a host consumes what it receives).
+  void received(
+      ns3::Ptr<const ns3::Packet> packet) {  // NOLINT(performance-unnecessary-value-param)
+    CreditTag tag;
+    if (packet->PeekPacketTag(tag)) schedule_return(tag);
+  }
+
+ private:
+  void schedule_return(const CreditTag& tag) {
+    ns3::Simulator::Schedule(delay_, &Credits::credit, this, tag.link(), tag.bytes());
+  }
+  void credit(uint32_t link, uint32_t bytes);
+
+  std::vector<int64_t> free_;
+  std::vector<CreditQueueDisc*> gates_;
+  ns3::Time delay_;
+};
+
+/// A port's FIFO that sends its head packet only when the link's far end has room for it.
+class CreditQueueDisc : public ns3::QueueDisc {
+ public:
+  static ns3::TypeId GetTypeId() {
+    static ns3::TypeId tid = ns3::TypeId("harmonia::CreditQueueDisc")
+                                 .SetParent<ns3::QueueDisc>()
+                                 .SetGroupName("Harmonia")
+                                 .AddConstructor<CreditQueueDisc>();
+    return tid;
+  }
+  CreditQueueDisc() : ns3::QueueDisc(ns3::QueueDiscSizePolicy::SINGLE_INTERNAL_QUEUE) {}
+  void attach(std::shared_ptr<Credits> credits, size_t link) {
+    credits_ = std::move(credits);
+    link_ = link;
+  }
+
+ private:
+  bool DoEnqueue(ns3::Ptr<ns3::QueueDiscItem> item) override {
+    return GetInternalQueue(0)->Enqueue(item);
+  }
+  ns3::Ptr<ns3::QueueDiscItem> DoDequeue() override {
+    const auto head = GetInternalQueue(0)->Peek();
+    if (!head || !credits_->can_send(link_, head->GetSize())) return nullptr;
+    auto item = GetInternalQueue(0)->Dequeue();
+    credits_->give_back(item->GetPacket());
+    credits_->take(item->GetPacket(), link_, item->GetSize());
+    return item;
+  }
+  ns3::Ptr<const ns3::QueueDiscItem> DoPeek() override { return GetInternalQueue(0)->Peek(); }
+  bool CheckConfig() override {
+    if (GetNInternalQueues() == 0)
+      AddInternalQueue(ns3::CreateObjectWithAttributes<ns3::DropTailQueue<ns3::QueueDiscItem>>(
+          "MaxSize", ns3::QueueSizeValue(ns3::QueueSize(ns3::PACKETS, kQueuePackets))));
+    return GetNInternalQueues() == 1;
+  }
+  void InitializeParams() override {}
+
+  std::shared_ptr<Credits> credits_;  // shared by every port's gate, alive as long as they are
+  size_t link_ = 0;
+};
+
+void Credits::credit(uint32_t link, uint32_t bytes) {
+  free_[link] += bytes;
+  gates_[link]->Run();
+}
+
+// By value: the type of a queue disc's "Drop" trace source.
+void count_disc_drop(
+    ns3::Ptr<const ns3::QueueDiscItem> /*item*/) {  // NOLINT(performance-unnecessary-value-param)
+  ++g_drops;
+}
+
 uint32_t interface_of(const ns3::Ptr<ns3::NetDevice>& device) {
   return static_cast<uint32_t>(
       device->GetNode()->GetObject<ns3::Ipv4>()->GetInterfaceForDevice(device));
@@ -111,9 +234,9 @@ ns3::Ipv4Address address_of(const ns3::Ptr<ns3::NetDevice>& device) {
 
 }  // namespace
 
-void set_link_defaults(double packet_size) {
+void set_link_defaults(double mtu) {
   ns3::Config::SetDefault("ns3::PointToPointNetDevice::Mtu",
-                          ns3::UintegerValue(static_cast<uint16_t>(packet_size + kHeaderRoom)));
+                          ns3::UintegerValue(static_cast<uint16_t>(mtu)));
   ns3::Config::SetDefault("ns3::DropTailQueue<Packet>::MaxSize",
                           ns3::QueueSizeValue(ns3::QueueSize(ns3::PACKETS, kQueuePackets)));
 }
@@ -174,6 +297,33 @@ void Ports::make_fifo() {
     if (tc->GetRootQueueDiscOnDevice(device)) tc->DeleteRootQueueDiscOnDevice(device);
     ns3::DynamicCast<ns3::PointToPointNetDevice>(device)->GetQueue()->TraceConnectWithoutContext(
         "Drop", ns3::MakeCallback(&count_drop));
+  }
+}
+
+void Ports::make_credit_fifo(double port_buffer, double credit_delay) {
+  auto credits =
+      std::make_shared<Credits>(impl_->sender.size(), port_buffer, ns3::Seconds(credit_delay));
+  std::unordered_set<uint32_t> host_ids;
+  for (long h = 0; h < impl_->hosts; ++h)
+    host_ids.insert(impl_->nodes[static_cast<size_t>(h)]->GetId());
+  for (size_t link = 0; link < impl_->sender.size(); ++link) {
+    const auto& device = impl_->sender[link];
+    auto tc = device->GetNode()->GetObject<ns3::TrafficControlLayer>();
+    if (tc->GetRootQueueDiscOnDevice(device)) tc->DeleteRootQueueDiscOnDevice(device);
+    auto gate = ns3::CreateObject<CreditQueueDisc>();
+    gate->attach(credits, link);
+    gate->TraceConnectWithoutContext("Drop", ns3::MakeCallback(&count_disc_drop));
+    tc->SetRootQueueDiscOnDevice(device, gate);
+    credits->set_gate(link, ns3::PeekPointer(gate));
+    // The device holds one packet besides the one on the wire: the rest wait in the gate.
+    auto queue = ns3::DynamicCast<ns3::PointToPointNetDevice>(device)->GetQueue();
+    queue->SetMaxSize(ns3::QueueSize(ns3::PACKETS, 1));
+    queue->TraceConnectWithoutContext("Drop", ns3::MakeCallback(&count_drop));
+    // A host consumes what it receives: the room on its down-link comes back at once.
+    const auto& receiver = impl_->receiver[link];
+    if (host_ids.count(receiver->GetNode()->GetId()) != 0)
+      receiver->TraceConnectWithoutContext("MacRx",
+                                           ns3::MakeCallback(&Credits::received, credits.get()));
   }
 }
 

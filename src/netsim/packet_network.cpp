@@ -13,7 +13,7 @@ constexpr double kHostSpeed = 1e9;
 
 void select_packet_model(const PacketParams& params) {
   sg4::Engine::get_instance()->set_config("network/model:ns-3");
-  ns3_ports::set_link_defaults(params.packet_size);
+  ns3_ports::set_link_defaults(params.packet_size + kPacketHeaderRoom);
 }
 
 std::vector<sg4::Host*> build_packet_fabric(const Fabric& fabric, double link_bw,
@@ -55,7 +55,10 @@ std::vector<sg4::Host*> build_packet_fabric(const Fabric& fabric, double link_bw
     ports.add_cable(index, lower, upper);
   }
   zone->seal();
-  ports.make_fifo();
+  if (params.credits)
+    ports.make_credit_fifo(params.port_buffer, hop_latency);
+  else
+    ports.make_fifo();
 
   // Forwarding: the fabric's D-mod-k decision at every element for every destination.
   std::vector<std::vector<long>> link_by_dst;

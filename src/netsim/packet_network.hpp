@@ -1,7 +1,8 @@
 #pragma once
 /// @file The packet-level network: the same fat-tree on SimGrid's ns-3 model, with every switch
-/// forwarding by our D-mod-k routes and lossless FIFO queues (docs/network-interference.md,
-/// "Packet-level mode"). Needs the engine; once per process, instead of build_fabric.
+/// forwarding by our D-mod-k routes, FIFO port queues and credit-based link-level flow control
+/// (docs/network-interference.md, "Packet-level mode"). Needs the engine; once per process, instead
+/// of build_fabric.
 
 #include <simgrid/s4u.hpp>
 #include <vector>
@@ -17,8 +18,9 @@ void select_packet_model(const PacketParams& params);
 
 /// Builds the fat-tree as one-link routes between neighbouring elements (the only routes
 /// SimGrid's ns-3 binding turns into ns-3 links), a point-to-point link of `link_bw` and
-/// `hop_latency` per cable, installs the D-mod-k forwarding on every node and lossless FIFO
-/// queues on every port, and returns the hosts by position, named "node-<position>".
+/// `hop_latency` per cable, installs the D-mod-k forwarding on every node and FIFO queues on
+/// every port (gated by credits, a credit taking `hop_latency` to come back, unless
+/// `params.credits` is off), and returns the hosts by position, named "node-<position>".
 std::vector<simgrid::s4u::Host*> build_packet_fabric(const Fabric& fabric, double link_bw,
                                                      double hop_latency,
                                                      const PacketParams& params);

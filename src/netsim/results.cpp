@@ -80,6 +80,8 @@ ordered_json results_json(const Config& c, const Fabric& f, const Layout& layout
   if (c.model == NetworkModel::Packet)
     out["network"].update({{"packet_size", c.packet.packet_size},
                            {"window", c.packet.window},
+                           {"flow_control", c.packet.credits ? "credits" : "none"},
+                           {"port_buffer", c.packet.port_buffer},
                            {"packet_drops", r.packet_drops}});
   out["layout"] = {{"server_placement", to_string(c.server_placement)},
                    {"server_order", to_string(c.server_order)},

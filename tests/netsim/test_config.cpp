@@ -20,7 +20,9 @@ json valid() {
             {"hop_latency", 1e-7},
             {"model", "packet"},
             {"packet_size", 4096},
-            {"window", 131072}}},
+            {"window", 131072},
+            {"flow_control", "credits"},
+            {"port_buffer", 65536}}},
           {"servers", {{"count", 8}, {"placement", "spread-target"}, {"order", "round-robin"}}},
           {"jobs", {{"placement", "random-switch"}, {"io_fraction", 0.25}}},
           {"mpi", job},
@@ -50,6 +52,8 @@ TEST(Config, ParsesTheNormalizedForm) {
   EXPECT_EQ(c.model, NetworkModel::Packet);
   EXPECT_DOUBLE_EQ(c.packet.packet_size, 4096);
   EXPECT_DOUBLE_EQ(c.packet.window, 131072);
+  EXPECT_TRUE(c.packet.credits);
+  EXPECT_DOUBLE_EQ(c.packet.port_buffer, 65536);
 }
 
 TEST(Config, ErrorsNameTheKey) {
@@ -71,6 +75,14 @@ TEST(Config, ErrorsNameTheKey) {
   doc = valid();
   doc["fabric"]["packet_size"] = 70000;
   EXPECT_EQ(error_of(doc), "fabric.packet_size: must be whole bytes, at most 65000");
+  doc = valid();
+  doc["fabric"]["flow_control"] = "pause";
+  EXPECT_EQ(error_of(doc), "fabric.flow_control: unknown flow control 'pause' (credits, none)");
+  doc = valid();
+  doc["fabric"]["port_buffer"] = 4195;
+  EXPECT_EQ(
+      error_of(doc),
+      "fabric.port_buffer: must hold one packet: at least packet_size + 100 bytes of headers");
   doc = valid();
   doc["fabric"]["up"] = {2, 4, 4};
   EXPECT_NE(error_of(doc).find("fabric.up"), std::string::npos);

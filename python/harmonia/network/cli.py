@@ -136,8 +136,8 @@ def netsim(
     network: Annotated[
         NetworkModelName | None,
         typer.Option(
-            help='"fluid" (max-min sharing, fast) or "packet" (ns-3: packets in FIFO switch '
-            "queues); default: the scenario's network.model, else fluid.",
+            help='"fluid" (max-min sharing, fast) or "packet" (ns-3: packets in switch queues '
+            "with credit flow control); default: the scenario's network.model, else fluid.",
             show_default=False,
         ),
     ] = None,
@@ -160,7 +160,9 @@ def reproduce_network(
     system: Annotated[str, typer.Option(help='The fabric: "scaled" or "paper" preset.')] = "scaled",
     network: Annotated[
         NetworkModelName,
-        typer.Option(help='"fluid" (max-min sharing) or "packet" (ns-3 queues) model.'),
+        typer.Option(
+            help='"fluid" (max-min sharing) or "packet" (ns-3 queues with credits) model.'
+        ),
     ] = "fluid",
     only: Annotated[
         str | None,

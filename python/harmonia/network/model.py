@@ -32,6 +32,8 @@ from harmonia.scenario import (
 from harmonia.simulator import find_tool
 
 TRAFFIC = ("mpi", "io")
+# The most header bytes a packet carries above its payload (harmonia-netsim's kPacketHeaderRoom).
+PACKET_HEADER_ROOM = 100
 
 
 @dataclass(frozen=True)
@@ -84,6 +86,11 @@ class Network(_Table):
     # Packet model only: InfiniBand's largest MTU, and the bytes a transfer may have in flight.
     packet_size: PositiveSize = Field(default=4096, le=65000)
     window: PositiveSize = Field(default=131072, le=10**9)
+    # Packet model only: link-level flow control as InfiniBand's credits (a port sends only
+    # while the far end's buffer for the link has room), or none (lossless FIFO ports); the
+    # buffer per link is CODES' fat-tree default (vc_size, 64 KiB).
+    flow_control: Literal["credits", "none"] = "credits"
+    port_buffer: PositiveSize = Field(default=65536, le=10**9)
 
     @model_validator(mode="after")
     def _preset_or_shape(self) -> Self:
@@ -98,6 +105,11 @@ class Network(_Table):
                 )
             if self.up[0] != 1:
                 raise ValueError("up[0] must be 1 (one cable per node)")
+        if self.port_buffer < self.packet_size + PACKET_HEADER_ROOM:
+            raise ValueError(
+                f"port_buffer must hold one packet: at least packet_size + {PACKET_HEADER_ROOM}"
+                f" bytes of headers ({self.packet_size + PACKET_HEADER_ROOM})"
+            )
         return self
 
     def shape(self) -> tuple[list[int], list[int]]:
@@ -273,6 +285,8 @@ def normalize(scenario: NetScenario) -> dict[str, dict[str, Any]]:
             "model": scenario.network.model,
             "packet_size": scenario.network.packet_size,
             "window": scenario.network.window,
+            "flow_control": scenario.network.flow_control,
+            "port_buffer": scenario.network.port_buffer,
         },
         "servers": {
             "count": scenario.server_count(),
