@@ -1,6 +1,8 @@
 #include "netsim/simulation.hpp"
 
 #include <algorithm>
+#include <stdexcept>
+#include <string>
 
 #include "netsim/packet_network.hpp"
 #include "simkit/platform.hpp"
@@ -8,6 +10,12 @@
 namespace sg4 = simgrid::s4u;
 
 namespace harmonia::netsim {
+
+namespace {
+// A client asleep this long past its wake-up date was never woken (packet model: the clock
+// stepped past its timer, see select_packet_model).
+constexpr double kOverdueSleep = 1e-6;
+}  // namespace
 
 std::vector<sg4::Host*> build_fabric(const Fabric& fabric, double link_bw) {
   // Zero latency: CM02 weights a flow's share by its route latency, which would favour short
@@ -59,7 +67,8 @@ void Simulation::run_client(Traffic traffic, long index) {
   const auto size = static_cast<uint64_t>(job.size);
   std::vector<Hop> route;
 
-  sg4::this_actor::sleep_until(job.pacing.first_start(rng));
+  const size_t slot = static_cast<size_t>(index) + (mpi ? 0 : layout_.mpi_clients.size());
+  sleep_client_until(slot, job.pacing.first_start(rng));
   for (long k = 0; !stopping_; ++k) {
     if (config_.max_transfers > 0 && result_.transfers_started >= config_.max_transfers) {
       stop("max_transfers");
@@ -86,11 +95,23 @@ void Simulation::run_client(Traffic traffic, long index) {
       if (job.finite) return;
     }
     const double next = job.pacing.next_start(start, end, rng);
-    if (next > sg4::Engine::get_clock()) sg4::this_actor::sleep_until(next);
+    if (next > sg4::Engine::get_clock()) sleep_client_until(slot, next);
   }
 }
 
+void Simulation::sleep_client_until(size_t slot, double date) {
+  wake_at_[slot] = date;
+  sg4::this_actor::sleep_until(date);
+  wake_at_[slot] = -1;
+}
+
+long Simulation::overdue_sleepers(double now) const {
+  return std::count_if(wake_at_.begin(), wake_at_.end(),
+                       [now](double date) { return date >= 0 && date < now - kOverdueSleep; });
+}
+
 RunResult Simulation::run() {
+  wake_at_.assign(layout_.mpi_clients.size() + layout_.io_clients.size(), -1);
   for (auto [traffic, job, clients] : {std::tuple{Traffic::Mpi, &config_.mpi, &layout_.mpi_clients},
                                        std::tuple{Traffic::Io, &config_.io, &layout_.io_clients}}) {
     if (!job->enabled) continue;
@@ -117,8 +138,18 @@ RunResult Simulation::run() {
     // A client's last byte arrives one propagation delay after SimGrid's transfer ends.
     result_.end_time =
         std::max({sg4::Engine::get_clock(), result_.mpi.quota_time, result_.io.quota_time});
+    overdue_ = overdue_sleepers(sg4::Engine::get_clock());
   });
   sg4::Engine::get_instance()->run();
+  if (result_.stop_reason.empty())
+    throw std::runtime_error(
+        "the simulation ended before the run did (SimGrid found its actors "
+        "deadlocked)");
+  if (overdue_ > 0)
+    throw std::runtime_error(
+        std::to_string(overdue_) +
+        " clients were still asleep past their wake-up time at the end of the run: the "
+        "simulated clock passed their timers, so the results would be wrong");
   if (config_.model == NetworkModel::Packet) result_.packet_drops = packet_drops();
   return std::move(result_);
 }

@@ -29,6 +29,10 @@ class Simulation {
  private:
   void run_client(Traffic traffic, long index);
   void stop(const char* reason);
+  /// Sleeps the calling client (its slot in wake_at_) until `date`.
+  void sleep_client_until(size_t slot, double date);
+  /// Clients still asleep although their wake-up date is past `now` (SimGrid lost their timer).
+  long overdue_sleepers(double now) const;
 
   const Config& config_;
   const Fabric& fabric_;
@@ -36,7 +40,9 @@ class Simulation {
   std::vector<simgrid::s4u::Host*> hosts_;
   std::vector<long> partner_;  // MPI client -> partner client
   RunResult result_;
-  long clients_waited_ = 0;  // clients that have not completed their quota yet
+  long clients_waited_ = 0;      // clients that have not completed their quota yet
+  std::vector<double> wake_at_;  // by client, MPI ones first: when its sleep ends (-1: awake)
+  long overdue_ = 0;             // clients overdue when the run ended
   bool stopping_ = false;
   simgrid::s4u::SemaphorePtr done_;
 };
