@@ -136,7 +136,7 @@ class CreditQueueDisc;
 class Credits {
  public:
   Credits(size_t links, double port_buffer, ns3::Time delay)
-      : free_(links, static_cast<int64_t>(port_buffer)), gates_(links), delay_(delay) {}
+      : free_(links, static_cast<int64_t>(port_buffer)), gates_(links), delay_(std::move(delay)) {}
 
   void set_gate(size_t link, CreditQueueDisc* gate) { gates_[link] = gate; }
   bool can_send(size_t link, uint32_t bytes) const {
