@@ -363,11 +363,12 @@ link_loads = false
 
 @needs_binary
 def test_packet_model_wakes_every_client_on_the_papers_system(tmp_path: Path) -> None:
-    """ns-3 counts whole nanoseconds and SimGrid's clock follows its steps: on the paper's
-    system, seed 2 of section 5's MPI case, the clock once landed just past a timer, which
-    SimGrid then never fired, nor any later one, so the clients slept for ever and the run went
-    on simulating the transfers in flight, past 17 ms after 15 minutes. The run must end at its
-    1 ms limit with every client woken on time (the binary fails a run where one was not)."""
+    """ns-3 counts whole nanoseconds and SimGrid moves its clock by ns-3's steps, which can end
+    a little past the date SimGrid asked for. A client asleep on SimGrid's CPU model whose date
+    the clock passed was never woken, nor any sleeper after it: on the paper's system, seed 2 of
+    section 5's MPI case, every client and the run's own 1 ms limit stayed asleep from 0.754 ms
+    on, and the run went on simulating transfers (past 17 ms after 15 minutes). The packet model
+    sleeps on kernel timers, which fire once their date is past: the run ends at its limit."""
     path = tmp_path / "paper.toml"
     path.write_text(PAPER_MPI_CASE, encoding="utf-8")
     config = normalize(load_netsim(path))["interference"]

@@ -13,11 +13,6 @@ constexpr double kHostSpeed = 1e9;
 
 void select_packet_model(const PacketParams& params) {
   sg4::Engine::get_instance()->set_config("network/model:ns-3");
-  // ns-3 keeps time in whole nanoseconds, and SimGrid moves its clock by ns-3's steps: the clock
-  // can land up to a nanosecond past a timer (an actor's sleep). At the default 1 ns precision
-  // SimGrid then never fires that timer, nor any later one, and the run goes on for ever with
-  // its clients asleep. A 10 ns precision fires them (at most 10 ns early).
-  sg4::Engine::get_instance()->set_config("surf/precision:1e-8");
   ns3_ports::set_link_defaults(params.packet_size + kPacketHeaderRoom);
 }
 

@@ -1,8 +1,12 @@
 #include "netsim/simulation.hpp"
 
 #include <algorithm>
+#include <cmath>
+#include <simgrid/kernel/Timer.hpp>
+#include <simgrid/simix.hpp>
 #include <stdexcept>
 #include <string>
+#include <utility>
 
 #include "netsim/packet_network.hpp"
 #include "simkit/platform.hpp"
@@ -12,9 +16,11 @@ namespace sg4 = simgrid::s4u;
 namespace harmonia::netsim {
 
 namespace {
-// A client asleep this long past its wake-up date was never woken (packet model: the clock
-// stepped past its timer, see select_packet_model).
-constexpr double kOverdueSleep = 1e-6;
+/// Runs `code` in SimGrid's kernel (the kernel's timers are not for actors to touch).
+template <class Code>
+void kernel_call(Code&& code) {
+  simgrid::kernel::actor::simcall_answered(std::forward<Code>(code));
+}
 }  // namespace
 
 std::vector<sg4::Host*> build_fabric(const Fabric& fabric, double link_bw) {
@@ -99,19 +105,41 @@ void Simulation::run_client(Traffic traffic, long index) {
   }
 }
 
-void Simulation::sleep_client_until(size_t slot, double date) {
-  wake_at_[slot] = date;
-  sg4::this_actor::sleep_until(date);
-  wake_at_[slot] = -1;
+double Simulation::timer_date(double date) const {
+  // ns-3 runs in whole nanoseconds, rounding the time SimGrid gives it to the nearest one: a
+  // timer a quarter of a nanosecond before a whole one makes ns-3 run to that one, past the
+  // timer, which then fires (a date between two whole nanoseconds ns-3 might never pass).
+  const double now_ns = std::round(sg4::Engine::get_clock() * 1e9);
+  return (std::max(std::ceil(date * 1e9), now_ns + 1) - 0.25) * 1e-9;
 }
 
-long Simulation::overdue_sleepers(double now) const {
-  return std::count_if(wake_at_.begin(), wake_at_.end(),
-                       [now](double date) { return date >= 0 && date < now - kOverdueSleep; });
+void Simulation::sleep_client_until(size_t slot, double wake_date) {
+  if (config_.model == NetworkModel::Fluid) {
+    sg4::this_actor::sleep_until(wake_date);
+    return;
+  }
+  if (wake_date <= sg4::Engine::get_clock()) return;
+  const double date = timer_date(wake_date);
+  auto wake = sg4::Semaphore::create(0);
+  kernel_call([this, slot, date, wake] {
+    wake_timers_[slot] = simgrid::kernel::timer::Timer::set(date, [this, slot, wake] {
+      wake_timers_[slot] = nullptr;  // a timer deletes itself once it has fired
+      wake->release();
+    });
+  });
+  wake->acquire();
+}
+
+void Simulation::cancel_timers() {
+  kernel_call([this] {
+    for (auto*& timer : wake_timers_)
+      if (timer != nullptr) std::exchange(timer, nullptr)->remove();
+    if (limit_timer_ != nullptr) std::exchange(limit_timer_, nullptr)->remove();
+  });
 }
 
 RunResult Simulation::run() {
-  wake_at_.assign(layout_.mpi_clients.size() + layout_.io_clients.size(), -1);
+  wake_timers_.assign(layout_.mpi_clients.size() + layout_.io_clients.size(), nullptr);
   for (auto [traffic, job, clients] : {std::tuple{Traffic::Mpi, &config_.mpi, &layout_.mpi_clients},
                                        std::tuple{Traffic::Io, &config_.io, &layout_.io_clients}}) {
     if (!job->enabled) continue;
@@ -130,26 +158,30 @@ RunResult Simulation::run() {
   }
   if (clients_waited_ == 0) throw std::runtime_error("no clients: the measured jobs are empty");
   sg4::Actor::create("controller", hosts_.front(), [this] {
-    if (config_.max_time > 0) {
+    const bool fluid = config_.model == NetworkModel::Fluid;
+    if (config_.max_time > 0 && fluid) {
       if (done_->acquire_timeout(config_.max_time)) stop("max_time");
     } else {
+      if (config_.max_time > 0)
+        kernel_call([this] {
+          limit_timer_ = simgrid::kernel::timer::Timer::set(timer_date(config_.max_time), [this] {
+            limit_timer_ = nullptr;
+            stop("max_time");
+          });
+        });
       done_->acquire();
     }
+    // Nothing that is still asleep counts now; their timers would keep the simulation going.
+    cancel_timers();
     // A client's last byte arrives one propagation delay after SimGrid's transfer ends.
     result_.end_time =
         std::max({sg4::Engine::get_clock(), result_.mpi.quota_time, result_.io.quota_time});
-    overdue_ = overdue_sleepers(sg4::Engine::get_clock());
   });
   sg4::Engine::get_instance()->run();
   if (result_.stop_reason.empty())
     throw std::runtime_error(
         "the simulation ended before the run did (SimGrid found its actors "
         "deadlocked)");
-  if (overdue_ > 0)
-    throw std::runtime_error(
-        std::to_string(overdue_) +
-        " clients were still asleep past their wake-up time at the end of the run: the "
-        "simulated clock passed their timers, so the results would be wrong");
   if (config_.model == NetworkModel::Packet) result_.packet_drops = packet_drops();
   return std::move(result_);
 }

@@ -2,6 +2,7 @@
 /// @file The SimGrid part: the fat-tree platform and one actor per client. Everything else
 /// (routes, placement, pacing, statistics) is plain C++ that this file calls.
 
+#include <simgrid/kernel/Timer.hpp>
 #include <simgrid/s4u.hpp>
 #include <vector>
 
@@ -29,10 +30,15 @@ class Simulation {
  private:
   void run_client(Traffic traffic, long index);
   void stop(const char* reason);
-  /// Sleeps the calling client (its slot in wake_at_) until `date`.
+  /// Sleeps the calling client (its slot in wake_timers_) until `date`. The packet model sleeps
+  /// on a kernel timer: it moves the clock by ns-3's steps, which can end a little past the date
+  /// SimGrid asked for, and a CPU sleep (sleep_until) whose date the clock has passed never
+  /// ends, nor any CPU sleep after it; a timer fires once its date is past.
   void sleep_client_until(size_t slot, double date);
-  /// Clients still asleep although their wake-up date is past `now` (SimGrid lost their timer).
-  long overdue_sleepers(double now) const;
+  /// Packet model: the date of a timer meant for `date`, on ns-3's nanosecond grid.
+  double timer_date(double date) const;
+  /// Removes the timers still pending (the clients asleep, the run's time limit).
+  void cancel_timers();
 
   const Config& config_;
   const Fabric& fabric_;
@@ -40,9 +46,10 @@ class Simulation {
   std::vector<simgrid::s4u::Host*> hosts_;
   std::vector<long> partner_;  // MPI client -> partner client
   RunResult result_;
-  long clients_waited_ = 0;      // clients that have not completed their quota yet
-  std::vector<double> wake_at_;  // by client, MPI ones first: when its sleep ends (-1: awake)
-  long overdue_ = 0;             // clients overdue when the run ended
+  long clients_waited_ = 0;  // clients that have not completed their quota yet
+  /// By client, MPI ones first: the timer that ends its sleep (null: awake).
+  std::vector<simgrid::kernel::timer::Timer*> wake_timers_;
+  simgrid::kernel::timer::Timer* limit_timer_ = nullptr;  ///< the run's max_time
   bool stopping_ = false;
   simgrid::s4u::SemaphorePtr done_;
 };
