@@ -386,3 +386,18 @@ def test_packet_model_wakes_every_client_on_the_papers_system(tmp_path: Path) ->
     result = json.loads(out.read_text())
     assert result["stop_reason"] == "max_time"
     assert result["end_time"] == pytest.approx(1e-3)
+
+
+def test_placement_report_says_when_a_job_recorded_nothing() -> None:
+    """A packet-model run (5 ms) ends before the I/O case's first 4 MiB request every 128 ms is
+    recorded: the report says so instead of printing NaN; a measured job shows its slowdown."""
+    from harmonia.network.experiment import Case, report_rows
+
+    unmeasured = Case("job-placement", "io-random-node", {"job": "io", "placement": "random-node"},
+                      {})  # fmt: skip
+    measured = Case("job-placement", "mpi-random-node", {"job": "mpi", "placement": "random-node"},
+                    {}, summary={"mpi": {"slowdown": {"mean": 12.5, "max": 120.0}}})  # fmt: skip
+    rows = report_rows("job-placement", [unmeasured, measured])
+    assert rows[0][2] == "not measured: no transfer recorded in the run"
+    assert rows[1][2] == "12.50x (max 120.00x)"
+    assert "nan" not in " ".join(cell for row in rows for cell in row)
