@@ -401,3 +401,17 @@ def test_placement_report_says_when_a_job_recorded_nothing() -> None:
     assert rows[0][2] == "not measured: no transfer recorded in the run"
     assert rows[1][2] == "12.50x (max 120.00x)"
     assert "nan" not in " ".join(cell for row in rows for cell in row)
+
+
+def test_job_size_report_says_when_a_job_recorded_nothing() -> None:
+    """The job-size rows of an unmeasured I/O job (a 5 ms packet run, 4 MiB every 2 ms after 5
+    warm-ups) say so; a measured MPI job shows its mean slowdown alone."""
+    from harmonia.network.experiment import Case, report_rows
+
+    io = Case("job-sizes", "io", {"job": "io", "share": 0.25, "x": 2e-3}, {})
+    mpi = Case("job-sizes", "mpi", {"job": "mpi", "share": 0.75, "x": "4 KiB"}, {},
+               summary={"mpi": {"slowdown": {"mean": 4.28, "max": 50.0}}})  # fmt: skip
+    rows = report_rows("job-sizes", [io, mpi])
+    assert rows[0][2] == "not measured: no transfer recorded in the run"
+    assert rows[1] == ("MPI job on 75% of nodes, 4 KiB every 500 us: slowdown (mean)", "1.6-3.2x",
+                       "4.28x")  # fmt: skip

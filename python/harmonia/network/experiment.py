@@ -308,13 +308,13 @@ def _slow(case: Case, traffic: str, key: str = "mean") -> float:
     return value
 
 
-def _fmt_slowdown(case: Case, traffic: str) -> str:
+def _fmt_slowdown(case: Case, traffic: str, *, with_max: bool = True) -> str:
     mean, worst = _slow(case, traffic), _slow(case, traffic, "max")
     if math.isnan(mean):
         # The packet model's short runs can end before a slow periodic job's first recorded
         # transfer (4 MiB every 128 ms in a 5 ms run).
         return "not measured: no transfer recorded in the run"
-    return f"{mean:.2f}x (max {worst:.2f}x)"
+    return f"{mean:.2f}x (max {worst:.2f}x)" if with_max else f"{mean:.2f}x"
 
 
 def _mean(case: Case, traffic: str, run: str) -> float:
@@ -442,7 +442,7 @@ def report_rows(experiment: str, cases: list[Case]) -> list[tuple[str, str, str]
                 note = "highest I/O slowdown: +18 %"
             if job == "mpi" and share == 0.75:
                 note = "1.6-3.2x"
-            rows.append((f"{what}: slowdown (mean)", note, f"{_slow(c, job):.2f}x"))
+            rows.append((f"{what}: slowdown (mean)", note, _fmt_slowdown(c, job, with_max=False)))
     elif experiment == "survey":
         mpi_worst = max(cases, key=lambda c: _slow(c, "mpi"))
         io_worst = max(cases, key=lambda c: _slow(c, "io"))
