@@ -223,6 +223,16 @@ void count_disc_drop(
   ++g_drops;
 }
 
+/// Removes the queue discipline ns-3 installed on `device` (FqCoDel) and counts the drops of its
+/// device queue, which it returns.
+ns3::Ptr<ns3::Queue<ns3::Packet>> strip_port(const ns3::Ptr<ns3::NetDevice>& device) {
+  auto tc = device->GetNode()->GetObject<ns3::TrafficControlLayer>();
+  if (tc->GetRootQueueDiscOnDevice(device)) tc->DeleteRootQueueDiscOnDevice(device);
+  auto queue = ns3::DynamicCast<ns3::PointToPointNetDevice>(device)->GetQueue();
+  queue->TraceConnectWithoutContext("Drop", ns3::MakeCallback(&count_drop));
+  return queue;
+}
+
 uint32_t interface_of(const ns3::Ptr<ns3::NetDevice>& device) {
   return static_cast<uint32_t>(
       device->GetNode()->GetObject<ns3::Ipv4>()->GetInterfaceForDevice(device));
@@ -292,12 +302,7 @@ void Ports::add_cable(long index, long lower, long upper) {
 }
 
 void Ports::make_fifo() {
-  for (const auto& device : impl_->sender) {
-    auto tc = device->GetNode()->GetObject<ns3::TrafficControlLayer>();
-    if (tc->GetRootQueueDiscOnDevice(device)) tc->DeleteRootQueueDiscOnDevice(device);
-    ns3::DynamicCast<ns3::PointToPointNetDevice>(device)->GetQueue()->TraceConnectWithoutContext(
-        "Drop", ns3::MakeCallback(&count_drop));
-  }
+  for (const auto& device : impl_->sender) strip_port(device);
 }
 
 void Ports::make_credit_fifo(double port_buffer, double credit_delay) {
@@ -308,17 +313,15 @@ void Ports::make_credit_fifo(double port_buffer, double credit_delay) {
     host_ids.insert(impl_->nodes[static_cast<size_t>(h)]->GetId());
   for (size_t link = 0; link < impl_->sender.size(); ++link) {
     const auto& device = impl_->sender[link];
-    auto tc = device->GetNode()->GetObject<ns3::TrafficControlLayer>();
-    if (tc->GetRootQueueDiscOnDevice(device)) tc->DeleteRootQueueDiscOnDevice(device);
+    auto queue = strip_port(device);
     auto gate = ns3::CreateObject<CreditQueueDisc>();
     gate->attach(credits, link);
     gate->TraceConnectWithoutContext("Drop", ns3::MakeCallback(&count_disc_drop));
-    tc->SetRootQueueDiscOnDevice(device, gate);
+    device->GetNode()->GetObject<ns3::TrafficControlLayer>()->SetRootQueueDiscOnDevice(device,
+                                                                                       gate);
     credits->set_gate(link, ns3::PeekPointer(gate));
     // The device holds one packet besides the one on the wire: the rest wait in the gate.
-    auto queue = ns3::DynamicCast<ns3::PointToPointNetDevice>(device)->GetQueue();
     queue->SetMaxSize(ns3::QueueSize(ns3::PACKETS, 1));
-    queue->TraceConnectWithoutContext("Drop", ns3::MakeCallback(&count_drop));
     // A host consumes what it receives: the room on its down-link comes back at once.
     const auto& receiver = impl_->receiver[link];
     if (host_ids.count(receiver->GetNode()->GetId()) != 0)

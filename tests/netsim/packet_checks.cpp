@@ -12,6 +12,7 @@
 #include <map>
 #include <numeric>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "netsim/config.hpp"
@@ -53,6 +54,9 @@ Case with_credits(Case c, double port_buffer = kPortBuffer) {
   c.packet.port_buffer = port_buffer;
   return c;
 }
+
+/// `c` with credits, or as it is (no flow control).
+Case with_flow_control(Case c, bool credits) { return credits ? with_credits(std::move(c)) : c; }
 
 JobConfig job(double size, long samples, bool finite, double interval = 0) {
   JobConfig j;
@@ -229,9 +233,10 @@ Case mpi_alone() {
 bool mpi_message_behind_a_full_io_queue_waits() {
   bool ok = true;
   for (const bool credits : {false, true}) {
-    auto flow = [&](const Case& c) { return credits ? with_credits(c) : c; };
-    const double alone = mean(simulate(flow(mpi_alone()), NetworkModel::Packet).mpi);
-    const double beside = mean(simulate(flow(mpi_beside_io()), NetworkModel::Packet).mpi);
+    const double alone =
+        mean(simulate(with_flow_control(mpi_alone(), credits), NetworkModel::Packet).mpi);
+    const double beside =
+        mean(simulate(with_flow_control(mpi_beside_io(), credits), NetworkModel::Packet).mpi);
     const double drain = 2 * (credits ? kPortBuffer : kWindow) / kLinkBw;
     std::printf("%s: MPI 4 KiB mean alone %.3g s, behind I/O %.3g s, queue drain %.3g s\n",
                 credits ? "credits" : "no flow control", alone, beside, drain);
@@ -300,9 +305,9 @@ bool credits_spread_congestion_upstream() {
   }
   std::map<bool, double> slowdown;
   for (const bool credits : {false, true}) {
-    auto flow = [&](const Case& c) { return credits ? with_credits(c) : c; };
-    slowdown[credits] = mean(simulate(flow(beside), NetworkModel::Packet).mpi) /
-                        mean(simulate(flow(alone), NetworkModel::Packet).mpi);
+    slowdown[credits] =
+        mean(simulate(with_flow_control(beside, credits), NetworkModel::Packet).mpi) /
+        mean(simulate(with_flow_control(alone, credits), NetworkModel::Packet).mpi);
   }
   std::printf("MPI slowdown upstream of I/O congestion: no flow control %.3gx, credits %.3gx\n",
               slowdown[false], slowdown[true]);
