@@ -389,8 +389,8 @@ def test_packet_model_wakes_every_client_on_the_papers_system(tmp_path: Path) ->
 
 
 def test_placement_report_says_when_a_job_recorded_nothing() -> None:
-    """A packet-model run (5 ms) ends before the I/O case's first 4 MiB request every 128 ms is
-    recorded: the report says so instead of printing NaN; a measured job shows its slowdown."""
+    """A short run can end before a slow periodic job records a transfer: the report says so
+    instead of printing NaN; a measured job shows its slowdown."""
     from harmonia.network.experiment import Case, report_rows
 
     unmeasured = Case("job-placement", "io-random-node", {"job": "io", "placement": "random-node"},
@@ -404,8 +404,8 @@ def test_placement_report_says_when_a_job_recorded_nothing() -> None:
 
 
 def test_job_size_report_says_when_a_job_recorded_nothing() -> None:
-    """The job-size rows of an unmeasured I/O job (a 5 ms packet run, 4 MiB every 2 ms after 5
-    warm-ups) say so; a measured MPI job shows its mean slowdown alone."""
+    """The job-size rows of an I/O job that recorded nothing say so; a measured MPI job shows its
+    mean slowdown alone."""
     from harmonia.network.experiment import Case, report_rows
 
     io = Case("job-sizes", "io", {"job": "io", "share": 0.25, "x": 2e-3}, {})
@@ -415,3 +415,29 @@ def test_job_size_report_says_when_a_job_recorded_nothing() -> None:
     assert rows[0][2] == "not measured: no transfer recorded in the run"
     assert rows[1] == ("MPI job on 75% of nodes, 4 KiB every 500 us: slowdown (mean)", "1.6-3.2x",
                        "4.28x")  # fmt: skip
+
+
+@needs_binary
+@pytest.mark.parametrize(
+    ("experiment", "label"),
+    [("survey", "io-4MiB-10ms_mpi-4KiB-100us"), ("job-sizes", "io-25pct-128ms")],
+)
+def test_packet_settings_record_every_measured_job(
+    tmp_path: Path, experiment: str, label: str
+) -> None:
+    """The packet model's short runs still record each measured job, alone and beside the other:
+    a job sending every 10 ms after its warm-up, and one sending every 128 ms, whose first
+    transfers count. The timings are the packet settings'; the fluid model runs them in
+    seconds."""
+    from dataclasses import replace
+
+    from harmonia.network.experiment import run_cases
+
+    settings = replace(Settings.for_network("scaled", "packet"), network="fluid")
+    (case,) = [c for c in select([experiment], settings)[experiment] if c.label == label]
+    run_cases(BINARY, [case], tmp_path, 2, lambda _total: None, lambda _done: None)
+    for traffic in case.scenario().run.measure:
+        for run_name in ("baseline", "interference"):
+            latency = case.summary[traffic][run_name]["latency"]
+            assert latency["count"] > 0, (traffic, run_name)
+        assert case.summary[traffic]["slowdown"]["mean"] > 0

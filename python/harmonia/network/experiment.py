@@ -57,22 +57,29 @@ class Settings:
     checkpoint_requests: int = 100  # per I/O client in the throttling experiment (paper: 1,000)
     throttle_mpi_samples: int = 200
     threshold_samples: int = 60
-    max_time: float = 0.0  # if > 0: the simulated time of a periodic run, whatever its periods
+    # Bounds on a periodic run's simulated time (periods of its slowest job)
+    min_time: float = 0.0
+    max_time: float = math.inf
 
     @classmethod
     def for_network(cls, system: str, network: str) -> "Settings":
         """The settings of `network`: the packet model simulates every packet, hundreds of times
-        slower than the fluid one (docs/benchmarks.md), so its runs are shorter: 5 ms of
-        periodic traffic, checkpoints of 5 requests per client, 20 MPI and 5 I/O samples."""
+        slower than the fluid one (docs/benchmarks.md), so its runs are shorter: one warm-up
+        transfer per client (none for a job too slow to record after it), periodic runs of 3
+        periods of their slowest job but at least 5 ms and at most 30 ms, checkpoints of 5
+        requests per client, 20 MPI and 5 I/O samples."""
         if network == "fluid":
             return cls(system=system)
         return cls(
             system=system,
             network=network,
+            periods=3,
+            warmup=1,
             checkpoint_requests=5,
             throttle_mpi_samples=20,
             threshold_samples=5,
-            max_time=5e-3,
+            min_time=5e-3,
+            max_time=30e-3,
         )
 
 
@@ -128,9 +135,15 @@ def _document(
         # A fixed simulated time instead of a sample count, so that a fast background job does
         # not run for as long as a slow measured one needs for its samples.
         slowest = max(mpi["interval"], io["interval"], 1e-3)
-        run["max_time"] = settings.max_time or settings.periods * slowest
+        duration = min(max(settings.periods * slowest, settings.min_time), settings.max_time)
+        run["max_time"] = duration
         for job in (mpi, io):
             job.setdefault("samples", 10**9)
+            # A job too slow to record after its warm-up within the run records its first
+            # transfers: they start at random over its first period, mostly after the other job
+            # has reached its steady state.
+            if (settings.warmup + 2) * job["interval"] > duration:
+                job.setdefault("warmup", 0)
     for job in (mpi, io):
         job.setdefault("warmup", settings.warmup)
     return {
