@@ -66,7 +66,7 @@ class Settings:
         """The settings of `network`: the packet model simulates every packet, hundreds of times
         slower than the fluid one (docs/benchmarks.md), so its runs are shorter: one warm-up
         transfer per client (none for a job too slow to record after it), periodic runs of 3
-        periods of their slowest job but at least 5 ms and at most 30 ms, checkpoints of 5
+        periods of their slowest job but at least 5 ms and at most 20 ms, checkpoints of 5
         requests per client, 20 MPI and 5 I/O samples."""
         if network == "fluid":
             return cls(system=system)
@@ -79,7 +79,7 @@ class Settings:
             throttle_mpi_samples=20,
             threshold_samples=5,
             min_time=5e-3,
-            max_time=30e-3,
+            max_time=20e-3,
         )
 
 
