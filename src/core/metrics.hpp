@@ -82,6 +82,9 @@ class Recorder {
   void prefetch_started(int app, int index, double bytes, double now);
   void prefetch_done(int app, int index, double now);
 
+  /// The application's arrival and, once it happened, its start (admitted, its batch stage-in
+  /// done) and end; -1 before.
+  const AppRecord& app(int app) const { return apps_.at(static_cast<size_t>(app)); }
   const std::vector<PhaseRecord>& phases() const { return phases_; }
   const std::vector<DrainRecord>& drains() const { return drains_; }
   const std::vector<PrefetchRecord>& prefetches() const { return prefetches_; }

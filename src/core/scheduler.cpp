@@ -334,6 +334,13 @@ double Scheduler::io_alone(const PhaseRequest& request, size_t buffers) const {
   return predict(alone, 1, empty, config_.buffer_device, config_.buffer_link_bw).io_alone;
 }
 
+const RunningPhase* Scheduler::running_phase(AppId app, int index) const {
+  const auto it = std::find_if(running_.begin(), running_.end(), [&](const RunningPhase& p) {
+    return !p.prefetch && p.request.app == app && p.request.index == index;
+  });
+  return it == running_.end() ? nullptr : &*it;
+}
+
 void Scheduler::on_phase_complete(AppId app, int index, double now) {
   const auto it = std::find_if(running_.begin(), running_.end(), [&](const RunningPhase& p) {
     return !p.prefetch && p.request.app == app && p.request.index == index;

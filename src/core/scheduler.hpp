@@ -241,6 +241,11 @@ class Scheduler {
   const std::vector<ReadPhase>& reads() const { return reads_; }
   /// The phases waiting for the policy, in request order.
   const std::vector<PendingPhase>& pending() const { return pending_; }
+  /// The application's phase `index` while it runs (granted, not completed), else null; never
+  /// a read phase's stage-in.
+  const RunningPhase* running_phase(AppId app, int index) const;
+  /// The granted phases and stage-ins under way.
+  const std::vector<RunningPhase>& running() const { return running_; }
   const Recorder& recorder() const { return recorder_; }
   /// Compute nodes no running job holds (unbounded when every job has nodes of its own).
   int free_nodes() const;

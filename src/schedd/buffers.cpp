@@ -87,7 +87,6 @@ BrokerJob BufferBroker::add_job(const std::string& key, const std::string& label
   jobs_.back().key = key;
   jobs_.back().label = label;
   jobs_.back().ranks = std::max<std::uint32_t>(1, ranks);
-  jobs_.back().registered = now_;
   job_by_key_[key] = id;
   core::AppInfo info;
   info.name = name;
@@ -125,7 +124,7 @@ void BufferBroker::phase_begin(BrokerJob job, double bytes, double now, bool rea
   state.phase_read = read;
   state.in_phase = true;
   mark_job(job);
-  if (state.admitted) submit_phase(job, now_);
+  if (started(job)) submit_phase(job, now_);
 }
 
 bool BufferBroker::announce_read(BrokerJob job, const std::vector<ReadFile>& files,
@@ -155,7 +154,7 @@ bool BufferBroker::announce_read(BrokerJob job, const std::vector<ReadFile>& fil
   plan.gid = gid;
   state.announced_read = state.next_index++;
   reads_[{job, state.announced_read}] = std::move(plan);
-  if (state.admitted) submit_announced_read(job, now_);
+  if (started(job)) submit_announced_read(job, now_);
   return true;
 }
 
@@ -187,12 +186,12 @@ void BufferBroker::phase_end(BrokerJob job, double now) {
   events_ = true;
   JobState& state = jobs_.at(static_cast<size_t>(job));
   if (!state.in_phase) return;
+  const core::RunningPhase* grant = current_grant(state, job);
   state.in_phase = false;
-  if (state.phase_running) {
-    state.phase_running = false;
-    complete_phase(job, state.phase_index, state.granted);
-    state.granted.clear();
-  } else if (state.admitted) {
+  if (grant) {
+    const std::vector<int> buffers = grant->buffers;  // complete_phase drops the core's record
+    complete_phase(job, state.phase_index, buffers);
+  } else if (started(job)) {
     // Ended before its grant (a declared phase without writes): completes once granted.
     state.ended_early.insert(state.phase_index);
   }
@@ -208,7 +207,7 @@ void BufferBroker::job_end(BrokerJob job, double now) {
   state.ended = true;
   // The core accepts an application's end only once it is admitted; a queued job that leaves
   // is admitted and ended at once (it reserved nothing it used).
-  if (state.admitted && state.ended_early.empty()) scheduler_->on_app_end(job, now_);
+  if (started(job) && state.ended_early.empty()) scheduler_->on_app_end(job, now_);
 }
 
 std::optional<int> BufferBroker::node_slot(const std::string& address) const {
@@ -231,9 +230,7 @@ std::optional<int> BufferBroker::register_node(const std::string& address) {
       nodes_[i].connected = true;
       mark_node(static_cast<int>(i));
       // Jobs granted this slot before its node came can use it now.
-      for (size_t j = 0; j < jobs_.size(); ++j)
-        if (std::count(jobs_[j].granted.begin(), jobs_[j].granted.end(), static_cast<int>(i)))
-          mark_job(static_cast<BrokerJob>(j));
+      mark_jobs_on(static_cast<int>(i));
       return static_cast<int>(i);
     }
   return std::nullopt;
@@ -326,9 +323,21 @@ void BufferBroker::node_gone(int node) {
   for (auto& [key, plan] : reads_)
     if (!plan.staged.count(node) && std::count(plan.buffers.begin(), plan.buffers.end(), node))
       stage_failed(plan, key.first, key.second, node);
-  for (size_t j = 0; j < jobs_.size(); ++j)
-    if (std::count(jobs_[j].granted.begin(), jobs_[j].granted.end(), node))
-      mark_job(static_cast<BrokerJob>(j));
+  mark_jobs_on(node);
+}
+
+void BufferBroker::mark_jobs_on(int node) {
+  for (const core::RunningPhase& phase : scheduler_->running())
+    if (!phase.prefetch && std::count(phase.buffers.begin(), phase.buffers.end(), node))
+      mark_job(phase.request.app);
+}
+
+bool BufferBroker::started(BrokerJob job) const {
+  return scheduler_->recorder().app(job).start >= 0;
+}
+
+const core::RunningPhase* BufferBroker::current_grant(const JobState& state, BrokerJob job) const {
+  return state.in_phase ? scheduler_->running_phase(job, state.phase_index) : nullptr;
 }
 
 void BufferBroker::give_up_late_stage_ins() {
@@ -371,8 +380,6 @@ void BufferBroker::tick(double now) {
 
 void BufferBroker::admit(core::AppId app) {
   JobState& state = jobs_.at(static_cast<size_t>(app));
-  state.admitted = true;
-  state.admitted_at = now_;
   mark_job(app);
   if (!state.ended) submit_announced_read(app, now_);
   if (state.in_phase) submit_phase(app, now_);
@@ -385,8 +392,6 @@ void BufferBroker::grant(const core::PhaseRequest& phase,
   JobState& state = jobs_.at(static_cast<size_t>(phase.app));
   if (config_.on_phase_granted) note_grant_wait(phase);
   if (!state.ended_early.count(phase.index)) {
-    state.granted = buffers;
-    state.phase_running = true;
     mark_job(phase.app);
     return;
   }
@@ -495,16 +500,18 @@ void BufferBroker::fill_directive(BrokerJob job, control::Directive& out) const 
   // holds its bytes; another job may hold the nodes for as long as it runs).
   const auto read = reads_.find({job, state.phase_index});
   const bool unplaced = state.phase_read && (read == reads_.end() || read->second.buffers.empty());
-  out.set_await_grant(state.in_phase && !state.phase_running && !unplaced);
+  const core::RunningPhase* grant = current_grant(state, job);
+  out.set_await_grant(state.in_phase && !grant && !unplaced);
+  if (!grant) return;
   bool whole = true;
-  for (int b : state.granted) {
+  for (int b : grant->buffers) {
     const NodeState& node = nodes_[static_cast<size_t>(b)];
     if (node.connected) out.add_buffers(node.address);
     whole = whole && node.connected;
   }
   // A read is served by node (offset / stripe) % nodes: with one of them gone the stripes no
   // longer line up, and every file is read from the PFS.
-  if (!state.phase_read || !state.phase_running || !whole) return;
+  if (!state.phase_read || !whole) return;
   const ReadPlan& plan = read->second;  // a running read phase's plan is kept (update_orders)
   for (const auto& file : plan.files)
     if (!plan.failed.count(file)) out.add_read_files(file);
@@ -537,9 +544,9 @@ void BufferBroker::fill_status(control::Status& out) const {
 
 double BufferBroker::wait_seconds(BrokerJob job, double now) const {
   now -= origin_;
-  const JobState& state = jobs_.at(static_cast<size_t>(job));
   // Admission (DataWarp's reservation) first, then each phase's wait for its grant.
-  double total = (state.admitted ? state.admitted_at : now) - state.registered;
+  const core::AppRecord& record = scheduler_->recorder().app(job);
+  double total = (record.start >= 0 ? record.start : now) - record.arrival;
   for (const auto& phase : scheduler_->recorder().phases())
     if (phase.app == job) total += (phase.granted >= 0 ? phase.granted : now) - phase.requested;
   return total;

@@ -166,12 +166,8 @@ class BufferBroker : private core::Actions {
     std::string key;
     std::string label;
     std::uint32_t ranks = 1;
-    double registered = 0;
-    bool admitted = false;
-    double admitted_at = 0;
     bool ended = false;
     bool in_phase = false;
-    bool phase_running = false;       ///< the core granted the current phase
     std::set<int> ended_early;        ///< phases that ended before their grant
     int phase_index = -1;             ///< the current (or last) phase's index in the policy core
     int next_index = 0;               ///< the index the next phase (or announced read) takes
@@ -179,7 +175,6 @@ class BufferBroker : private core::Actions {
     int announced_read = -1;          ///< the announced read phase's index, until it begins
     std::set<std::size_t> announced;  ///< a hash of each file list the job announced
     double phase_bytes = 0;
-    std::vector<int> granted;
   };
   struct NodeState {
     std::string address;
@@ -205,6 +200,14 @@ class BufferBroker : private core::Actions {
   /// back by its I/O class whose release has come.
   bool time_due(double now) const;
   void submit_phase(BrokerJob job, double now);
+  /// The job's current phase as the policy core runs it: null until it is granted, and once
+  /// it has ended (the core is the one record of grants).
+  const core::RunningPhase* current_grant(const JobState& state, BrokerJob job) const;
+  /// Whether the policy core started the job (admitted it, its batch stage-in done): only
+  /// then are its phases the core's to place.
+  bool started(BrokerJob job) const;
+  /// Marks the jobs with a phase running on `node` (their directives name it).
+  void mark_jobs_on(int node);
   /// Tells on_phase_granted how long `phase` waited.
   void note_grant_wait(const core::PhaseRequest& phase) const;
   /// Hands the job's announced read phase to the core once the job runs.

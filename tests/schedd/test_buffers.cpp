@@ -160,6 +160,47 @@ TEST(Buffers, APhaseWaitsForItsGrantAndGetsStripedNodes) {
   EXPECT_EQ(after.buffers_size(), 0) << "out of its phase, a job writes to the PFS";
 }
 
+TEST(Buffers, APhaseEndedBeforeItsGrantIsCompletedWhenGrantedAndNamesNoNodes) {
+  // A job's processes left a phase the policy had not placed yet (no room): the policy still
+  // grants it later, the daemon completes it at once, and the job, out of any phase, is never
+  // sent nodes for it; its next phase gets its own grant.
+  auto c = buffered("max-bandwidth", 1, 64 * kMiB);
+  c.buffers->flush_threshold = 1.0;
+  Harness h(c);
+  h.node(1, "n0:7100");
+  h.job(10, "a");
+  h.job(11, "b");
+  ASSERT_EQ(h.begin(10, 64 * kMiB).buffers_size(), 1);
+  EXPECT_TRUE(h.begin(11, 32 * kMiB).await_grant()) << "the node is full";
+  const auto left = h.end(11);
+  EXPECT_FALSE(left.await_grant());
+  EXPECT_EQ(left.buffers_size(), 0);
+  h.end(10);
+  std::vector<Outgoing> out;
+  h.service.on_disconnect(10, h.now, out);  // "a" ends: its data drains, room for b's phase
+  h.pushes.insert(h.pushes.end(), out.begin(), out.end());
+  const std::uint64_t epoch = h.report(1, 64 * kMiB, 0, {{h.tag("a"), 64 * kMiB}}, 0).epoch();
+  h.now = 1;
+  const DrainOrder order = h.report(1, 64 * kMiB, 0, {{h.tag("a"), 64 * kMiB}}, epoch);
+  ASSERT_TRUE(order.drain());
+  h.now = 2;
+  const DrainOrder drained = h.report(1, 0, 64 * kMiB, {}, order.epoch(), h.tag("a"));
+  EXPECT_EQ(h.status().buffers(0).phases(), 0u) << "b's ended phase was granted and completed";
+  EXPECT_GT(drained.epoch(), order.epoch()) << "its completion starts a new order epoch";
+  h.report(1, 0, 64 * kMiB, {}, drained.epoch(), h.tag("a"));
+  EXPECT_NEAR(h.status().buffers(0).scheduled_used(), 0, 1) << "the node holds nothing of b";
+  if (const auto pushed = h.pushed(11)) {
+    EXPECT_EQ(pushed->buffers_size(), 0) << "no nodes for a phase that has ended";
+    EXPECT_FALSE(pushed->await_grant());
+  }
+  const auto next = h.begin(11, 16 * kMiB);
+  EXPECT_FALSE(next.await_grant());
+  EXPECT_EQ(next.buffers_size(), 1) << "the next phase is granted on its own";
+  EXPECT_EQ(h.status().buffers(0).phases(), 1u);
+  EXPECT_EQ(h.end(11).buffers_size(), 0);
+  EXPECT_EQ(h.status().buffers(0).phases(), 0u);
+}
+
 TEST(Buffers, AGrantToANodeThatIsGoneIsNotHandedOut) {
   Harness h(buffered("datawarp", 2, 64 * kMiB));
   h.node(1, "n0:7100");  // slot 1 never registers
