@@ -441,3 +441,22 @@ def test_packet_settings_record_every_measured_job(
             latency = case.summary[traffic][run_name]["latency"]
             assert latency["count"] > 0, (traffic, run_name)
         assert case.summary[traffic]["slowdown"]["mean"] > 0
+
+
+def test_survey_report_names_the_largest_measured_slowdowns() -> None:
+    """A survey case that recorded nothing neither hides nor stands in for the largest measured
+    slowdown, whatever its place in the grid; a traffic no case measured says so."""
+    from harmonia.network.experiment import Case, report_rows
+
+    def case(label: str, mpi: float | None) -> Case:
+        summary = {"mpi": {"slowdown": {"mean": mpi}}} if mpi is not None else {}
+        return Case("survey", label, {}, {}, summary=summary)
+
+    for order in ([None, 2.0, 5.0, 3.0], [5.0, None, 2.0, 3.0], [2.0, 3.0, 5.0, None]):
+        cases = [case(f"c{i}", value) for i, value in enumerate(order)]
+        rows = dict((what, ours) for what, _paper, ours in report_rows("survey", cases))
+        assert rows["largest MPI slowdown (mean)"] == f"5.00x (c{order.index(5.0)})"
+        assert (
+            rows["largest I/O slowdown (mean)"] == "not measured: no transfer recorded in the run"
+        )
+        assert rows["median MPI / I/O slowdown over the grid"] == "3.00x / not measured"

@@ -321,12 +321,14 @@ def _slow(case: Case, traffic: str, key: str = "mean") -> float:
     return value
 
 
+# The packet model's short runs can end before a slow periodic job's first recorded transfer.
+NOT_MEASURED = "not measured: no transfer recorded in the run"
+
+
 def _fmt_slowdown(case: Case, traffic: str, *, with_max: bool = True) -> str:
     mean, worst = _slow(case, traffic), _slow(case, traffic, "max")
     if math.isnan(mean):
-        # The packet model's short runs can end before a slow periodic job's first recorded
-        # transfer (4 MiB every 128 ms in a 5 ms run).
-        return "not measured: no transfer recorded in the run"
+        return NOT_MEASURED
     return f"{mean:.2f}x (max {worst:.2f}x)" if with_max else f"{mean:.2f}x"
 
 
@@ -359,6 +361,20 @@ def predicted_threshold(cases: list[Case], size: str) -> float:
     clients_per_server = result["layout"]["io_clients"] / len(result["layout"]["servers"])
     seconds: float = (clients_per_server - 1) * SIZES[size] / result["fabric"]["link_bw"]
     return seconds
+
+
+def _fmt_largest(cases: list[Case], traffic: str) -> str:
+    """The largest mean slowdown of `traffic` over the cases that measured it, and its case."""
+    measured = [c for c in cases if not math.isnan(_slow(c, traffic))]
+    if not measured:
+        return NOT_MEASURED
+    worst = max(measured, key=lambda c: _slow(c, traffic))
+    return f"{_slow(worst, traffic):.2f}x ({worst.label})"
+
+
+def _fmt_median(values: np.ndarray) -> str:
+    measured = values[~np.isnan(values)]
+    return f"{np.median(measured):.2f}x" if measured.size else "not measured"
 
 
 def report_rows(experiment: str, cases: list[Case]) -> list[tuple[str, str, str]]:
@@ -457,17 +473,14 @@ def report_rows(experiment: str, cases: list[Case]) -> list[tuple[str, str, str]
                 note = "1.6-3.2x"
             rows.append((f"{what}: slowdown (mean)", note, _fmt_slowdown(c, job, with_max=False)))
     elif experiment == "survey":
-        mpi_worst = max(cases, key=lambda c: _slow(c, "mpi"))
-        io_worst = max(cases, key=lambda c: _slow(c, "io"))
         mpi_values = np.array([_slow(c, "mpi") for c in cases])
         io_values = np.array([_slow(c, "io") for c in cases])
         rows += [
-            ("largest MPI slowdown (mean)", "7.6x", f"{_slow(mpi_worst, 'mpi'):.2f}x"
-             f" ({mpi_worst.label})"),
+            ("largest MPI slowdown (mean)", "7.6x", _fmt_largest(cases, "mpi")),
             ("largest I/O slowdown (mean)", "1.9x (4 KB I/O vs 4 MB MPI every 100 us)",
-             f"{_slow(io_worst, 'io'):.2f}x ({io_worst.label})"),
+             _fmt_largest(cases, "io")),
             ("median MPI / I/O slowdown over the grid", "MPI suffers more than I/O",
-             f"{np.nanmedian(mpi_values):.2f}x / {np.nanmedian(io_values):.2f}x"),
+             f"{_fmt_median(mpi_values)} / {_fmt_median(io_values)}"),
         ]  # fmt: skip
     return rows
 
