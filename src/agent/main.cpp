@@ -18,9 +18,11 @@
 #include <CLI/CLI.hpp>
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 #include <unordered_map>
 
@@ -274,6 +276,16 @@ class Server {
   std::unordered_map<std::uint64_t, Peer> peers_;
 };
 
+/// A bound on harmonia-schedd's silence, as the ranks read HARMONIA_SCHEDD_TIMEOUT: seconds
+/// > 0, at most an hour, all of `text`.
+std::optional<double> parse_timeout(const std::string& text) {
+  char* end = nullptr;
+  const double seconds = std::strtod(text.c_str(), &end);
+  if (end == text.c_str() || *end != '\0' || !(seconds > 0) || !(seconds <= 3600))
+    return std::nullopt;
+  return seconds;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -295,7 +307,21 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1U, 1U << 20));
   cli.add_option("--tick", tick, "Seconds between heartbeat and lease checks")
       ->check(CLI::Range(0.001, 1.0));
+  const char* from_environment = std::getenv("HARMONIA_SCHEDD_TIMEOUT");
+  std::string schedd_timeout = from_environment ? from_environment : "1";
+  cli.add_option("--schedd-timeout", schedd_timeout,
+                 "Seconds harmonia-schedd may leave a request of a group unanswered before the "
+                 "agent gives it up and its ranks write through and reconnect: the ranks' own "
+                 "bound (default: HARMONIA_SCHEDD_TIMEOUT, as for the ranks, else 1)");
   CLI11_PARSE(cli, argc, argv);
+  if (const auto seconds = parse_timeout(schedd_timeout)) {
+    config.unresponsive_seconds = *seconds;
+  } else {
+    const bool given = cli.count("--schedd-timeout") > 0;
+    std::cerr << "harmonia-agentd: " << (given ? "--schedd-timeout " : "HARMONIA_SCHEDD_TIMEOUT=")
+              << schedd_timeout << ": expected seconds > 0, at most 3600, e.g. 1\n";
+    return 2;
+  }
   try {
     NodeAgent agent(config);
     Server server(agent, socket_path, schedd, tick);

@@ -7,6 +7,7 @@ import os
 import select
 import signal
 import socket
+import struct
 import subprocess
 import sys
 import time
@@ -21,6 +22,30 @@ SCHEDD = BUILD / "src" / "schedd" / "harmonia-schedd"
 SCHEDCTL = BUILD / "src" / "schedd" / "harmonia-schedctl"
 WRITER = Path(__file__).with_name("slow_writer.py")
 STEPPED_WRITER = Path(__file__).with_name("stepped_writer.py")
+
+
+def frame(body: bytes) -> bytes:
+    """One message of the control protocol: its 4-byte big-endian length, then its bytes."""
+    return struct.pack(">I", len(body)) + body
+
+
+def _length_delimited(number: int, content: bytes) -> bytes:
+    length, out = len(content), bytearray([number << 3 | 2])
+    while length >= 0x80:
+        out.append(length & 0x7F | 0x80)
+        length >>= 7
+    return bytes(out + bytes([length])) + content
+
+
+def register_frame(job: str) -> bytes:
+    """Envelope{seq: 1, register_process: {protocol_version: 1, job, name: job, ranks: 1}},
+    framed: a process's first request, encoded by hand (no protoc needed)."""
+    body = (
+        b"\x08\x01"
+        + _length_delimited(2, job.encode())
+        + _length_delimited(3, job.encode())
+    )
+    return frame(b"\x08\x01" + _length_delimited(2, body + b"\x28\x01"))
 
 
 def start_daemon(address: Path, *args: str) -> subprocess.Popen[str]:

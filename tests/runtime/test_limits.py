@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from bbio_support import BUILD
 from proc_support import cpu_seconds, proc_status
-from schedd_support import SCHEDD, status, wait_until
+from schedd_support import SCHEDD, frame, register_frame, status, wait_until
 
 BBD = BUILD / "src" / "bbd" / "harmonia-bbd"
 BBCTL = BUILD / "src" / "bbd" / "harmonia-bbctl"
@@ -179,29 +179,7 @@ def test_frames_announced_and_not_sent_take_no_memory(tmp_path: Path) -> None:
         assert _bbctl(address, "status").returncode == 0
 
 
-def _frame(body: bytes) -> bytes:
-    return struct.pack(">I", len(body)) + body
-
-
-def _length_delimited(number: int, content: bytes) -> bytes:
-    length, out = len(content), bytearray([number << 3 | 2])
-    while length >= 0x80:
-        out.append(length & 0x7F | 0x80)
-        length >>= 7
-    return bytes(out + bytes([length])) + content
-
-
-def _register(job: str) -> bytes:
-    """Envelope{seq: 1, register_process: {protocol_version: 1, job, name: job, ranks: 1}}."""
-    body = (
-        b"\x08\x01"
-        + _length_delimited(2, job.encode())
-        + _length_delimited(3, job.encode())
-    )
-    return _frame(b"\x08\x01" + _length_delimited(2, body + b"\x28\x01"))
-
-
-STATUS_REQUEST = _frame(b"\x08\x01\x5a\x00")  # Envelope{seq: 1, status_request: {}}
+STATUS_REQUEST = frame(b"\x08\x01\x5a\x00")  # Envelope{seq: 1, status_request: {}}
 
 
 @contextmanager
@@ -272,7 +250,7 @@ def test_clients_that_never_read_do_not_grow_the_scheduler(
     with ExitStack() as stack, _scheduler(tmp_path, *args) as (pid, address):
         for k in range(40):  # 40 jobs with long keys: a Status reply of about 30 KB
             job = _unix(address, stack)
-            job.sendall(_register(f"{k:03d}" + "j" * 250))
+            job.sendall(register_frame(f"{k:03d}" + "j" * 250))
             assert len(job.recv(4, socket.MSG_WAITALL)) == 4
         before = proc_status(pid, "VmRSS")
         for _ in range(12):

@@ -5,9 +5,11 @@ rank, a killed agent leaves the ranks speaking directly, and a rank of another u
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -25,6 +27,7 @@ from schedd_support import (
     keep_writing,
     kept_in_phase,
     read_while_busy,
+    register_frame,
     running_daemon,
     start_daemon,
     start_writer,
@@ -410,3 +413,101 @@ def test_a_rank_opening_a_file_another_rank_of_its_group_stages_sees_its_bytes(
                 writer.kill()
     assert (tmp_path / "a").read_bytes() == expected_bytes(busy.chunks_written)
     assert (tmp_path / "b").read_bytes() == expected_bytes(b.chunks_written)
+
+
+class SilentScheduler:
+    """A listener in harmonia-schedd's place that takes connections and their requests and never
+    answers (a hung daemon)."""
+
+    def __init__(self, path: Path) -> None:
+        self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.listener.bind(str(path))
+        self.listener.listen(8)
+        self.connections: list[socket.socket] = []
+        self.thread = threading.Thread(target=self.serve, daemon=True)
+        self.thread.start()
+
+    def serve(self) -> None:
+        while True:
+            try:
+                connection, _ = self.listener.accept()
+            except OSError:
+                return
+            self.connections.append(connection)
+
+    def close(self) -> None:
+        # Shut down first: a thread blocked in accept() keeps the descriptor open otherwise.
+        self.listener.shutdown(socket.SHUT_RDWR)
+        self.listener.close()
+        self.thread.join(timeout=5)
+        for connection in self.connections:
+            connection.close()
+
+
+@pytest.mark.parametrize(
+    ("args", "environment", "bound"),
+    [(["--schedd-timeout", "2.5"], {}, 2.5), ([], {"HARMONIA_SCHEDD_TIMEOUT": "2.5"}, 2.5),
+     ([], {}, 1.0)],
+    ids=["option", "environment", "default"],
+)  # fmt: skip
+def test_the_agent_waits_for_a_silent_scheduler_as_long_as_it_is_told(
+    tmp_path: Path, args: list[str], environment: dict[str, str], bound: float
+) -> None:
+    """A rank registers through the agent with a scheduler that never answers: the agent gives
+    the registration up, closing the rank's connection, after --schedd-timeout seconds (or
+    HARMONIA_SCHEDD_TIMEOUT's, the ranks' own bound), 1 s by default, not sooner."""
+    scheduler = SilentScheduler(tmp_path / "schedd.sock")
+    agent_socket = tmp_path / "agent.sock"
+    agent = subprocess.Popen(
+        [str(AGENTD), "--socket", str(agent_socket), "--schedd", str(tmp_path / "schedd.sock"),
+         *args],
+        env={**os.environ, **environment}, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True,
+    )  # fmt: skip
+    try:
+        wait_listening(agent, agent_socket, "harmonia-agentd")
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as rank:
+            rank.connect(str(agent_socket))
+            rank.settimeout(bound + 10)
+            started = time.monotonic()
+            rank.sendall(register_frame("A"))
+            while rank.recv(4096):  # until the agent closes the connection
+                pass
+            waited = time.monotonic() - started
+    finally:
+        agent.send_signal(signal.SIGTERM)
+        agent.wait(timeout=10)
+        scheduler.close()
+    assert bound - 0.05 <= waited < bound + 1.0, waited
+
+
+@pytest.mark.parametrize(
+    ("args", "environment", "message"),
+    [(["--schedd-timeout", "0"], {}, "--schedd-timeout 0: expected seconds > 0, at most 3600"),
+     (["--schedd-timeout", "4000"], {}, "--schedd-timeout 4000: expected seconds > 0"),
+     ([], {"HARMONIA_SCHEDD_TIMEOUT": "abc"}, "HARMONIA_SCHEDD_TIMEOUT=abc: expected seconds > 0"),
+     (["--schedd-timeout", "2"], {"HARMONIA_SCHEDD_TIMEOUT": "abc"}, None)],
+)  # fmt: skip
+def test_a_bad_schedd_timeout_is_named_and_the_agent_does_not_start(
+    tmp_path: Path, args: list[str], environment: dict[str, str], message: str | None
+) -> None:
+    """A bad bound, given or from the environment, is named and refused (exit 2) before the
+    agent listens; a good option wins over a bad variable."""
+    agent_socket = tmp_path / "agent.sock"
+    agent = subprocess.Popen(
+        [str(AGENTD), "--socket", str(agent_socket), "--schedd", str(tmp_path / "none.sock"),
+         *args],
+        env={**os.environ, **environment}, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True,
+    )  # fmt: skip
+    if message is None:
+        try:
+            wait_listening(agent, agent_socket, "harmonia-agentd")
+        finally:
+            agent.send_signal(signal.SIGTERM)
+            agent.wait(timeout=10)
+        return
+    _out, err = agent.communicate(timeout=10)
+    assert agent.returncode == 2, err
+    assert message in err
+    assert not agent_socket.exists()
