@@ -415,6 +415,19 @@ def test_a_rank_opening_a_file_another_rank_of_its_group_stages_sees_its_bytes(
     assert (tmp_path / "b").read_bytes() == expected_bytes(b.chunks_written)
 
 
+def _agentd(
+    agent_socket: Path, schedd: Path, args: list[str], environment: dict[str, str]
+) -> subprocess.Popen[str]:
+    """harmonia-agentd with `args` and `environment` added to this one, not waited for."""
+    return subprocess.Popen(
+        [str(AGENTD), "--socket", str(agent_socket), "--schedd", str(schedd), *args],
+        env={**os.environ, **environment},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
 class SilentScheduler:
     """A listener in harmonia-schedd's place that takes connections and their requests and never
     answers (a hung daemon)."""
@@ -458,12 +471,7 @@ def test_the_agent_waits_for_a_silent_scheduler_as_long_as_it_is_told(
     HARMONIA_SCHEDD_TIMEOUT's, the ranks' own bound), 1 s by default, not sooner."""
     scheduler = SilentScheduler(tmp_path / "schedd.sock")
     agent_socket = tmp_path / "agent.sock"
-    agent = subprocess.Popen(
-        [str(AGENTD), "--socket", str(agent_socket), "--schedd", str(tmp_path / "schedd.sock"),
-         *args],
-        env={**os.environ, **environment}, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        text=True,
-    )  # fmt: skip
+    agent = _agentd(agent_socket, tmp_path / "schedd.sock", args, environment)
     try:
         wait_listening(agent, agent_socket, "harmonia-agentd")
         with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as rank:
@@ -494,12 +502,7 @@ def test_a_bad_schedd_timeout_is_named_and_the_agent_does_not_start(
     """A bad bound, given or from the environment, is named and refused (exit 2) before the
     agent listens; a good option wins over a bad variable."""
     agent_socket = tmp_path / "agent.sock"
-    agent = subprocess.Popen(
-        [str(AGENTD), "--socket", str(agent_socket), "--schedd", str(tmp_path / "none.sock"),
-         *args],
-        env={**os.environ, **environment}, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        text=True,
-    )  # fmt: skip
+    agent = _agentd(agent_socket, tmp_path / "none.sock", args, environment)
     if message is None:
         try:
             wait_listening(agent, agent_socket, "harmonia-agentd")
