@@ -5,7 +5,8 @@ Every round: the client's ingest of SIZE MiB of random bytes over loopback (harm
 4 MiB writes, 4 in flight), with the node's CPU time for it, against a plain loopback TCP copy of
 the same bytes and against writing them into the node's device directory; then the node's drain
 to the PFS directory (harmonia-bbctl drain: the node's writes and its fsync) against fio's
-sequential write of as many bytes there (4 MiB writes, end_fsync, no preallocation), in
+sequential write of as many bytes there (4 MiB writes, end_fsync, no preallocation) and against
+the kernel's copy of as many bytes from a file in the device directory (sendfile, fsync), in
 alternating order after a discarded warm-up run. Then the latency of 64 KiB writes to one file,
 alone and while the node drains another. Medians over the rounds, and the median of each round's
 ratio: this VM's disk varies by 2-4x from one second to the next, so only ratios taken side by
@@ -52,6 +53,24 @@ def device_write(data: bytes, path: Path) -> float:
     os.close(fd)
     seconds = time.perf_counter() - start
     path.unlink()
+    return len(data) / seconds / 1e9
+
+
+def device_copy(data: bytes, device: Path, pfs: Path) -> float:
+    """GB/s of copying the bytes from a file in the device directory (written first, not timed)
+    into a new file in the PFS directory with sendfile, then fsync: what a drain must do at
+    least, its source in memory that is not in the CPU's caches (fio's 4 MiB buffer is)."""
+    source, target = device / "copy-source", pfs / "copy.dat"
+    source.write_bytes(data)
+    start = time.perf_counter()
+    with open(source, "rb") as src, open(target, "wb") as dst:
+        done = 0
+        while done < len(data):
+            done += os.sendfile(dst.fileno(), src.fileno(), done, len(data) - done)
+        os.fsync(dst.fileno())
+    seconds = time.perf_counter() - start
+    source.unlink()
+    target.unlink()
     return len(data) / seconds / 1e9
 
 
@@ -167,13 +186,16 @@ def measure_round(
     cpu = (cpu_seconds(node.pid) - cpu) / (size / (1 << 30))
     loopback = loopback_bandwidth(data, chunk=CHUNK) / 1e9
     on_device = device_write(data, device / "baseline")
-    drain = fio = 0.0
+    drain = fio = copy = 0.0
     # On this VM the first write burst after a pause runs slow, whoever makes it: one discarded
-    # fio run first, then the two measured ones in alternating order.
+    # fio run first, then the three measured ones in alternating order.
     fio_write(pfs, size >> 20)
-    for step in ("fio", "drain") if round_ % 2 == 0 else ("drain", "fio"):
+    steps = ("fio", "copy", "drain")
+    for step in steps if round_ % 2 == 0 else reversed(steps):
         if step == "fio":
             fio = fio_write(pfs, size >> 20)
+        elif step == "copy":
+            copy = device_copy(data, device, pfs)
         else:
             start = time.perf_counter()
             subprocess.run([ctl, "--node", address, "drain"], check=True)
@@ -181,7 +203,7 @@ def measure_round(
             (pfs / "data.bin").unlink()
     return {"ingest": ingest, "ingest_cpu": cpu, "loopback": loopback, "device": on_device,
             "ingest_ratio": ingest / min(loopback, on_device), "drain": drain, "fio": fio,
-            "drain_ratio": drain / fio}  # fmt: skip
+            "drain_ratio": drain / fio, "copy": copy, "drain_copy_ratio": drain / copy}  # fmt: skip
 
 
 LABELS = {
@@ -193,6 +215,8 @@ LABELS = {
     "drain": "drain to the PFS directory, with fsync (GB/s)",
     "fio": "fio sequential write there, end_fsync (GB/s)",
     "drain_ratio": "drain / fio, per round",
+    "copy": "copy from the device directory there, sendfile and fsync (GB/s)",
+    "drain_copy_ratio": "drain / that copy, per round",
     "idle_p50": "write latency p50, node idle (us)",
     "idle_p99": "write latency p99, node idle (us)",
     "busy_p50": "write latency p50, during a drain (us)",
@@ -255,7 +279,7 @@ def main() -> None:
                 print(f"round {round_ + 1}/{args.rounds}, {name}: ingest {measured['ingest']:.2f} "
                       f"GB/s (loopback {measured['loopback']:.2f}, device "
                       f"{measured['device']:.2f}); drain {measured['drain']:.2f} GB/s (fio "
-                      f"{measured['fio']:.2f})", flush=True)  # fmt: skip
+                      f"{measured['fio']:.2f}, copy {measured['copy']:.2f})", flush=True)  # fmt: skip
         for round_ in range(args.rounds):
             order = list(binaries) if round_ % 2 == 0 else list(reversed(binaries))
             for name in order:
