@@ -24,6 +24,7 @@ from typing import Any
 
 from harmonia.simulator import find_tool
 from harmonia.slurm_bb import RETENTION_HOURS
+from harmonia.sockets import accepting
 
 POOL = "harmonia"  # the burst-buffer pool Slurm accounts the buffer nodes' capacity in
 STATE_FILE = "cluster.json"
@@ -499,7 +500,7 @@ PartitionName=harmonia Nodes=ALL Default=YES MaxTime=INFINITE State=UP
              f"--log-file={self.dir}/log/munged.log"],
             "munged.out",
         )  # fmt: skip
-        self._wait(lambda: self.munge_socket.exists(), "munged did not start", process,
+        self._wait(lambda: accepting(self.munge_socket), "munged did not start", process,
                    self.dir / "log" / "munged.log")  # fmt: skip
         return process.pid, f"socket {self.munge_socket}"
 

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 from bbio_support import BUILD
+from harmonia.sockets import accepting
 from proc_support import cpu_seconds, proc_status
 from schedd_support import SCHEDD, frame, register_frame, status, wait_until
 
@@ -193,7 +194,10 @@ def _scheduler(
             stdout=subprocess.DEVNULL, stderr=log,
         )  # fmt: skip
     try:
-        assert wait_until(address.exists, 10), (tmp_path / "schedd.log").read_text()
+        # Accepting, not only bound: a connect between the daemon's bind and listen is refused.
+        assert wait_until(lambda: accepting(address), 10), (
+            tmp_path / "schedd.log"
+        ).read_text()
         yield daemon.pid, address
         assert daemon.poll() is None, (tmp_path / "schedd.log").read_text()
     finally:

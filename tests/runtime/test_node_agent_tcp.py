@@ -22,6 +22,7 @@ from schedd_support import (
     munge_daemon,
     start_writer,
     status,
+    wait_listening,
     wait_until,
 )
 
@@ -61,10 +62,7 @@ def _agent(socket_path: Path, schedd: str, munge_socket: str) -> subprocess.Pope
         env={**os.environ, "HARMONIA_MUNGE_SOCKET": munge_socket},
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
-    if not wait_until(lambda: socket_path.exists() or agent.poll() is not None):
-        agent.kill()
-    assert socket_path.exists(), agent.communicate(timeout=10)
-    return agent
+    return wait_listening(agent, socket_path, "harmonia-agentd")
 
 
 def _stop(agent: subprocess.Popen[str]) -> str:

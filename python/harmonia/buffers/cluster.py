@@ -18,6 +18,7 @@ from typing import Any
 
 from harmonia.names import policy_names
 from harmonia.simulator import SimulatorNotFound, find_tool
+from harmonia.sockets import accepting
 
 
 def device_directory(need: int, fallback: Path | None = None) -> tuple[Path, bool]:
@@ -277,7 +278,7 @@ class BufferCluster:
             stdout=subprocess.DEVNULL, stderr=self._log("schedd"), text=True,
             pass_fds=(self.run_fd,),
         )  # fmt: skip
-        self._wait(lambda: socket.exists(), "harmonia-schedd did not start", self.schedd)
+        self._wait(lambda: accepting(socket), "harmonia-schedd did not start", self.schedd)
         self.write_file("schedd.pid", f"{self.schedd.pid}\n")
 
     def revive(self) -> list[str]:

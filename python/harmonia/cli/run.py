@@ -14,6 +14,7 @@ import typer
 
 from harmonia.cli import EXIT_FAILED, EXIT_INVALID, fail
 from harmonia.simulator import SimulatorNotFound, find_tool
+from harmonia.sockets import accepting
 
 
 def run(
@@ -68,11 +69,11 @@ def _run_with_agent(
         )
         try:
             deadline = time.monotonic() + 5
-            while not socket_path.exists() and agent.poll() is None:
+            while not accepting(socket_path) and agent.poll() is None:
                 if time.monotonic() > deadline:
                     break
                 time.sleep(0.01)
-            if socket_path.exists():
+            if accepting(socket_path):
                 env = {**env, "HARMONIA_AGENT": str(socket_path)}
             else:
                 print(
