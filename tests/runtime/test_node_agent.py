@@ -150,9 +150,10 @@ def test_the_schedulers_directives_reach_every_rank(tmp_path: Path) -> None:
         busy.writer.close()
         a_times = [finish(rank) for rank in ranks]
     for k, times in enumerate(a_times):
-        # Each rank staged at once, and closed only once B's phase ended: the directive pushed
-        # to the agent's one connection reached all three.
-        assert times["written"] < b_stopped, k
+        # Each rank staged at once (its writes waited for nothing, whenever it started), and
+        # closed only once B's phase ended: the directive pushed to the agent's one connection
+        # reached all three.
+        assert times["written"] - times["opened"] < 1.0, k
         assert times["closed"] >= b_stopped, k
         assert (tmp_path / f"a{k}").read_bytes() == expected_bytes(3)
     assert (tmp_path / "b").read_bytes() == expected_bytes(busy.chunks_written)
