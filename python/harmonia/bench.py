@@ -6,7 +6,6 @@ each application's interference factor I_f = phase time together / phase time al
 import json
 import shutil
 import signal
-import socket
 import statistics
 import subprocess
 import tempfile
@@ -15,6 +14,8 @@ from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+
+from harmonia.sockets import accepting
 
 
 @dataclass(frozen=True)
@@ -143,16 +144,11 @@ def scheduler(coordination: Coordination, strategy: str) -> Iterator[Path]:
         )  # fmt: skip
         try:
             deadline = time.monotonic() + 10
-            while True:
-                try:
-                    with socket.socket(socket.AF_UNIX) as probe:
-                        probe.connect(str(address))
-                    break
-                except OSError:
-                    if daemon.poll() is not None or time.monotonic() > deadline:
-                        error = daemon.stderr.read() if daemon.stderr else ""
-                        raise BenchError(f"harmonia-schedd did not start: {error}") from None
-                    time.sleep(0.02)
+            while not accepting(address):
+                if daemon.poll() is not None or time.monotonic() > deadline:
+                    error = daemon.stderr.read() if daemon.stderr else ""
+                    raise BenchError(f"harmonia-schedd did not start: {error}")
+                time.sleep(0.02)
             yield address
         finally:
             daemon.send_signal(signal.SIGTERM)

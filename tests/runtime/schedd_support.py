@@ -6,7 +6,6 @@ import json
 import os
 import select
 import signal
-import socket
 import struct
 import subprocess
 import sys
@@ -17,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from bbio_support import BUILD, LIBRARY
+from harmonia.sockets import accepting
 
 SCHEDD = BUILD / "src" / "schedd" / "harmonia-schedd"
 SCHEDCTL = BUILD / "src" / "schedd" / "harmonia-schedctl"
@@ -65,16 +65,13 @@ def wait_listening(
     it exits first or is not listening within 10 s."""
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline:
-        try:
-            with socket.socket(socket.AF_UNIX) as probe:
-                probe.connect(str(address))
+        if accepting(address):
             return process
-        except OSError:
-            if process.poll() is not None:
-                raise AssertionError(
-                    f"{name} exited: {process.stderr.read() if process.stderr else ''}"
-                ) from None
-            time.sleep(0.02)
+        if process.poll() is not None:
+            raise AssertionError(
+                f"{name} exited: {process.stderr.read() if process.stderr else ''}"
+            )
+        time.sleep(0.02)
     process.kill()
     raise AssertionError(f"{name} did not start listening")
 

@@ -69,11 +69,11 @@ def _run_with_agent(
         )
         try:
             deadline = time.monotonic() + 5
-            while not accepting(socket_path) and agent.poll() is None:
-                if time.monotonic() > deadline:
-                    break
+            ready = accepting(socket_path)
+            while not ready and agent.poll() is None and time.monotonic() <= deadline:
                 time.sleep(0.01)
-            if accepting(socket_path):
+                ready = accepting(socket_path)
+            if ready:
                 env = {**env, "HARMONIA_AGENT": str(socket_path)}
             else:
                 print(
