@@ -101,6 +101,12 @@ struct Harness {
     r->set_order_epoch(acted_epoch);
     return call(node, e).drain_order();
   }
+  /// Connection `id` closes now; what the daemon pushes to the others is kept.
+  void disconnect(ConnectionId id) {
+    std::vector<Outgoing> out;
+    service.on_disconnect(id, now, out);
+    pushes.insert(pushes.end(), out.begin(), out.end());
+  }
   /// The last directive pushed to `id`.
   std::optional<harmonia::control::Directive> pushed(ConnectionId id) const {
     for (auto it = pushes.rbegin(); it != pushes.rend(); ++it)
@@ -176,9 +182,7 @@ TEST(Buffers, APhaseEndedBeforeItsGrantIsCompletedWhenGrantedAndNamesNoNodes) {
   EXPECT_FALSE(left.await_grant());
   EXPECT_EQ(left.buffers_size(), 0);
   h.end(10);
-  std::vector<Outgoing> out;
-  h.service.on_disconnect(10, h.now, out);  // "a" ends: its data drains, room for b's phase
-  h.pushes.insert(h.pushes.end(), out.begin(), out.end());
+  h.disconnect(10);  // "a" ends: its data drains, room for b's phase
   const std::uint64_t epoch = h.report(1, 64 * kMiB, 0, {{h.tag("a"), 64 * kMiB}}, 0).epoch();
   h.now = 1;
   const DrainOrder order = h.report(1, 64 * kMiB, 0, {{h.tag("a"), 64 * kMiB}}, epoch);
@@ -242,9 +246,7 @@ TEST(Buffers, DataWarpQueuesJobsWhoseReservationDoesNotFit) {
   h.now = 1;
   const DrainOrder before_end = h.report(1, 50 * kMiB, 0, {{h.tag("big"), 50 * kMiB}}, 1);
   EXPECT_FALSE(before_end.drain()) << "DataWarp stages out only when the job ends";
-  std::vector<Outgoing> out;
-  h.service.on_disconnect(10, h.now, out);  // the job ends: stage-out
-  h.pushes.insert(h.pushes.end(), out.begin(), out.end());
+  h.disconnect(10);  // the job ends: stage-out
   const DrainOrder order = h.report(1, 50 * kMiB, 0, {{h.tag("big"), 50 * kMiB}}, 0);
   EXPECT_TRUE(order.drain());
   ASSERT_EQ(order.jobs_size(), 1);
@@ -317,9 +319,7 @@ TEST(Buffers, ANodeHoldingMoreThanItsShareDrainsItAll) {
   h.job(10, "a");
   ASSERT_EQ(h.begin(10, 16 * kMiB).buffers_size(), 2);
   h.end(10);
-  std::vector<Outgoing> out;
-  h.service.on_disconnect(10, h.now, out);  // the job ends: everything drains
-  h.pushes.insert(h.pushes.end(), out.begin(), out.end());
+  h.disconnect(10);  // the job ends: everything drains
   const std::uint64_t epoch = h.report(1, 16 * kMiB, 0, {{h.tag("a"), 16 * kMiB}}, 0).epoch();
   const DrainOrder order = h.report(1, 16 * kMiB, 0, {{h.tag("a"), 16 * kMiB}}, epoch);
   EXPECT_NEAR(h.status().buffers(0).scheduled_used(), 16 * kMiB, 1) << "the node's count";
@@ -449,9 +449,7 @@ TEST(Buffers, AdmissionLimitQueuesJobsUntilOneEnds) {
   h.end(10);
   h.now = 1;
   EXPECT_FALSE(h.pushed(11).has_value()) << "the first job's phase ended, not the job";
-  std::vector<Outgoing> out;
-  h.service.on_disconnect(10, h.now, out);
-  h.pushes.insert(h.pushes.end(), out.begin(), out.end());
+  h.disconnect(10);
   ASSERT_TRUE(h.pushed(11).has_value());
   EXPECT_FALSE(h.pushed(11)->await_grant());
 }
@@ -658,9 +656,7 @@ TEST(Buffers, ANodeLostDuringAStageInSendsTheReadToThePfs) {
   h.call(10, announce({{"in.dat", 4 * kMiB}}));
   ASSERT_EQ(h.call(1, staged_report(0, nullptr)).drain_order().stage_in_size(), 1);
   EXPECT_TRUE(h.call(10, read_begin()).directive().await_grant());
-  std::vector<Outgoing> out;
-  h.service.on_disconnect(1, h.now, out);
-  h.pushes.insert(h.pushes.end(), out.begin(), out.end());
+  h.disconnect(1);
   ASSERT_TRUE(h.pushed(10).has_value());
   EXPECT_FALSE(h.pushed(10)->await_grant()) << "the read must not wait for a node that is gone";
   EXPECT_EQ(h.pushed(10)->read_files_size(), 0);
