@@ -164,6 +164,19 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def settle(pid: int) -> None:
+    """Waits (at most 2 s) until the node uses no CPU for 50 ms: its drain frees the drained
+    segments after it replies, and that must not run into the next step's timing."""
+    deadline = time.monotonic() + 2
+    used = cpu_seconds(pid)
+    while time.monotonic() < deadline:
+        time.sleep(0.05)
+        now = cpu_seconds(pid)
+        if now == used:
+            return
+        used = now
+
+
 def measure_round(
     ctl: str,
     node: subprocess.Popen[str],
@@ -201,6 +214,7 @@ def measure_round(
             subprocess.run([ctl, "--node", address, "drain"], check=True)
             drain = size / (time.perf_counter() - start) / 1e9
             (pfs / "data.bin").unlink()
+            settle(node.pid)
     return {"ingest": ingest, "ingest_cpu": cpu, "loopback": loopback, "device": on_device,
             "ingest_ratio": ingest / min(loopback, on_device), "drain": drain, "fio": fio,
             "drain_ratio": drain / fio, "copy": copy, "drain_copy_ratio": drain / copy}  # fmt: skip

@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <stdexcept>
+#include <utility>
 
 #include "common/beneath.hpp"
 #include "common/file_name.hpp"
@@ -400,6 +401,38 @@ Store::Store(std::string device, std::string pfs_root, std::uint64_t capacity,
   }
   empty_directory(stage_fd_);
   recover();
+}
+
+Store::Reclaimer::Reclaimer() {
+  thread_ = std::thread([this] {
+    std::unique_lock lock(mutex_);
+    for (;;) {
+      wake_.wait(lock, [this] { return stopping_ || !pending_.empty(); });
+      std::vector<int> closing;
+      closing.swap(pending_);
+      if (closing.empty()) return;  // stopping, and nothing left
+      lock.unlock();
+      for (const int fd : closing) close(fd);
+      lock.lock();
+    }
+  });
+}
+
+Store::Reclaimer::~Reclaimer() {
+  {
+    std::lock_guard lock(mutex_);
+    stopping_ = true;
+  }
+  wake_.notify_one();
+  thread_.join();
+}
+
+void Store::Reclaimer::close_later(int fd) {
+  {
+    std::lock_guard lock(mutex_);
+    pending_.push_back(fd);
+  }
+  wake_.notify_one();
 }
 
 Store::~Store() {
@@ -1191,8 +1224,10 @@ Status Store::drain_log(const LogPtr& log, std::string& why) {
   std::lock_guard lock(mutex_);
   std::lock_guard file_lock(log->mutex);
   for (std::size_t k = 0; k < batch.size(); ++k) {
-    unlinkat(device_fd_, log->segments.front()->name.c_str(), 0);
-    unlinkat(device_fd_, file_name_of(log->segments.front()->name).c_str(), 0);
+    Segment& drained = *log->segments.front();
+    unlinkat(device_fd_, drained.name.c_str(), 0);
+    unlinkat(device_fd_, file_name_of(drained.name).c_str(), 0);
+    if (drained.fd >= 0) reclaimer_.close_later(std::exchange(drained.fd, -1));
     log->segments.pop_front();
   }
   log->bytes -= bytes;

@@ -16,6 +16,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -26,6 +27,7 @@
 #include <set>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <vector>
 
 #include "core/requests/request_scheduler.hpp"
@@ -286,6 +288,27 @@ class Store {
   std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
   std::atomic<KernelCopy> kernel_copy_{KernelCopy::Range};
   bool sync_writes_ = false;
+
+  /// Closes the descriptors of drained segments (already unlinked) on a thread of its own: the
+  /// last close frees the segment's pages and blocks, which took about a sixth of a drain when
+  /// done before its reply.
+  class Reclaimer {
+   public:
+    Reclaimer();
+    ~Reclaimer();
+    Reclaimer(const Reclaimer&) = delete;
+    Reclaimer& operator=(const Reclaimer&) = delete;
+    /// Closes `fd` soon, on the reclaimer's thread.
+    void close_later(int fd);
+
+   private:
+    std::mutex mutex_;
+    std::condition_variable wake_;
+    std::vector<int> pending_;
+    bool stopping_ = false;
+    std::thread thread_;
+  };
+  Reclaimer reclaimer_;  ///< last member: joined (every pending descriptor closed) first
 };
 
 }  // namespace harmonia::bbd

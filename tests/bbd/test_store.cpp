@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -391,6 +392,34 @@ TEST_F(StoreTest, ADrainHoldsUpNoWriteOfAnotherFile) {
   drain.join();
   EXPECT_TRUE(still_draining) << "the write and read waited for the whole drain";
   EXPECT_EQ(fs::file_size(pfs() / "big"), 256ULL << 20);
+}
+
+TEST_F(StoreTest, ADrainedSegmentGivesItsRoomBackToTheDevice) {
+  auto store = open(64 << 20);
+  const std::string block(1 << 20, 'a');
+  for (std::uint64_t at = 0; at < (16ULL << 20); at += block.size())
+    ASSERT_EQ(store->write("out", at, block, "job", why_), Status::Ok);
+  // Open descriptors of this process that still reach a log on the device, deleted or not:
+  // while one does, the kernel keeps the segment's blocks.
+  const auto segments_open = [this] {
+    int open = 0;
+    for (const auto& entry : fs::directory_iterator("/proc/self/fd")) {
+      std::error_code error;
+      const std::string target = fs::read_symlink(entry.path(), error).string();
+      if (!error && target.rfind(device().string() + "/", 0) == 0 &&
+          target.find(".bblog") != std::string::npos)
+        ++open;
+    }
+    return open;
+  };
+  ASSERT_GT(segments_open(), 0) << "a held segment is open";
+  ASSERT_EQ(store->drain("out", why_), Status::Ok) << why_;
+  EXPECT_TRUE(logs().empty()) << "the drained segments are unlinked before the reply";
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (segments_open() > 0 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  EXPECT_EQ(segments_open(), 0) << "a drained segment is still open, its blocks never freed";
+  EXPECT_EQ(fs::file_size(pfs() / "out"), 16ULL << 20);
 }
 
 TEST(Fences, UncoveredPartsOfARange) {
