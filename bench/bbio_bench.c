@@ -4,6 +4,9 @@
  *   bbio_bench memcpy MIB                 GB/s of memcpy of 1 MiB blocks into fresh memory
  *   bbio_bench stage FILE MIB             GB/s of 1 MiB write(2) calls (staged when preloaded),
  *                                         then GB/s of close+fsync (the flush) as a second line
+ *   bbio_bench pwritev FILE MIB           GB/s of what that flush does, without the library: MIB
+ *                                         1 MiB blocks already in memory written with pwritev(2)
+ *                                         runs of 64 blocks, then fsync+close
  *   bbio_bench pwrite FILE CALLS BYTES    ns per pwrite(2) of BYTES at consecutive offsets of a
  *                                         regular file (the close, and a flush, not timed)
  *   bbio_bench opens DIR HELD FILES       with HELD more descriptors open (of /dev/null), us per
@@ -14,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -59,6 +63,26 @@ int main(int argc, char** argv) {
     const double flushed = now() - start;
     printf("%.3f\n%.3f\n", (double)count * (double)mib / staged / 1e9,
            (double)count * (double)mib / flushed / 1e9);
+  } else if (!strcmp(argv[1], "pwritev") && argc == 4) {
+    const long count = atol(argv[3]);
+    if (count <= 0) return 2;
+    enum { kRun = 64 };  // blocks per pwritev: the library's flush runs of up to 64 MiB
+    struct iovec* blocks = malloc(sizeof(struct iovec) * (size_t)count);
+    for (long i = 0; i < count; ++i) {
+      blocks[i].iov_base = malloc(mib);
+      blocks[i].iov_len = mib;
+      memset(blocks[i].iov_base, 7, mib);
+    }
+    const int fd = open(argv[2], O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fd < 0) return 1;
+    const double start = now();
+    for (long i = 0; i < count; i += kRun) {
+      const int run = (int)(count - i < kRun ? count - i : kRun);
+      if (pwritev(fd, blocks + i, run, (off_t)i * (off_t)mib) != (ssize_t)((size_t)run * mib))
+        return 1;
+    }
+    if (fsync(fd) != 0 || close(fd) != 0) return 1;
+    printf("%.3f\n", (double)count * (double)mib / (now() - start) / 1e9);
   } else if (!strcmp(argv[1], "pwrite") && argc == 5) {
     const long calls = atol(argv[3]);
     const size_t bytes = (size_t)atol(argv[4]);
