@@ -11,6 +11,19 @@
 
 namespace harmonia::core {
 
+namespace {
+
+/// The entry of `running` for phase `index` of `app` (its stage-in when `prefetch`): end()
+/// when there is none.
+template <class Running>
+auto find_running(Running& running, AppId app, int index, bool prefetch) {
+  return std::find_if(running.begin(), running.end(), [&](const RunningPhase& p) {
+    return p.prefetch == prefetch && p.request.app == app && p.request.index == index;
+  });
+}
+
+}  // namespace
+
 int SchedulerConfig::resolved_max_colocated() const {
   return max_colocated ? *max_colocated : buffer_device.max_colocated(if_limit);
 }
@@ -231,9 +244,7 @@ void Scheduler::start_prefetch(const PhaseRequest& request, double requested,
 }
 
 void Scheduler::on_prefetched(AppId app, int index, double now) {
-  const auto it = std::find_if(running_.begin(), running_.end(), [&](const RunningPhase& p) {
-    return p.prefetch && p.request.app == app && p.request.index == index;
-  });
+  const auto it = find_running(running_, app, index, /*prefetch=*/true);
   if (it == running_.end()) throw std::logic_error("prefetch that is not running completed");
   for (BufferId b : it->buffers) buffers_[static_cast<size_t>(b)].phases -= 1;
   const auto read = find_read(app, index);
@@ -335,16 +346,12 @@ double Scheduler::io_alone(const PhaseRequest& request, size_t buffers) const {
 }
 
 const RunningPhase* Scheduler::running_phase(AppId app, int index) const {
-  const auto it = std::find_if(running_.begin(), running_.end(), [&](const RunningPhase& p) {
-    return !p.prefetch && p.request.app == app && p.request.index == index;
-  });
+  const auto it = find_running(running_, app, index, /*prefetch=*/false);
   return it == running_.end() ? nullptr : &*it;
 }
 
 void Scheduler::on_phase_complete(AppId app, int index, double now) {
-  const auto it = std::find_if(running_.begin(), running_.end(), [&](const RunningPhase& p) {
-    return !p.prefetch && p.request.app == app && p.request.index == index;
-  });
+  const auto it = find_running(running_, app, index, /*prefetch=*/false);
   if (it == running_.end()) throw std::logic_error("completion of a phase that is not running");
   const bool drainable = drain_before_app_end(app);
   auto& owner = apps_[static_cast<size_t>(app)];
