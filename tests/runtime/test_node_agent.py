@@ -36,6 +36,7 @@ from schedd_support import (
     wait_listening,
     wait_until,
 )
+from users_support import made_users, run_as, why_no_users
 
 AGENTD = BUILD / "src" / "agent" / "harmonia-agentd"
 
@@ -417,11 +418,24 @@ def test_a_rank_opening_a_file_another_rank_of_its_group_stages_sees_its_bytes(
 
 
 def _agentd(
-    agent_socket: Path, schedd: Path, args: list[str], environment: dict[str, str]
+    agent_socket: Path,
+    schedd: Path,
+    args: list[str],
+    environment: dict[str, str],
+    as_user: list[str] | None = None,
 ) -> subprocess.Popen[str]:
-    """harmonia-agentd with `args` and `environment` added to this one, not waited for."""
+    """harmonia-agentd with `args` and `environment` added to this one, run after the command
+    prefix `as_user` (another user), not waited for."""
     return subprocess.Popen(
-        [str(AGENTD), "--socket", str(agent_socket), "--schedd", str(schedd), *args],
+        [
+            *(as_user or []),
+            str(AGENTD),
+            "--socket",
+            str(agent_socket),
+            "--schedd",
+            str(schedd),
+            *args,
+        ],
         env={**os.environ, **environment},
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -458,6 +472,38 @@ class SilentScheduler:
             connection.close()
 
 
+# A rank as its own process: connects to the agent at argv[1], sends the frame argv[3] (hex) and
+# prints the seconds until the agent closes the connection (at most argv[2]).
+SILENT_RANK = """
+import socket, sys, time
+with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as rank:
+    rank.connect(sys.argv[1])
+    rank.settimeout(float(sys.argv[2]))
+    started = time.monotonic()
+    rank.sendall(bytes.fromhex(sys.argv[3]))
+    while rank.recv(4096):
+        pass
+    print(time.monotonic() - started)
+"""
+
+
+@contextmanager
+def as_a_job_user() -> Iterator[tuple[list[str], int, Path]]:
+    """What a site runs harmonia-agentd and its ranks as, the job's ordinary user: a command
+    prefix that runs a program as that user (empty when this test already is not root), the
+    user's uid, and a directory of the user's own for their sockets."""
+    if os.geteuid() != 0:
+        with tempfile.TemporaryDirectory() as directory:
+            yield [], os.geteuid(), Path(directory)
+        return
+    if why := why_no_users():
+        pytest.skip(why)
+    with made_users("rank") as users, tempfile.TemporaryDirectory() as directory:
+        user = users["rank"]
+        os.chown(directory, user.pw_uid, user.pw_gid)
+        yield run_as(user), user.pw_uid, Path(directory)
+
+
 @pytest.mark.parametrize(
     ("args", "environment", "bound"),
     [(["--schedd-timeout", "2.5"], {}, 2.5), ([], {"HARMONIA_SCHEDD_TIMEOUT": "2.5"}, 2.5),
@@ -465,28 +511,34 @@ class SilentScheduler:
     ids=["option", "environment", "default"],
 )  # fmt: skip
 def test_the_agent_waits_for_a_silent_scheduler_as_long_as_it_is_told(
-    tmp_path: Path, args: list[str], environment: dict[str, str], bound: float
+    args: list[str], environment: dict[str, str], bound: float
 ) -> None:
     """A rank registers through the agent with a scheduler that never answers: the agent gives
     the registration up, closing the rank's connection, after --schedd-timeout seconds (or
-    HARMONIA_SCHEDD_TIMEOUT's, the ranks' own bound), 1 s by default, not sooner."""
-    scheduler = SilentScheduler(tmp_path / "schedd.sock")
-    agent_socket = tmp_path / "agent.sock"
-    agent = _agentd(agent_socket, tmp_path / "schedd.sock", args, environment)
-    try:
-        wait_listening(agent, agent_socket, "harmonia-agentd")
-        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as rank:
-            rank.connect(str(agent_socket))
-            rank.settimeout(bound + 10)
-            started = time.monotonic()
-            rank.sendall(register_frame("A"))
-            while rank.recv(4096):  # until the agent closes the connection
-                pass
-            waited = time.monotonic() - started
-    finally:
-        agent.send_signal(signal.SIGTERM)
-        agent.wait(timeout=10)
-        scheduler.close()
+    HARMONIA_SCHEDD_TIMEOUT's, the ranks' own bound), 1 s by default, not sooner. The agent and
+    its rank run as an ordinary user, as at a site."""
+    with as_a_job_user() as (as_user, uid, directory):
+        scheduler = SilentScheduler(directory / "schedd.sock")
+        (directory / "schedd.sock").chmod(0o666)  # the user's agent connects to it
+        agent_socket = directory / "agent.sock"
+        agent = _agentd(
+            agent_socket, directory / "schedd.sock", args, environment, as_user
+        )
+        try:
+            wait_listening(agent, agent_socket, "harmonia-agentd")
+            assert os.stat(f"/proc/{agent.pid}").st_uid == uid, (
+                "the agent runs as the user"
+            )
+            rank = subprocess.run(
+                [*as_user, sys.executable, "-c", SILENT_RANK, str(agent_socket),
+                 str(bound + 10), register_frame("A").hex()],
+                capture_output=True, text=True, check=True, timeout=bound + 20,
+            )  # fmt: skip
+            waited = float(rank.stdout)
+        finally:
+            agent.send_signal(signal.SIGTERM)
+            agent.wait(timeout=10)
+            scheduler.close()
     assert bound - 0.05 <= waited < bound + 1.0, waited
 
 
