@@ -87,9 +87,10 @@ class StagedFileOnNodes : public ::testing::Test {
     // that no later test's file reuses its inode, which the library knows held files by.
     agent::publish({});
   }
-  void stage(int flags = O_RDWR) {
+  void stage(int flags = O_RDWR, std::size_t small_file = Config{}.small_file) {
     Config config;
     config.node_wait = kNodeWait;
+    config.small_file = small_file;
     std::string error;
     file_ = StagedFile::create(fd_, path_.string(), flags, config, error);
     ASSERT_TRUE(file_) << error;
@@ -219,6 +220,81 @@ TEST_F(StagedFileOnNodes, ACloseThatTheNodePublishesLeavesTheBytesHeld) {
   EXPECT_EQ(node.answered("publish"), 1);
   EXPECT_EQ(node.answered("drain"), 0) << "the scheduler orders the drain, later";
   EXPECT_EQ(node.held_bytes(inode_), bytes.size());
+}
+
+/// Writes `bytes` in writes of 4 KiB that continue each other, then closes the file.
+void write_small_writes_and_close(StagedFile& file, const std::string& bytes) {
+  std::lock_guard lock(file.mutex);
+  for (std::size_t at = 0; at < bytes.size(); at += 4096) {
+    const std::size_t length = std::min<std::size_t>(4096, bytes.size() - at);
+    const iovec part{const_cast<char*>(bytes.data() + at), length};
+    ASSERT_EQ(file.write_at(&part, 1, static_cast<off64_t>(at)), static_cast<ssize_t>(length));
+  }
+  ASSERT_EQ(file.close_flush(), 0);
+}
+
+TEST_F(StagedFileOnNodes, ASmallFileTheNodesNeverGotIsWrittenToThePfsAtItsClose) {
+  FakeNode node(pfs_root());
+  node.publish_succeeds(true);
+  grant({&node}, kMiB);
+  stage(O_RDWR, 64 << 10);
+  const std::string bytes = pattern(64 << 10, 's');
+  write_small_writes_and_close(*file_, bytes);
+  EXPECT_EQ(contents(path_), bytes) << "in the file at its close";
+  EXPECT_EQ(node.answered("write"), 0) << "no byte went to the node";
+  EXPECT_EQ(node.answered("publish"), 0) << "nothing for the scheduler to know of";
+  EXPECT_EQ(node.held_bytes(inode_), 0u);
+}
+
+TEST_F(StagedFileOnNodes, ASettleWritesASmallFileTheNodesNeverGotToThePfs) {
+  FakeNode node(pfs_root());
+  grant({&node}, kMiB);
+  stage(O_RDWR, 64 << 10);
+  const std::string bytes = pattern(6000, 'm');
+  ASSERT_EQ(write_at(bytes, 0), static_cast<ssize_t>(bytes.size()));
+  ASSERT_EQ(settle(), 0) << "as before a change of its mode or times";
+  EXPECT_EQ(contents(path_), bytes);
+  EXPECT_EQ(node.answered("write"), 0) << "not sent to a node only to be drained back";
+  EXPECT_EQ(node.answered("drain"), 0);
+}
+
+TEST_F(StagedFileOnNodes, AFileLargerThanTheSmallFileLimitGoesToTheNodes) {
+  FakeNode node(pfs_root());
+  node.publish_succeeds(true);
+  grant({&node}, kMiB);
+  stage(O_RDWR, 64 << 10);
+  const std::string bytes = pattern((64 << 10) + 1, 'l');
+  write_small_writes_and_close(*file_, bytes);
+  EXPECT_EQ(node.held_bytes(inode_), bytes.size()) << "the node holds it, published";
+  EXPECT_EQ(node.answered("publish"), 1);
+  EXPECT_EQ(fs::file_size(path_), 0u);
+}
+
+TEST_F(StagedFileOnNodes, WithNoSmallFileLimitEveryFileGoesToTheNodes) {
+  FakeNode node(pfs_root());
+  node.publish_succeeds(true);
+  grant({&node}, kMiB);
+  stage(O_RDWR, 0);
+  const std::string bytes = pattern(100, 'z');
+  write_small_writes_and_close(*file_, bytes);
+  EXPECT_EQ(node.held_bytes(inode_), bytes.size());
+  EXPECT_EQ(fs::file_size(path_), 0u);
+}
+
+TEST_F(StagedFileOnNodes, ASmallFileAfterItsBytesWentToTheNodesStaysWithThem) {
+  FakeNode node(pfs_root());
+  node.publish_succeeds(true);
+  grant({&node}, kMiB);
+  stage(O_RDWR, 64 << 10);
+  const std::string first = pattern(4096, 'a'), later = pattern(4096, 'b');
+  ASSERT_EQ(write_at(first, 0), 4096);
+  ASSERT_EQ(write_at(later, 8192), 4096) << "not continuing the run: the first one is sent";
+  {
+    std::lock_guard lock(file_->mutex);
+    ASSERT_EQ(file_->close_flush(), 0);
+  }
+  EXPECT_EQ(node.held_bytes(inode_), 8192u) << "both runs on the node: one place for the file";
+  EXPECT_EQ(fs::file_size(path_), 0u);
 }
 
 TEST_F(StagedFileOnNodes, NewNodesGetTheWritesOnlyAfterTheOldOnesDrained) {

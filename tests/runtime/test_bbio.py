@@ -184,6 +184,11 @@ def test_bad_configuration_is_reported_once_and_passes_through(tmp_path: Path) -
         ({"HARMONIA_STAGE_DIR": str(tmp_path / "missing")}, "HARMONIA_STAGE_DIR="),
         ({"HARMONIA_STAGE": "yes"}, "HARMONIA_STAGE=yes"),
         ({"HARMONIA_STAGE_INCLUDE": "relative/path"}, "HARMONIA_STAGE_INCLUDE"),
+        (
+            {"HARMONIA_SMALL_FILE": "2M"},
+            "HARMONIA_SMALL_FILE=2M: expected a size from 0 to 1M",
+        ),
+        ({"HARMONIA_SMALL_FILE": "tiny"}, "HARMONIA_SMALL_FILE=tiny: expected a size"),
         ({"HARMONIA_NODE_WAIT": "-1"}, "HARMONIA_NODE_WAIT=-1: expected seconds"),
         ({"HARMONIA_NODE_WAIT": "soon"}, "HARMONIA_NODE_WAIT=soon: expected seconds"),
         (

@@ -126,6 +126,20 @@ def test_generated_sequences_give_what_plain_io_gives(workspace: Workspace) -> N
     )
 
 
+def test_generated_sequences_with_small_files_to_the_pfs_give_what_plain_io_gives(
+    workspace: Workspace,
+) -> None:
+    """Through buffer nodes with the library's default small-file limit (the "buffers" mode
+    sends every file to the nodes): a small file goes to the PFS at its close."""
+    users = [current_user()] + ([u] if (u := ordinary_user()) is not None else [])
+    finding = hunt(workspace, users, examples=BUDGET, shrink_seconds=20,
+                   modes=["buffers-small"])  # fmt: skip
+    assert finding is None, (
+        "a difference no known defect explains (tests/fsoracle/fsoracle/known.py):\n"
+        + finding.verdict.report(finding.sequence)
+    )
+
+
 @pytest.mark.parametrize("label", USERS)
 @pytest.mark.parametrize("mode", ["ram", "disk"])
 def test_staging_holds_the_bytes_back_in_each_mode(
@@ -156,6 +170,27 @@ def test_buffer_mode_sends_the_bytes_to_the_nodes(
     outcome = workspace.run(sequence, "buffers", user)
     assert workspace.cluster.node_total("received_bytes") - before >= 3_000_000
     assert len(outcome.tree["a"]["content"]) == 3_000_000
+
+
+@pytest.mark.parametrize("label", USERS)
+def test_a_small_file_goes_to_the_pfs_at_its_close_unless_told_otherwise(
+    workspace: Workspace, label: str
+) -> None:
+    """A file of 5,000 bytes in small writes: the library's default writes it to the PFS at
+    its close, no byte to a node; with HARMONIA_SMALL_FILE=0 the nodes receive it."""
+    user = user_for(label)
+    assert workspace.cluster is not None
+    sequence = ["0 creat h0 a 0644", "0 write h0 2500 1", "0 write h0 2500 2", "0 close h0",
+                "0 tree"]  # fmt: skip
+    plain = workspace.run(sequence, "plain", user)
+    received = {}
+    for mode in ("buffers-small", "buffers"):
+        before = workspace.cluster.node_total("received_bytes")
+        outcome = workspace.run(sequence, mode, user)
+        received[mode] = workspace.cluster.node_total("received_bytes") - before
+        assert outcome.tree["a"]["content"] == plain.tree["a"]["content"], mode
+    assert received["buffers-small"] == 0, "a small file went to a node"
+    assert received["buffers"] >= 5000, "HARMONIA_SMALL_FILE=0 sent it to no node"
 
 
 #: Cases of pjdfstest whose outcome differs from the plain run's, in every mode; once fixed,

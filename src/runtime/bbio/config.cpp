@@ -319,6 +319,14 @@ Environment read_environment() {
     else
       bad("HARMONIA_STAGE_SIZE", size, "expected a positive size such as 64M, 1G or 4096");
   }
+  if (const char* size = std::getenv("HARMONIA_SMALL_FILE")) {
+    if (const auto parsed =
+            std::string_view(size) == "0" ? std::optional<size_t>(0) : parse_size(size);
+        parsed && *parsed <= Config::kMaxSmallFile)
+      config.small_file = *parsed;
+    else
+      bad("HARMONIA_SMALL_FILE", size, "expected a size from 0 to 1M, such as 64K");
+  }
   if (const char* include = std::getenv("HARMONIA_STAGE_INCLUDE")) {
     config.include = split_paths(include);
     for (const auto& p : config.include)

@@ -18,10 +18,16 @@ struct Config {
   bool enabled = true;
   std::optional<std::string> stage_dir;  ///< on-disk logs here; RAM when empty
   size_t file_capacity = 256UL << 20;    ///< most bytes one file holds staged
-  std::vector<std::string> include;      ///< path prefixes to stage (empty: all)
-  std::vector<std::string> exclude;      ///< path prefixes never staged
-  std::string phase_trace;               ///< JSON-lines trace of I/O phases, if set
-  double phase_gap = 1.0;                ///< idle seconds that end a detected phase
+  /// HARMONIA_SMALL_FILE: a file of a granted phase that the buffer nodes never received a byte
+  /// of, and that holds at most this many bytes gathered at its close, is written to the PFS
+  /// there (as plain I/O would) instead of going to a node; 0: every file goes to the nodes.
+  size_t small_file = 64UL << 10;
+  /// The largest small_file: what a file's gathered small writes hold at most (kGather).
+  static constexpr size_t kMaxSmallFile = 1UL << 20;
+  std::vector<std::string> include;  ///< path prefixes to stage (empty: all)
+  std::vector<std::string> exclude;  ///< path prefixes never staged
+  std::string phase_trace;           ///< JSON-lines trace of I/O phases, if set
+  double phase_gap = 1.0;            ///< idle seconds that end a detected phase
   /// Request scheduler that orders (and may aggregate) a file's staged writes when it is flushed
   /// (HARMONIA_FLUSH_SCHEDULER="name[,option=value...]"); empty: the order they were written.
   std::string flush_scheduler;
@@ -59,7 +65,8 @@ struct PrefetchFile {
 
 /// The process's environment as the library uses it.
 struct Environment {
-  /// HARMONIA_STAGE, HARMONIA_STAGE_DIR, HARMONIA_STAGE_SIZE, HARMONIA_STAGE_INCLUDE,
+  /// HARMONIA_STAGE, HARMONIA_STAGE_DIR, HARMONIA_STAGE_SIZE, HARMONIA_SMALL_FILE,
+  /// HARMONIA_STAGE_INCLUDE,
   /// HARMONIA_STAGE_EXCLUDE, HARMONIA_PHASE_TRACE, HARMONIA_PHASE_GAP, HARMONIA_FLUSH_SCHEDULER,
   /// HARMONIA_NODE_WAIT, HARMONIA_SCHEDD_TIMEOUT and HARMONIA_DEBUG.
   Config config;

@@ -132,7 +132,12 @@ class StagedFile {
   /// Sends the gathered run to the nodes (or stages it here when they do not take it).
   /// Returns 0, or -1 with errno (the run stays gathered).
   int push_gathered();
+  /// At close or a settle: writes the gathered run to the file when it is all the file holds
+  /// and the nodes never received a byte of it, and it is at most small_file_ bytes. Returns 0
+  /// (done, or not such a file), or -1 with errno (the run stays gathered).
+  int write_small_file();
   static constexpr size_t kGather = 1 << 20;
+  static_assert(Config::kMaxSmallFile <= kGather, "a small file is one gathered run");
   ssize_t write_direct(const struct iovec* iov, int count, off64_t offset);
   /// A write of a granted phase to its buffer nodes; false when it must go through instead.
   bool write_to_buffers(const struct iovec* iov, int count, off64_t offset, size_t total);
@@ -183,7 +188,8 @@ class StagedFile {
   WritePlan plan_;
   bool in_callback_ = false;
   size_t capacity_ = 0;
-  double node_wait_ = 0;  ///< seconds a read, fsync or close waits for a lost buffer node
+  double node_wait_ = 0;   ///< seconds a read, fsync or close waits for a lost buffer node
+  size_t small_file_ = 0;  ///< Config::small_file
   std::string flush_scheduler_;
   std::map<std::string, std::string> flush_options_;
   off64_t position_ = 0;

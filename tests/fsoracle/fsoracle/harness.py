@@ -27,8 +27,19 @@ LIBRARY = BUILD / "src" / "runtime" / "bbio" / "libharmonia.so"
 RECOVER = BUILD / "src" / "storage" / "harmonia-recover"
 BBD = BUILD / "src" / "bbd" / "harmonia-bbd"
 
-MODES = ("plain", "ram", "disk", "buffers")
-LIBRARY_MODES = MODES[1:]
+#: "buffers" sends every file to the buffer nodes, whatever its size (HARMONIA_SMALL_FILE=0);
+#: "buffers-small" keeps the library's default, under which a small file goes to the PFS at its
+#: close (docs/buffer-nodes.md, "Client").
+MODES = ("plain", "ram", "disk", "buffers", "buffers-small")
+#: The modes every sequence is checked in by default.
+LIBRARY_MODES = ("ram", "disk", "buffers")
+
+
+def through_nodes(mode: str) -> bool:
+    """Whether `mode` writes through buffer nodes."""
+    return mode in ("buffers", "buffers-small")
+
+
 RUN_TIMEOUT = 60.0
 
 
@@ -120,7 +131,7 @@ class Workspace:
     def __post_init__(self) -> None:
         self.base.chmod(0o755)
         reap_orphans(True)
-        if "buffers" in self.modes:
+        if any(through_nodes(mode) for mode in self.modes):
             directory = self.base / "c"  # short: Unix socket paths below it stay short
             directory.mkdir(mode=0o755)
             settings = ClusterSettings(directory, buffers=2, capacity=256 << 20,
@@ -151,7 +162,7 @@ class Workspace:
         PFS root); its path padded to `length` characters, so that names below it reach
         limits (108 bytes for a Unix socket) at the same depth in every mode."""
         self.runs += 1
-        parent = self.cluster.pfs if mode == "buffers" and self.cluster else self.base
+        parent = self.cluster.pfs if through_nodes(mode) and self.cluster else self.base
         name = f"{mode}-{user.label}-{self.runs}"
         path = parent / name.ljust(length - len(str(parent)) - 1, "_")
         path.mkdir()
@@ -176,10 +187,12 @@ class Workspace:
         env["LD_PRELOAD"] = str(LIBRARY.resolve())
         if mode == "disk":
             env["HARMONIA_STAGE_DIR"] = str(self.stage_directory(directory, user))
-        if mode == "buffers":
+        if through_nodes(mode):
             assert self.cluster is not None
             env.update(self.cluster.env())
             env["HARMONIA_JOB"] = f"fsoracle-{self.runs}"
+            if mode == "buffers":
+                env["HARMONIA_SMALL_FILE"] = "0"
         return env
 
     def drain(self) -> list[str]:
@@ -210,7 +223,7 @@ class Workspace:
                 stderr = errors.read().decode(errors="replace")
             if after is not None:
                 stderr += after(directory)
-            if mode == "buffers":
+            if through_nodes(mode):
                 for failure in self.drain():
                     stderr += f"\nharmonia-bbctl drain: {failure}"
             tree = read_tree(directory)

@@ -10,6 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from fsoracle.compare import Difference
+from fsoracle.harness import through_nodes
 
 
 @dataclass(frozen=True)
@@ -105,7 +106,7 @@ KNOWN: list[KnownDefect] = [
         "closed it (or exited) reads and fstats the file as it was, until the nodes drain it "
         "or the file is opened again (close-to-open covers opens after the close, as in NFS)",
         lambda d, line, s: (
-            d.mode == "buffers"
+            through_nodes(d.mode)
             and call_of(d) in DESCRIPTOR_CALLS
             and data_field(d)
             and written_elsewhere_while_open(d, s)
@@ -117,7 +118,7 @@ KNOWN: list[KnownDefect] = [
         "process set after this one opened the file survives this one's write (the node drains "
         "it with its own privilege; the library checks the bits only at open)",
         lambda d, line, s: (
-            d.mode == "buffers"
+            through_nodes(d.mode)
             and d.user == "user"
             and d.field.endswith(".mode")
             and any(
@@ -137,7 +138,9 @@ KNOWN: list[KnownDefect] = [
         "every run tried and as an ordinary user in some)",
         never,
         crash_matches=lambda problem, target, mode, ran: (
-            target == "scheduler" and mode == "buffers" and stale_size_as_root(problem)
+            target == "scheduler"
+            and through_nodes(mode)
+            and stale_size_as_root(problem)
         ),
     ),
 ]

@@ -14,7 +14,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from fsoracle.harness import BUILD, User, Workspace
+from fsoracle.harness import BUILD, User, Workspace, through_nodes
 
 VERSION = "0.2.2"
 INSTALL = BUILD / "fsoracle" / "pjdfstest"
@@ -109,7 +109,7 @@ def run(
                 )
         return results
     finally:
-        if mode == "buffers":
+        if through_nodes(mode):
             workspace.drain()
         config.unlink(missing_ok=True)
         shutil.rmtree(directory, ignore_errors=True)

@@ -15,7 +15,7 @@ from fsoracle.compare import Difference
 from fsoracle.crash import Crash, check_crash, crashes, explained
 from fsoracle.differential import Verdict, check
 from fsoracle.generator import admissible, sequences
-from fsoracle.harness import User, Workspace
+from fsoracle.harness import LIBRARY_MODES, User, Workspace
 from fsoracle.known import KNOWN, KnownDefect, call_of
 
 
@@ -46,10 +46,12 @@ class Finding:
 def hunt(workspace: Workspace, users: list[User], examples: int, seed: int | None = None,
          known: Iterable[KnownDefect] = KNOWN, max_calls: int = 30, tally: Tally | None = None,
          progress: Callable[[Tally], None] | None = None,
-         shrink_seconds: float = 60) -> Finding | None:  # fmt: skip
+         shrink_seconds: float = 60,
+         modes: Iterable[str] = LIBRARY_MODES) -> Finding | None:  # fmt: skip
     """Runs up to `examples` generated sequences (the same ones every time when `seed` is
-    None); returns the first new difference, shrunk by Hypothesis for at most
+    None) in `modes`; returns the first new difference, shrunk by Hypothesis for at most
     `shrink_seconds` and then line by line (`minimize`), or None."""
+    modes = list(modes)
     known = list(known)
     tally = tally if tally is not None else Tally()
     last: list[Finding] = []
@@ -64,7 +66,7 @@ def hunt(workspace: Workspace, users: list[User], examples: int, seed: int | Non
             if sequence == last[-1].sequence:
                 raise NewDifference(last[-1].verdict.report(sequence))
             return
-        verdict = check(workspace, sequence, users, known=known)
+        verdict = check(workspace, sequence, users, modes=modes, known=known)
         tally.sequences += 1
         tally.runs += verdict.runs
         for key in verdict.known:
