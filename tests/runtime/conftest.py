@@ -1,7 +1,12 @@
 """Fixtures for libharmonia tests: run programs with and without the library and compare."""
 
+import importlib
+import importlib.util
 import shutil
+import subprocess
+import sys
 import tempfile
+import types
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -16,6 +21,29 @@ def built() -> None:
     for path in (LIBRARY, DRIVER, RECOVER):
         if not path.is_file():
             pytest.skip(f"not built: {path}")
+
+
+@pytest.fixture(scope="module")
+def pb(tmp_path_factory: pytest.TempPathFactory) -> Iterator[types.ModuleType]:
+    """control.proto's Python classes, made by protoc for the tests that speak the protocol."""
+    if (
+        shutil.which("protoc") is None
+        or importlib.util.find_spec("google.protobuf") is None
+    ):
+        pytest.skip(
+            "needs protoc and the protobuf Python package to speak the protocol"
+        )
+    out = tmp_path_factory.mktemp("pb")
+    proto = Path(__file__).resolve().parents[2] / "src" / "control"
+    subprocess.run(
+        ["protoc", f"-I{proto}", f"--python_out={out}", str(proto / "control.proto")],
+        check=True,
+    )
+    sys.path.insert(0, str(out))
+    try:
+        yield importlib.import_module("control_pb2")
+    finally:
+        sys.path.remove(str(out))
 
 
 @pytest.fixture

@@ -3,49 +3,24 @@ a real node under a scheduler stand-in that orders StageIns copies its stripes, 
 serves reads with identity (harmonia-bbctl get --identity-of), drops the copies the order no
 longer names, and holds none after a restart, while its written data is kept."""
 
-import importlib
-import importlib.util
 import os
 import random
-import shutil
 import signal
 import socket
 import struct
 import subprocess
-import sys
 import threading
 import time
 import types
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 from test_bbd import BBCTL, BBD, ctl, start, status
 
-PROTO = Path(__file__).resolve().parents[2] / "src" / "control"
 STRIPE = 65536
 pytestmark = pytest.mark.skipif(not BBD.is_file(), reason="harmonia-bbd is not built")
-
-
-@pytest.fixture(scope="module")
-def pb(tmp_path_factory: pytest.TempPathFactory) -> Iterator[types.ModuleType]:
-    """control.proto's Python classes, made by protoc for this test."""
-    if (
-        shutil.which("protoc") is None
-        or importlib.util.find_spec("google.protobuf") is None
-    ):
-        pytest.skip("needs protoc and the protobuf Python package to speak to the node")
-    out = tmp_path_factory.mktemp("pb")
-    subprocess.run(
-        ["protoc", f"-I{PROTO}", f"--python_out={out}", str(PROTO / "control.proto")],
-        check=True,
-    )
-    sys.path.insert(0, str(out))
-    try:
-        yield importlib.import_module("control_pb2")
-    finally:
-        sys.path.remove(str(out))
 
 
 class SchedulerStandIn:

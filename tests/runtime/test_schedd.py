@@ -12,6 +12,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 from schedd_support import (
@@ -19,6 +20,7 @@ from schedd_support import (
     SteppedWriter,
     expected_bytes,
     finish,
+    frame,
     job_env,
     keep_writing,
     kept_in_phase,
@@ -589,3 +591,73 @@ def test_a_program_closing_every_descriptor_leaves_the_librarys_alone(
     assert "lost" not in run.stderr, run.stderr
     assert (tmp_path / "a").read_bytes() == b"a" * 100_000
     assert (tmp_path / "b").read_bytes() == b"b" * 100_000
+
+
+# A process of the job: writes a file (the library meets its daemon), then waits.
+WRITE_AND_WAIT = (
+    "import sys, time; open(sys.argv[1], 'w').write('x' * 100000); time.sleep(5)"
+)
+
+
+def _read_envelopes(connection: socket.socket, pb: Any, until: float) -> Iterator[Any]:
+    """The Envelopes a process sends on `connection`, until the monotonic time `until`."""
+    pending = b""
+    while time.monotonic() < until:
+        connection.settimeout(max(0.01, until - time.monotonic()))
+        try:
+            chunk = connection.recv(65536)
+        except TimeoutError:
+            return
+        if not chunk:
+            return
+        pending += chunk
+        while (
+            len(pending) >= 4
+            and len(pending) >= 4 + struct.unpack(">I", pending[:4])[0]
+        ):
+            length = struct.unpack(">I", pending[:4])[0]
+            yield pb.Envelope.FromString(pending[4 : 4 + length])
+            pending = pending[4 + length :]
+
+
+def test_a_settle_order_that_arrives_with_the_registration_reply_is_answered(
+    tmp_path: Path, pb: Any
+) -> None:
+    """The daemon may push a settle order (another process opens a file) right behind its reply
+    to a registration, and the process may read both at once: it must answer that order, or the
+    other process's open waits the daemon's whole wait for nothing."""
+    path = tmp_path / "schedd.sock"
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as listener:
+        listener.bind(str(path))
+        listener.listen(1)
+        process = subprocess.Popen(
+            [sys.executable, "-c", WRITE_AND_WAIT, str(tmp_path / "out")],
+            env=job_env(path, "settled"),
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )  # fmt: skip
+        try:
+            listener.settimeout(10)
+            connection, _ = listener.accept()
+            with connection:
+                first = next(_read_envelopes(connection, pb, time.monotonic() + 10))
+                assert first.HasField("register_process")
+                registered = pb.Envelope(seq=first.seq)
+                registered.registered.protocol_version = (
+                    first.register_process.protocol_version
+                )
+                registered.registered.lease_seconds = 10
+                order = pb.Envelope()
+                order.settle_order.id = 7
+                order.settle_order.file.path = str(tmp_path / "data")
+                order.settle_order.file.inode = 1
+                connection.sendall(frame(registered.SerializeToString()) +
+                                   frame(order.SerializeToString()))  # fmt: skip
+                answered = []
+                for envelope in _read_envelopes(connection, pb, time.monotonic() + 3):
+                    if envelope.HasField("settle_done"):
+                        answered.append(envelope.settle_done.id)
+                        break
+        finally:
+            process.kill()
+            process.wait()
+    assert answered == [7]

@@ -649,22 +649,39 @@ class Agent {
     harmonia__control__envelope__free_unpacked(e, nullptr);
   }
 
+  /// Handles every whole frame at the front of `input` and drops it from there (mutex held).
+  /// False when a frame is larger than any reply may be: the connection is no good.
+  bool receive_frames(std::vector<uint8_t>& input) {
+    for (;;) {
+      const auto scan = wire::scan_frame(input.data(), input.size(), wire::kMaxReplyBytes);
+      if (scan.kind == wire::FrameScan::Kind::TooLarge) return false;
+      if (scan.kind != wire::FrameScan::Kind::Frame) return true;
+      receive(input.data() + wire::kHeaderBytes, scan.body_length);
+      input.erase(input.begin(),
+                  input.begin() + static_cast<long>(wire::kHeaderBytes + scan.body_length));
+    }
+  }
+
   /// Registers through the node agent when there is one (HARMONIA_AGENT), else, or when it is
-  /// gone or refuses this process, with the daemon directly. Returns the socket or -1.
-  int attach() {
+  /// gone or refuses this process, with the daemon directly. Returns the socket or -1; `after`
+  /// holds what the daemon sent after the registration's reply, read with it.
+  int attach(std::vector<uint8_t>& after) {
     if (!node_agent_.empty() && !node_agent_refused_) {
-      const int fd = attach(node_agent_, "HARMONIA_AGENT", node_agent_refused_);
+      const int fd = attach(node_agent_, "HARMONIA_AGENT", node_agent_refused_, after);
       via_node_agent_ = fd >= 0;
       if (fd >= 0) return fd;
     }
     via_node_agent_ = false;
-    return refused_ ? -1 : attach(address_, "HARMONIA_SCHEDD", refused_);
+    return refused_ ? -1 : attach(address_, "HARMONIA_SCHEDD", refused_, after);
   }
 
   /// Connects to `address` (the daemon or a node agent, which speaks the same protocol) and
   /// registers, restating this process's phase and flush state. Returns the connected socket
   /// or -1; `refused` is set when the registration was refused (no retry would change that).
-  int attach(const std::string& address, const char* variable, bool& refused) {
+  /// What the daemon sent after the registration's reply and was read with it (a settle order
+  /// or a directive pushed at once) is left in `after`, for the connection's loop.
+  int attach(const std::string& address, const char* variable, bool& refused,
+             std::vector<uint8_t>& after) {
     // Closed through the real close(): libharmonia's own would look the descriptor up first.
     const int fd =
         above_program(common::connect_address(address, [](int failed) { real().close(failed); }));
@@ -766,7 +783,10 @@ class Agent {
           break;
         }
       }
-      if (registered) return fd;
+      if (registered) {
+        after = std::move(input);
+        return fd;
+      }
       if (done) break;
     }
     close_kept(fd);
@@ -779,16 +799,26 @@ class Agent {
     double last_sent = 0, last_heard = 0;
     for (;;) {
       if (fd < 0) {
-        fd = attach();
+        std::vector<uint8_t> after;
+        fd = attach(after);
         const auto sizes = fd >= 0 ? prefetch_sizes() : decltype(prefetch_sizes()){};
         std::unique_lock lock(mutex_);
         attempted_ = true;
         if (fd >= 0) {
           connected_ = true;
-          input.clear();
           outbox_.clear();  // events of the old connection: restated by the registration
           replied_ = next_seq_ - 1;
           last_sent = last_heard = now();
+          // Pushed right after the registration's reply, read with it: a settle order left
+          // unanswered here would hold another process's open for the daemon's whole wait.
+          input = std::move(after);
+          if (!receive_frames(input)) {
+            close_kept(fd);
+            fd = -1;
+            connected_ = false;
+          }
+        }
+        if (fd >= 0) {
           announce(lock, sizes);
         } else {
           report_once_unreachable();
@@ -843,17 +873,7 @@ class Agent {
           lost = true;
         }
         std::lock_guard lock(mutex_);
-        for (;;) {
-          const auto scan = wire::scan_frame(input.data(), input.size(), wire::kMaxReplyBytes);
-          if (scan.kind == wire::FrameScan::Kind::TooLarge) {
-            lost = true;
-            break;
-          }
-          if (scan.kind != wire::FrameScan::Kind::Frame) break;
-          receive(input.data() + wire::kHeaderBytes, scan.body_length);
-          input.erase(input.begin(),
-                      input.begin() + static_cast<long>(wire::kHeaderBytes + scan.body_length));
-        }
+        if (!receive_frames(input)) lost = true;
         changed_.notify_all();
       }
       if (lost) {
