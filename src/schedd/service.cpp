@@ -175,6 +175,9 @@ void Service::handle(ConnectionId id, Connection& connection, const Envelope& re
       break;
     case Body::kUnregister: {
       leave(id, connection, now);
+      // It wrote out what it staged before it left: no settle waits for its answer.
+      drop_from_settles(id);
+      finish_settles(out);
       reply.mutable_directive();  // nothing holds it any more: write through
       return;
     }

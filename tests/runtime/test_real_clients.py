@@ -4,10 +4,12 @@ file-per-process with lseek+write and with pwrite."""
 import os
 import shutil
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
 from bbio_support import BUILD, preload
+from harmonia.buffers.cluster import BufferCluster
 
 MPI_WRITER = BUILD / "tests" / "runtime" / "mpi_writer"
 
@@ -53,3 +55,26 @@ def test_mpi_file_per_process(tmp_path: Path, mode: str) -> None:
         outputs[label] = {p.name: p.read_bytes() for p in sorted(out.iterdir())}
     assert len(outputs["plain"]) == 4
     assert outputs["staged"] == outputs["plain"]
+
+
+def test_short_processes_appending_in_parallel_leave_and_say_nothing(
+    cluster: BufferCluster,
+) -> None:
+    """`xargs -P4` runs a shell per line that appends it to one file through buffer mode: each
+    opening asks the others to settle the file, and a process may be leaving when it carries
+    that out. It must not answer the daemon after it left (the daemon then complains, and the
+    process printed that complaint), and no opening may wait for a process that left."""
+    directory = cluster.pfs / "appends"
+    directory.mkdir()
+    started = time.monotonic()
+    done = subprocess.run(
+        "seq 1 200 | xargs -P4 -I{} sh -c 'echo {} >> lines'", shell=True, cwd=directory,
+        env={**os.environ, **cluster.env(), "HARMONIA_JOB": "appends"},
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    seconds = time.monotonic() - started
+    assert done.returncode == 0, done.stderr
+    assert done.stderr == "", "the library said something"
+    lines = (directory / "lines").read_text().split()
+    assert sorted(map(int, lines)) == list(range(1, 201))
+    assert seconds < 20, f"{seconds:.1f} s: openings waited for processes that had left"

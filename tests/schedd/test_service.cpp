@@ -395,6 +395,24 @@ TEST(Service, ASettleCompletesWithoutASilentProcessOnceItsWaitHasPassed) {
   EXPECT_FALSE(done[0].settle_complete().complete());
 }
 
+TEST(Service, AProcessThatLeavesIsNotWaitedForByASettle) {
+  Harness h(config("none"));
+  for (ConnectionId id : {1, 2, 3}) {
+    h.connect(id);
+    h.call(id, registration("J" + std::to_string(id)));
+  }
+  const std::uint64_t id = h.call(1, settle_file("/pfs/out")).settle_started().id();
+  h.call(2, settle_done(id));
+  h.pushes.clear();
+  Envelope unregister;
+  unregister.mutable_unregister();
+  h.call(3, unregister);  // it wrote out what it staged, and leaves
+  const auto done = completions(h.pushes, 1);
+  ASSERT_EQ(done.size(), 1u) << "completed at the leave, not at the settle's wait";
+  EXPECT_EQ(done[0].settle_complete().id(), id);
+  EXPECT_TRUE(done[0].settle_complete().complete());
+}
+
 TEST(Service, ASettleWithNobodyElseCompletesAtOnceAndBadOnesAreRefused) {
   Harness h(config("none"));
   h.connect(1);

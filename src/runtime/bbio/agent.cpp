@@ -362,6 +362,7 @@ class Agent {
     std::unique_lock lock(mutex_);
     end_phase(lock);
     if (!connected_) return;
+    unregistered_ = true;  // a settle order carried out from now on is not answered: it left
     Harmonia__Control__Unregister body = HARMONIA__CONTROL__UNREGISTER__INIT;
     await_reply(lock, post(lock, HARMONIA__CONTROL__ENVELOPE__BODY_UNREGISTER,
                            &Harmonia__Control__Envelope::unregister, body));
@@ -541,7 +542,7 @@ class Agent {
       settle_for_reader(order.path, order.same_host, order.device, order.inode);
       lock.lock();
       settle_orders_.pop_front();
-      if (!connected_) continue;
+      if (!connected_ || unregistered_) continue;
       Harmonia__Control__SettleDone body = HARMONIA__CONTROL__SETTLE_DONE__INIT;
       body.id = order.id;
       (void)post(lock, HARMONIA__CONTROL__ENVELOPE__BODY_SETTLE_DONE,
@@ -917,6 +918,7 @@ class Agent {
   std::condition_variable changed_;
   bool attempted_ = false;  ///< the first connection attempt is over
   bool connected_ = false;
+  bool unregistered_ = false;  ///< this process said it leaves (shutdown)
   bool stopping_ = false;
   bool refused_ = false;
   bool warned_unreachable_ = false;
