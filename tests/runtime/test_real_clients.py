@@ -4,6 +4,7 @@ file-per-process with lseek+write and with pwrite."""
 import os
 import shutil
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -78,3 +79,33 @@ def test_short_processes_appending_in_parallel_leave_and_say_nothing(
     lines = (directory / "lines").read_text().split()
     assert sorted(map(int, lines)) == list(range(1, 201))
     assert seconds < 20, f"{seconds:.1f} s: openings waited for processes that had left"
+
+
+def test_a_program_written_through_the_nodes_runs_at_once(
+    cluster: BufferCluster,
+) -> None:
+    """A program written into the PFS directory through buffer nodes (created executable, no
+    chmod after) is run by the next command: the node that holds it keeps the file open for
+    writing until it drains it, and an exec of a file open for writing fails (ETXTBSY), so the
+    exec first has the nodes drain it."""
+    program = Path(shutil.which("ls") or "/bin/ls")
+    directory = cluster.pfs / "programs"
+    directory.mkdir()
+    env = {
+        **os.environ,
+        **cluster.env(),
+        "HARMONIA_JOB": "programs",
+        "HARMONIA_SMALL_FILE": "0",
+    }
+    write = ("import os, sys; fd = os.open('prog', os.O_WRONLY | os.O_CREAT, 0o755); "
+             "os.write(fd, open(sys.argv[1], 'rb').read()); os.close(fd)")  # fmt: skip
+    before = cluster.node_total("received_bytes")
+    subprocess.run([sys.executable, "-c", write, str(program)], cwd=directory, env=env,
+                   check=True, timeout=60)  # fmt: skip
+    assert cluster.node_total("received_bytes") - before >= program.stat().st_size, (
+        "the program did not go to the nodes: this test tests nothing"
+    )
+    ran = subprocess.run(["sh", "-c", "./prog --version"], cwd=directory, env=env,
+                         capture_output=True, text=True, timeout=60, check=False)  # fmt: skip
+    assert ran.returncode == 0, ran.stderr
+    assert ran.stdout

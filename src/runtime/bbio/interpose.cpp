@@ -539,6 +539,12 @@ int finish_process() {
   return result;
 }
 
+/// settle_program for a program named as execvp names it: a name with a slash is its path; one
+/// without is looked for along PATH, where a program beneath the buffer root is rare: left.
+void settle_program_named(const char* file) {
+  if (file && std::strchr(file, '/')) settle_program(file);
+}
+
 pid_t library_fork() {
   before_new_process();
   const pid_t pid = real().fork();
@@ -558,21 +564,25 @@ HARMONIA_EXPORT pid_t vfork(void) { return library_fork(); }
 
 HARMONIA_EXPORT int execve(const char* path, char* const argv[], char* const envp[]) {
   before_new_process();
+  settle_program(path);
   return real().execve(path, argv, envp);
 }
 
 HARMONIA_EXPORT int execv(const char* path, char* const argv[]) {
   before_new_process();
+  settle_program(path);
   return real().execv(path, argv);
 }
 
 HARMONIA_EXPORT int execvp(const char* file, char* const argv[]) {
   before_new_process();
+  settle_program_named(file);
   return real().execvp(file, argv);
 }
 
 HARMONIA_EXPORT int execvpe(const char* file, char* const argv[], char* const envp[]) {
   before_new_process();
+  settle_program_named(file);
   return real().execvpe(file, argv, envp);
 }
 
@@ -589,6 +599,7 @@ HARMONIA_EXPORT int posix_spawn(pid_t* pid, const char* path,
                                 const posix_spawnattr_t* attributes, char* const argv[],
                                 char* const envp[]) {
   before_new_process();
+  settle_program(path);
   return real().posix_spawn(pid, path, actions, attributes, argv, envp);
 }
 
@@ -597,6 +608,7 @@ HARMONIA_EXPORT int posix_spawnp(pid_t* pid, const char* file,
                                  const posix_spawnattr_t* attributes, char* const argv[],
                                  char* const envp[]) {
   before_new_process();
+  settle_program_named(file);
   return real().posix_spawnp(pid, file, actions, attributes, argv, envp);
 }
 

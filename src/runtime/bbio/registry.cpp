@@ -218,6 +218,16 @@ int settle_elsewhere(int dirfd, const char* path, const struct stat64& st) {
   return settle_resolved_elsewhere(dirfd, path, resolved_path(dirfd, path), st);
 }
 
+void settle_program(const char* path) {
+  if (!path || !agent::configured()) return;
+  const int program_errno = errno;
+  struct stat64 st {};
+  if (real().stat64(path, &st) == 0 && S_ISREG(st.st_mode) &&
+      buffers::beneath_buffer_root(AT_FDCWD, path, st.st_dev))
+    (void)settle_resolved_elsewhere(AT_FDCWD, path, resolved_path(AT_FDCWD, path), st);
+  errno = program_errno;
+}
+
 namespace {
 
 /// Whether a descriptor of this process other than `fd` refers to the file `st` describes (an
