@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
-"""Small writes through libharmonia: `dd bs=4k` and a HACC-IO-like file-per-process writer,
-without the library, with SSD (log) staging and through buffer nodes, timed side by side
-(docs/benchmarks.md, "Small writes through the buffer nodes").
+"""Writes through libharmonia: `dd bs=4k`, a HACC-IO-like file-per-process writer and, where
+MPI is installed, IOR-like MPI writers of 4 ranks (file per process, and one shared file through
+MPI-IO), without the library, with SSD (log) staging and through four buffer nodes, timed side
+by side (docs/benchmarks.md, "Small writes through the buffer nodes").
 
 Every round runs each mode once, in a rotating order; a mode's time covers the whole command,
 close included (the bytes are on a node or in the file when it ends), not the nodes' later drain.
@@ -41,7 +42,21 @@ os.close(fd)
 """
 
 
+MPI_WRITER = BUILD / "tests/runtime/mpi_writer"
+MPIIO_WRITER = BUILD / "tests/runtime/mpiio_writer"
+RANKS = 4
+
+
 def timed(command: list[str], env: dict[str, str]) -> float:
+    if (
+        command[0] == "mpirun"
+    ):  # the ranks get the library's settings as mpirun's options
+        exported = [
+            part for key, value in env.items() for part in ("-x", f"{key}={value}")
+        ]
+        command = [command[0], "--allow-run-as-root", "--oversubscribe", "-np", str(RANKS),
+                   *exported, *command[1:]]  # fmt: skip
+        env = {}
     start = time.perf_counter()
     subprocess.run(command, env={**os.environ, **env}, check=True, capture_output=True)
     return time.perf_counter() - start
@@ -67,6 +82,29 @@ def main() -> None:
         "HACC-IO file per process": lambda d: [sys.executable, "-c", HACC, f"{d}/hacc.out",
                                                str(elements)],
     }  # fmt: skip
+    if shutil.which("mpirun") and MPI_WRITER.is_file() and MPIIO_WRITER.is_file():
+        per_rank = (args.mib << 20) // RANKS
+        # IOR -F -t 256k: each rank its own file, 256 KiB transfers; IOR -a MPIIO -c (shared,
+        # collective, 1 MiB blocks interleaved by rank), then synced and read back whole.
+        workloads["IOR-like, file per process"] = lambda d: [
+            "mpirun",
+            str(MPI_WRITER),
+            str(d),
+            "seek",
+            str(per_rank >> 18),
+            str(1 << 18),
+        ]
+        workloads["IOR-like, shared file, MPI-IO, read back"] = lambda d: [
+            "mpirun",
+            str(MPIIO_WRITER),
+            f"{d}/shared.out",
+            str(per_rank >> 20),
+            str(1 << 20),
+        ]
+    else:
+        print(
+            "IOR-like workloads left out: mpirun or build/tests/runtime/mpi*_writer missing"
+        )
     try:
         with BufferCluster(settings) as cluster:
             modes = {
