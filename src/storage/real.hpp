@@ -106,6 +106,8 @@ namespace harmonia::storage {
   X(rename, int, (const char*, const char*))                                        \
   X(renameat, int, (int, const char*, int, const char*))                            \
   X(renameat2, int, (int, const char*, int, const char*, unsigned int))             \
+  X(link, int, (const char*, const char*))                                          \
+  X(linkat, int, (int, const char*, int, const char*, int))                         \
   X(unlink, int, (const char*))                                                     \
   X(unlinkat, int, (int, const char*, int))                                         \
   X(fallocate, int, (int, int, off_t, off_t))                                       \

@@ -109,3 +109,31 @@ def test_a_program_written_through_the_nodes_runs_at_once(
                          capture_output=True, text=True, timeout=60, check=False)  # fmt: skip
     assert ran.returncode == 0, ran.stderr
     assert ran.stdout
+
+
+@pytest.mark.parametrize("command", ["mv", "ln"])
+def test_a_file_given_a_name_outside_the_buffer_root_reads_whole_at_once(
+    cluster: BufferCluster, command: str
+) -> None:
+    """A file written through the nodes and then moved (or hard-linked) to a directory outside
+    the buffer root, on the same file system, is read whole there by the next command: past
+    the root nothing asks the scheduler what the nodes hold, so the move drains the file first."""
+    inside = cluster.pfs / f"made-{command}"
+    outside = cluster.pfs.parent / f"outside-{command}"
+    inside.mkdir()
+    outside.mkdir()
+    env = {**os.environ, **cluster.env(), "HARMONIA_JOB": f"outside-{command}"}
+    data = os.urandom(6 << 20)
+    source = inside / "data"
+    write = "import sys; open(sys.argv[1], 'wb').write(sys.stdin.buffer.read())"
+    before = cluster.node_total("received_bytes")
+    subprocess.run([sys.executable, "-c", write, str(source)], input=data, env=env,
+                   check=True, timeout=60)  # fmt: skip
+    assert cluster.node_total("received_bytes") - before >= len(data), (
+        "nothing on the nodes"
+    )
+    subprocess.run([command, str(source), str(outside / "data")], env=env, check=True,
+                   timeout=60)  # fmt: skip
+    read = subprocess.run(["cat", str(outside / "data")], env=env, capture_output=True,
+                          check=True, timeout=60)  # fmt: skip
+    assert read.stdout == data

@@ -246,11 +246,37 @@ StagedFile* staged_name(int dirfd, const char* path) {
   return found([&] { return staged_path(dirfd, path, AT_SYMLINK_NOFOLLOW); });
 }
 
+/// Whether renaming `from` to `to` takes a regular file from beneath HARMONIA_BUFFER_ROOT to a
+/// name outside it, where no process under the library asks the scheduler what the nodes hold
+/// of it (a destination whose directory cannot be resolved counts as outside).
+bool leaves_buffer_root(int from_dir, const char* from, int to_dir, const char* to) {
+  if (!agent::configured() || !from || !to) return false;
+  const int program_errno = errno;
+  struct stat64 st {};
+  bool leaves = false;
+  if (real().fstatat64(from_dir, from, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode) &&
+      buffers::beneath_buffer_root(from_dir, from, st.st_dev)) {
+    const std::string name = to;
+    const auto slash = name.rfind('/');
+    const std::string parent = slash == std::string::npos ? "." : name.substr(0, slash + 1);
+    const std::string directory = resolved_path(to_dir, parent.c_str());
+    const std::string& root = environment().buffer_root;
+    leaves = directory.empty() || (directory != root && directory.rfind(root + "/", 0) != 0);
+  }
+  errno = program_errno;
+  return leaves;
+}
+
 /// A rename by `call` of `from` to `to`: a staged file moved records its new name, one replaced
-/// (its last name gone) records its deletion, and with RENAME_EXCHANGE both swap names.
+/// (its last name gone) records its deletion, and with RENAME_EXCHANGE both swap names. A file
+/// moved out from beneath the buffer root is settled first, as an open would settle it: past
+/// the rename, nothing would ask for the bytes the nodes hold.
 template <class Call>
 int renamed(int from_dir, const char* from, int to_dir, const char* to, unsigned int flags,
             Call call) {
+  if (leaves_buffer_root(from_dir, from, to_dir, to) &&
+      path_settled(from_dir, from, AT_SYMLINK_NOFOLLOW, [] { return 0; }) != 0)
+    return -1;
   if (!any_staged()) return call();
   StagedFile* source = staged_name(from_dir, from);
   StagedFile* replaced = staged_name(to_dir, to);
@@ -304,6 +330,20 @@ HARMONIA_EXPORT int renameat2(int from_dir, const char* from, int to_dir, const 
                               unsigned int flags) {
   return renamed(from_dir, from, to_dir, to, flags,
                  [&] { return real().renameat2(from_dir, from, to_dir, to, flags); });
+}
+/// A new name for `from`: one outside the buffer root first has the file settled (renamed()).
+HARMONIA_EXPORT int link(const char* from, const char* to) {
+  if (leaves_buffer_root(AT_FDCWD, from, AT_FDCWD, to) &&
+      path_settled(AT_FDCWD, from, AT_SYMLINK_NOFOLLOW, [] { return 0; }) != 0)
+    return -1;
+  return real().link(from, to);
+}
+HARMONIA_EXPORT int linkat(int from_dir, const char* from, int to_dir, const char* to, int flags) {
+  if (leaves_buffer_root(from_dir, from, to_dir, to) &&
+      path_settled(from_dir, from, flags & AT_SYMLINK_FOLLOW ? 0 : AT_SYMLINK_NOFOLLOW,
+                   [] { return 0; }) != 0)
+    return -1;
+  return real().linkat(from_dir, from, to_dir, to, flags);
 }
 HARMONIA_EXPORT int unlink(const char* path) {
   return unlinked(AT_FDCWD, path, [&] { return real().unlink(path); });
