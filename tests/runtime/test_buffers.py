@@ -388,3 +388,65 @@ def test_a_file_written_through_the_nodes_reopens_without_waiting_for_a_report(
         )
         for k in range(15):
             assert (directory / f"f{k}").read_text() == "x" * 1000
+
+
+# Writes 6 MiB to argv[1] (through the nodes), says so, waits for a line on stdin, then fsyncs
+# and prints "synced", or the error.
+FSYNC_ON_CUE = """
+import os, sys
+fd = os.open(sys.argv[1], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+os.write(fd, bytes(range(256)) * (6 << 12))
+print("written", flush=True)
+sys.stdin.readline()
+try:
+    os.fsync(fd)
+    print("synced", flush=True)
+except OSError as error:
+    print(error, flush=True)
+"""
+
+
+def test_a_scheduler_lost_during_a_drain_leaves_the_process_to_ask_the_nodes(
+    tmp_path: Path,
+) -> None:
+    """A process's fsync waits for the scheduler to have the nodes drain its file, and the
+    scheduler dies meanwhile: that says nothing of the nodes, so the process asks them itself,
+    and the fsync succeeds once they drain (it failed with EIO, naming a node as down)."""
+    settings = ClusterSettings(
+        tmp_path / "c", buffers=2, capacity=64 << 20, flush_threshold=1.0
+    )
+    with BufferCluster(settings) as cluster:
+        target = cluster.pfs / "synced"
+        writer = subprocess.Popen(
+            [sys.executable, "-c", FSYNC_ON_CUE, str(target)],
+            env={**os.environ, **cluster.env(), "HARMONIA_JOB": "lost", "HARMONIA_NODE_WAIT": "30"},
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        assert writer.stdin and writer.stdout
+        try:
+            assert writer.stdout.readline().strip() == "written"
+            assert cluster.node_total("received_bytes") >= 6 << 20, (
+                "nothing on the nodes"
+            )
+            nodes = [node for node in cluster.nodes if node is not None]
+            for node in nodes:
+                os.kill(
+                    node.pid, signal.SIGSTOP
+                )  # the drain the scheduler orders waits
+            writer.stdin.write("\n")
+            writer.stdin.flush()
+            time.sleep(0.5)
+            cluster.schedd.kill()
+            cluster.schedd.wait()
+            time.sleep(0.5)
+            for node in nodes:
+                os.kill(node.pid, signal.SIGCONT)
+            said = writer.stdout.readline().strip()
+        finally:
+            for node in cluster.nodes:
+                if node is not None and node.poll() is None:
+                    os.kill(node.pid, signal.SIGCONT)
+            writer.kill()
+            _, err = writer.communicate(timeout=30)
+        assert said == "synced", err
+        assert target.read_bytes() == bytes(range(256)) * (6 << 12)

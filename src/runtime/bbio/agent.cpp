@@ -342,7 +342,9 @@ class Agent {
     changed_.wait_for(lock, std::chrono::duration<double>(kDrainBound),
                       [&] { return !connected_ || settle_completed_.count(settle.id); });
     const auto completed = settle_completed_.find(settle.id);
-    if (completed == settle_completed_.end()) return false;
+    // The daemon went away (or stopped answering) while the nodes drained: that says nothing
+    // of the nodes, which are asked themselves, as with no daemon.
+    if (completed == settle_completed_.end()) return std::nullopt;
     const bool unavailable = completed->second;
     settle_completed_.erase(completed);
     return !unavailable;

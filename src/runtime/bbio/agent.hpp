@@ -92,8 +92,8 @@ int settle_elsewhere(const std::string& path, dev_t device, ino_t inode, bool bu
 /// HARMONIA_BUFFER_ROOT; `inode`) on `nodes` drained now, for `reason` (fsync, close, truncate,
 /// reopen, other-nodes, node-full, node-lost): the scheduler orders the nodes to drain it first
 /// and answers when they have. true when they did; false when a node stayed down past `wait`
-/// seconds (or the daemon went away meanwhile); nothing without a daemon (the caller asks the
-/// nodes itself).
+/// seconds; nothing without a daemon, or when it went away meanwhile (the caller asks the nodes
+/// itself).
 std::optional<bool> drain_through_scheduler(const std::string& name, ino_t inode,
                                             const std::vector<std::string>& nodes, double wait,
                                             const char* reason);
