@@ -246,15 +246,21 @@ StagedFile* staged_name(int dirfd, const char* path) {
   return found([&] { return staged_path(dirfd, path, AT_SYMLINK_NOFOLLOW); });
 }
 
-/// Whether renaming `from` to `to` takes a regular file from beneath HARMONIA_BUFFER_ROOT to a
-/// name outside it, where no process under the library asks the scheduler what the nodes hold
-/// of it (a destination whose directory cannot be resolved counts as outside).
-bool leaves_buffer_root(int from_dir, const char* from, int to_dir, const char* to) {
+/// Whether renaming (or linking) `from`, its last part followed when `at_flags` says so, to `to`
+/// takes a regular file from beneath HARMONIA_BUFFER_ROOT to a name outside it, where no
+/// process under the library asks the scheduler what the nodes hold of it (a destination whose
+/// directory cannot be resolved counts as outside).
+bool leaves_buffer_root(int from_dir, const char* from, int to_dir, const char* to, int at_flags) {
   if (!agent::configured() || !from || !to) return false;
   const int program_errno = errno;
   struct stat64 st {};
   bool leaves = false;
-  if (real().fstatat64(from_dir, from, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode) &&
+  // The kernel reads both paths first (EFAULT for a bad pointer, ENAMETOOLONG for one with no
+  // end within PATH_MAX): only then are they read here.
+  struct stat64 destination {};
+  const bool to_readable = real().fstatat64(to_dir, to, &destination, AT_SYMLINK_NOFOLLOW) == 0 ||
+                           (errno != EFAULT && errno != ENAMETOOLONG);
+  if (to_readable && real().fstatat64(from_dir, from, &st, at_flags) == 0 && S_ISREG(st.st_mode) &&
       buffers::beneath_buffer_root(from_dir, from, st.st_dev)) {
     const std::string name = to;
     const auto slash = name.rfind('/');
@@ -267,16 +273,22 @@ bool leaves_buffer_root(int from_dir, const char* from, int to_dir, const char* 
   return leaves;
 }
 
+/// Settles `from` (its last part followed when `at_flags` says so) when its new name `to` takes
+/// it out from beneath the buffer root: past the root, nothing would ask for the bytes the
+/// nodes hold. 0, or -1 with EIO when some stayed on a node that is down.
+int settled_before_leaving(int from_dir, const char* from, int to_dir, const char* to,
+                           int at_flags) {
+  if (!leaves_buffer_root(from_dir, from, to_dir, to, at_flags)) return 0;
+  return path_settled(from_dir, from, at_flags, [] { return 0; });
+}
+
 /// A rename by `call` of `from` to `to`: a staged file moved records its new name, one replaced
 /// (its last name gone) records its deletion, and with RENAME_EXCHANGE both swap names. A file
-/// moved out from beneath the buffer root is settled first, as an open would settle it: past
-/// the rename, nothing would ask for the bytes the nodes hold.
+/// moved out from beneath the buffer root is settled first.
 template <class Call>
 int renamed(int from_dir, const char* from, int to_dir, const char* to, unsigned int flags,
             Call call) {
-  if (leaves_buffer_root(from_dir, from, to_dir, to) &&
-      path_settled(from_dir, from, AT_SYMLINK_NOFOLLOW, [] { return 0; }) != 0)
-    return -1;
+  if (settled_before_leaving(from_dir, from, to_dir, to, AT_SYMLINK_NOFOLLOW) != 0) return -1;
   if (!any_staged()) return call();
   StagedFile* source = staged_name(from_dir, from);
   StagedFile* replaced = staged_name(to_dir, to);
@@ -331,18 +343,14 @@ HARMONIA_EXPORT int renameat2(int from_dir, const char* from, int to_dir, const 
   return renamed(from_dir, from, to_dir, to, flags,
                  [&] { return real().renameat2(from_dir, from, to_dir, to, flags); });
 }
-/// A new name for `from`: one outside the buffer root first has the file settled (renamed()).
+/// A new name for `from`: one outside the buffer root first has the file settled.
 HARMONIA_EXPORT int link(const char* from, const char* to) {
-  if (leaves_buffer_root(AT_FDCWD, from, AT_FDCWD, to) &&
-      path_settled(AT_FDCWD, from, AT_SYMLINK_NOFOLLOW, [] { return 0; }) != 0)
-    return -1;
+  if (settled_before_leaving(AT_FDCWD, from, AT_FDCWD, to, AT_SYMLINK_NOFOLLOW) != 0) return -1;
   return real().link(from, to);
 }
 HARMONIA_EXPORT int linkat(int from_dir, const char* from, int to_dir, const char* to, int flags) {
-  if (leaves_buffer_root(from_dir, from, to_dir, to) &&
-      path_settled(from_dir, from, flags & AT_SYMLINK_FOLLOW ? 0 : AT_SYMLINK_NOFOLLOW,
-                   [] { return 0; }) != 0)
-    return -1;
+  const int follow = flags & AT_SYMLINK_FOLLOW ? 0 : AT_SYMLINK_NOFOLLOW;
+  if (settled_before_leaving(from_dir, from, to_dir, to, follow) != 0) return -1;
   return real().linkat(from_dir, from, to_dir, to, flags);
 }
 HARMONIA_EXPORT int unlink(const char* path) {
