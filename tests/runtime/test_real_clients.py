@@ -87,7 +87,7 @@ def test_a_program_written_through_the_nodes_runs_at_once(
     """A program written into the PFS directory through buffer nodes (created executable, no
     chmod after) is run by the next command: the node that holds it keeps the file open for
     writing until it drains it, and an exec of a file open for writing fails (ETXTBSY), so the
-    exec first has the nodes drain it."""
+    exec refused so is tried again once the nodes drained it."""
     program = Path(shutil.which("ls") or "/bin/ls")
     directory = cluster.pfs / "programs"
     directory.mkdir()

@@ -539,10 +539,27 @@ int finish_process() {
   return result;
 }
 
-/// settle_program for a program named as execvp names it: a name with a slash is its path; one
-/// without is looked for along PATH, where a program beneath the buffer root is rare: left.
-void settle_program_named(const char* file) {
-  if (file && std::strchr(file, '/')) settle_program(file);
+/// Runs `exec` (an exec call: it returns only when it failed, -1 with errno), and once more
+/// after the buffer nodes drained the program when the kernel refused it as open for writing
+/// (ETXTBSY): a node keeps a file it holds bytes of open for writing until it drains it. Only
+/// then, since a child of a threaded program should do little before its exec. `file` is
+/// named as execvp names it: a name without a slash is looked for along PATH, where a program
+/// beneath the buffer root is rare, and left.
+template <class Exec>
+int exec_once_drained(const char* file, Exec exec) {
+  const int result = exec();
+  if (result != 0 && errno == ETXTBSY && !in_borrowed_memory() && file && std::strchr(file, '/') &&
+      settle_program(file))
+    return exec();
+  return result;
+}
+
+/// The same for posix_spawn, which returns the error instead, in the parent.
+template <class Spawn>
+int spawn_once_drained(const char* file, Spawn spawn) {
+  const int error = spawn();
+  if (error == ETXTBSY && file && std::strchr(file, '/') && settle_program(file)) return spawn();
+  return error;
 }
 
 pid_t library_fork() {
@@ -564,26 +581,22 @@ HARMONIA_EXPORT pid_t vfork(void) { return library_fork(); }
 
 HARMONIA_EXPORT int execve(const char* path, char* const argv[], char* const envp[]) {
   before_new_process();
-  settle_program(path);
-  return real().execve(path, argv, envp);
+  return exec_once_drained(path, [&] { return real().execve(path, argv, envp); });
 }
 
 HARMONIA_EXPORT int execv(const char* path, char* const argv[]) {
   before_new_process();
-  settle_program(path);
-  return real().execv(path, argv);
+  return exec_once_drained(path, [&] { return real().execv(path, argv); });
 }
 
 HARMONIA_EXPORT int execvp(const char* file, char* const argv[]) {
   before_new_process();
-  settle_program_named(file);
-  return real().execvp(file, argv);
+  return exec_once_drained(file, [&] { return real().execvp(file, argv); });
 }
 
 HARMONIA_EXPORT int execvpe(const char* file, char* const argv[], char* const envp[]) {
   before_new_process();
-  settle_program_named(file);
-  return real().execvpe(file, argv, envp);
+  return exec_once_drained(file, [&] { return real().execvpe(file, argv, envp); });
 }
 
 HARMONIA_EXPORT int fexecve(int fd, char* const argv[], char* const envp[]) {
@@ -599,8 +612,8 @@ HARMONIA_EXPORT int posix_spawn(pid_t* pid, const char* path,
                                 const posix_spawnattr_t* attributes, char* const argv[],
                                 char* const envp[]) {
   before_new_process();
-  settle_program(path);
-  return real().posix_spawn(pid, path, actions, attributes, argv, envp);
+  return spawn_once_drained(
+      path, [&] { return real().posix_spawn(pid, path, actions, attributes, argv, envp); });
 }
 
 HARMONIA_EXPORT int posix_spawnp(pid_t* pid, const char* file,
@@ -608,8 +621,8 @@ HARMONIA_EXPORT int posix_spawnp(pid_t* pid, const char* file,
                                  const posix_spawnattr_t* attributes, char* const argv[],
                                  char* const envp[]) {
   before_new_process();
-  settle_program_named(file);
-  return real().posix_spawnp(pid, file, actions, attributes, argv, envp);
+  return spawn_once_drained(
+      file, [&] { return real().posix_spawnp(pid, file, actions, attributes, argv, envp); });
 }
 
 HARMONIA_EXPORT int system(const char* command) {

@@ -218,14 +218,15 @@ int settle_elsewhere(int dirfd, const char* path, const struct stat64& st) {
   return settle_resolved_elsewhere(dirfd, path, resolved_path(dirfd, path), st);
 }
 
-void settle_program(const char* path) {
-  if (!path || !agent::configured()) return;
+bool settle_program(const char* path) {
+  if (!path || !agent::configured()) return false;
   const int program_errno = errno;
   struct stat64 st {};
-  if (real().stat64(path, &st) == 0 && S_ISREG(st.st_mode) &&
-      buffers::beneath_buffer_root(AT_FDCWD, path, st.st_dev))
-    (void)settle_resolved_elsewhere(AT_FDCWD, path, resolved_path(AT_FDCWD, path), st);
+  const bool beneath = real().stat64(path, &st) == 0 && S_ISREG(st.st_mode) &&
+                       buffers::beneath_buffer_root(AT_FDCWD, path, st.st_dev);
+  if (beneath) (void)settle_resolved_elsewhere(AT_FDCWD, path, resolved_path(AT_FDCWD, path), st);
   errno = program_errno;
+  return beneath;
 }
 
 namespace {

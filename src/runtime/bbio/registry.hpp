@@ -51,11 +51,11 @@ std::string resolved_path(int dirfd, const char* path);
 /// of it, and the buffer nodes drain what they hold of it, through the scheduler daemon. 0, or
 /// -1 with EIO when some of its bytes stayed on a buffer node that is down.
 int settle_elsewhere(int dirfd, const char* path, const struct stat64& st);
-/// Before the program `path` is executed (or spawned): when it is beneath the buffer root, the
-/// buffer nodes drain what they hold of it, through the scheduler daemon, and so close the
-/// descriptor they write it through, which would fail the exec with ETXTBSY. Failures are
-/// left to the exec to meet.
-void settle_program(const char* path);
+/// The program `path`, which the kernel refused to execute as open for writing (ETXTBSY): when
+/// it is beneath the buffer root, the buffer nodes drain what they hold of it, through the
+/// scheduler daemon, and so close the descriptor they write it through. Whether it is beneath
+/// the root (then the exec is worth trying again); a failed drain is left to that exec.
+bool settle_program(const char* path);
 /// Another process is about to open a file (the daemon's SettleOrder): every staged file of it
 /// here is settled, so that the opener sees its bytes; it stays staged. The file is known by its
 /// identity when `same_host`, else by its absolute path.
