@@ -29,6 +29,7 @@
 #include "agent/node_agent.hpp"
 #include "common/frames.hpp"
 #include "common/identity.hpp"
+#include "common/schedd_timeout.hpp"
 #include "common/signals.hpp"
 #include "common/unix_socket.hpp"
 #include "control/frame.hpp"
@@ -276,16 +277,6 @@ class Server {
   std::unordered_map<std::uint64_t, Peer> peers_;
 };
 
-/// A bound on harmonia-schedd's silence, as the ranks read HARMONIA_SCHEDD_TIMEOUT: seconds
-/// > 0, at most an hour, all of `text`.
-std::optional<double> parse_timeout(const std::string& text) {
-  char* end = nullptr;
-  const double seconds = std::strtod(text.c_str(), &end);
-  if (end == text.c_str() || *end != '\0' || !(seconds > 0) || !(seconds <= 3600))
-    return std::nullopt;
-  return seconds;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -314,12 +305,12 @@ int main(int argc, char** argv) {
                  "agent gives it up and its ranks write through and reconnect: the ranks' own "
                  "bound (default: HARMONIA_SCHEDD_TIMEOUT, as for the ranks, else 1)");
   CLI11_PARSE(cli, argc, argv);
-  if (const auto seconds = parse_timeout(schedd_timeout)) {
+  if (const auto seconds = harmonia::common::parse_schedd_timeout(schedd_timeout.c_str())) {
     config.unresponsive_seconds = *seconds;
   } else {
     const bool given = cli.count("--schedd-timeout") > 0;
     std::cerr << "harmonia-agentd: " << (given ? "--schedd-timeout " : "HARMONIA_SCHEDD_TIMEOUT=")
-              << schedd_timeout << ": expected seconds > 0, at most 3600, e.g. 1\n";
+              << schedd_timeout << ": " << harmonia::common::kScheddTimeoutExpected << "\n";
     return 2;
   }
   try {

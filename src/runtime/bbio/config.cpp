@@ -14,6 +14,7 @@
 #include <initializer_list>
 #include <optional>
 
+#include "common/schedd_timeout.hpp"
 #include "core/requests/registry.hpp"
 #include "runtime/bbio/buffer_client.hpp"
 #include "runtime/bbio/report.hpp"
@@ -358,11 +359,10 @@ Environment read_environment() {
       bad("HARMONIA_NODE_WAIT", wait, "expected seconds from 0 to 86400, e.g. 30");
   }
   if (const char* timeout = std::getenv("HARMONIA_SCHEDD_TIMEOUT")) {
-    const auto seconds = parse_seconds(timeout);
-    if (seconds && *seconds > 0 && *seconds <= 3600)
+    if (const auto seconds = common::parse_schedd_timeout(timeout))
       config.schedd_timeout = *seconds;
     else
-      bad("HARMONIA_SCHEDD_TIMEOUT", timeout, "expected seconds > 0, at most 3600, e.g. 1");
+      bad("HARMONIA_SCHEDD_TIMEOUT", timeout, common::kScheddTimeoutExpected);
   }
   if (const char* spec = std::getenv("HARMONIA_FLUSH_SCHEDULER"); spec && *spec) {
     if (auto why = parse_flush_scheduler(spec, config); !why.empty())
