@@ -254,20 +254,21 @@ bool leaves_buffer_root(int from_dir, const char* from, int to_dir, const char* 
   if (!agent::configured() || !from || !to) return false;
   const int program_errno = errno;
   struct stat64 st {};
-  bool leaves = false;
-  // The kernel reads both paths first (EFAULT for a bad pointer, ENAMETOOLONG for one with no
-  // end within PATH_MAX): only then are they read here.
   struct stat64 destination {};
-  const bool to_readable = real().fstatat64(to_dir, to, &destination, AT_SYMLINK_NOFOLLOW) == 0 ||
-                           (errno != EFAULT && errno != ENAMETOOLONG);
-  if (to_readable && real().fstatat64(from_dir, from, &st, at_flags) == 0 && S_ISREG(st.st_mode) &&
-      buffers::beneath_buffer_root(from_dir, from, st.st_dev)) {
+  // The kernel reads each path before it is read here (EFAULT for a bad pointer, ENAMETOOLONG
+  // for one with no end within PATH_MAX); the new name only for a file beneath the root.
+  bool leaves = real().fstatat64(from_dir, from, &st, at_flags) == 0 && S_ISREG(st.st_mode) &&
+                buffers::beneath_buffer_root(from_dir, from, st.st_dev) &&
+                (real().fstatat64(to_dir, to, &destination, AT_SYMLINK_NOFOLLOW) == 0 ||
+                 (errno != EFAULT && errno != ENAMETOOLONG));
+  if (leaves) {
     const std::string name = to;
     const auto slash = name.rfind('/');
-    const std::string parent = slash == std::string::npos ? "." : name.substr(0, slash + 1);
-    const std::string directory = resolved_path(to_dir, parent.c_str());
-    const std::string& root = environment().buffer_root;
-    leaves = directory.empty() || (directory != root && directory.rfind(root + "/", 0) != 0);
+    const std::string directory =
+        resolved_path(to_dir, slash == std::string::npos ? "." : name.substr(0, slash + 1).c_str());
+    const std::string leaf = slash == std::string::npos ? name : name.substr(slash + 1);
+    leaves = directory.empty() ||
+             !buffers::beneath_buffer_root(AT_FDCWD, (directory + "/" + leaf).c_str(), st.st_dev);
   }
   errno = program_errno;
   return leaves;
