@@ -81,15 +81,28 @@ def test_short_processes_appending_in_parallel_leave_and_say_nothing(
     assert seconds < 20, f"{seconds:.1f} s: openings waited for processes that had left"
 
 
+# How the next command runs the program: a shell's exec of ./prog, and execv of a relative
+# name without a slash (no PATH search: the working directory's file).
+RUNNERS = {
+    "shell": ["sh", "-c", "./prog --version"],
+    "execv": [
+        sys.executable,
+        "-c",
+        "import os; os.execv('prog', ['prog', '--version'])",
+    ],
+}
+
+
+@pytest.mark.parametrize("runner", list(RUNNERS))
 def test_a_program_written_through_the_nodes_runs_at_once(
-    cluster: BufferCluster,
+    cluster: BufferCluster, runner: str
 ) -> None:
     """A program written into the PFS directory through buffer nodes (created executable, no
     chmod after) is run by the next command: the node that holds it keeps the file open for
     writing until it drains it, and an exec of a file open for writing fails (ETXTBSY), so the
     exec refused so is tried again once the nodes drained it."""
     program = Path(shutil.which("ls") or "/bin/ls")
-    directory = cluster.pfs / "programs"
+    directory = cluster.pfs / f"programs-{runner}"
     directory.mkdir()
     env = {
         **os.environ,
@@ -105,7 +118,7 @@ def test_a_program_written_through_the_nodes_runs_at_once(
     assert cluster.node_total("received_bytes") - before >= program.stat().st_size, (
         "the program did not go to the nodes: this test tests nothing"
     )
-    ran = subprocess.run(["sh", "-c", "./prog --version"], cwd=directory, env=env,
+    ran = subprocess.run(RUNNERS[runner], cwd=directory, env=env,
                          capture_output=True, text=True, timeout=60, check=False)  # fmt: skip
     assert ran.returncode == 0, ran.stderr
     assert ran.stdout

@@ -539,26 +539,32 @@ int finish_process() {
   return result;
 }
 
-/// Runs `exec` (an exec call: it returns only when it failed, -1 with errno), and once more
-/// after the buffer nodes drained the program when the kernel refused it as open for writing
-/// (ETXTBSY): a node keeps a file it holds bytes of open for writing until it drains it. Only
-/// then, since a child of a threaded program should do little before its exec. `file` is
-/// named as execvp names it: a name without a slash is looked for along PATH, where a program
-/// beneath the buffer root is rare, and left.
+/// After an exec or spawn of `file` was refused as open for writing (ETXTBSY): whether the
+/// buffer nodes drained the program (a node keeps a file it holds bytes of open for writing
+/// until it drains it), so that the call is worth making again. `along_path`: `file` is named
+/// as execvp names it, and one without a slash is looked for along PATH, where a program beneath
+/// the buffer root is rare, and left.
+bool drained_for_exec(const char* file, bool along_path) {
+  return file && (!along_path || std::strchr(file, '/')) && settle_program(file);
+}
+
+/// Runs `exec` (an exec call: it returns only when it failed, -1 with errno), and once more if
+/// the kernel refused the program as open for writing and the nodes drained it. Only then, since
+/// a child of a threaded program should do little before its exec.
 template <class Exec>
-int exec_once_drained(const char* file, Exec exec) {
+int exec_once_drained(const char* file, bool along_path, Exec exec) {
   const int result = exec();
-  if (result != 0 && errno == ETXTBSY && !in_borrowed_memory() && file && std::strchr(file, '/') &&
-      settle_program(file))
+  if (result != 0 && errno == ETXTBSY && !in_borrowed_memory() &&
+      drained_for_exec(file, along_path))
     return exec();
   return result;
 }
 
 /// The same for posix_spawn, which returns the error instead, in the parent.
 template <class Spawn>
-int spawn_once_drained(const char* file, Spawn spawn) {
+int spawn_once_drained(const char* file, bool along_path, Spawn spawn) {
   const int error = spawn();
-  if (error == ETXTBSY && file && std::strchr(file, '/') && settle_program(file)) return spawn();
+  if (error == ETXTBSY && drained_for_exec(file, along_path)) return spawn();
   return error;
 }
 
@@ -581,22 +587,24 @@ HARMONIA_EXPORT pid_t vfork(void) { return library_fork(); }
 
 HARMONIA_EXPORT int execve(const char* path, char* const argv[], char* const envp[]) {
   before_new_process();
-  return exec_once_drained(path, [&] { return real().execve(path, argv, envp); });
+  return exec_once_drained(path, /*along_path=*/false,
+                           [&] { return real().execve(path, argv, envp); });
 }
 
 HARMONIA_EXPORT int execv(const char* path, char* const argv[]) {
   before_new_process();
-  return exec_once_drained(path, [&] { return real().execv(path, argv); });
+  return exec_once_drained(path, /*along_path=*/false, [&] { return real().execv(path, argv); });
 }
 
 HARMONIA_EXPORT int execvp(const char* file, char* const argv[]) {
   before_new_process();
-  return exec_once_drained(file, [&] { return real().execvp(file, argv); });
+  return exec_once_drained(file, /*along_path=*/true, [&] { return real().execvp(file, argv); });
 }
 
 HARMONIA_EXPORT int execvpe(const char* file, char* const argv[], char* const envp[]) {
   before_new_process();
-  return exec_once_drained(file, [&] { return real().execvpe(file, argv, envp); });
+  return exec_once_drained(file, /*along_path=*/true,
+                           [&] { return real().execvpe(file, argv, envp); });
 }
 
 HARMONIA_EXPORT int fexecve(int fd, char* const argv[], char* const envp[]) {
@@ -612,8 +620,9 @@ HARMONIA_EXPORT int posix_spawn(pid_t* pid, const char* path,
                                 const posix_spawnattr_t* attributes, char* const argv[],
                                 char* const envp[]) {
   before_new_process();
-  return spawn_once_drained(
-      path, [&] { return real().posix_spawn(pid, path, actions, attributes, argv, envp); });
+  return spawn_once_drained(path, /*along_path=*/false, [&] {
+    return real().posix_spawn(pid, path, actions, attributes, argv, envp);
+  });
 }
 
 HARMONIA_EXPORT int posix_spawnp(pid_t* pid, const char* file,
@@ -621,8 +630,9 @@ HARMONIA_EXPORT int posix_spawnp(pid_t* pid, const char* file,
                                  const posix_spawnattr_t* attributes, char* const argv[],
                                  char* const envp[]) {
   before_new_process();
-  return spawn_once_drained(
-      file, [&] { return real().posix_spawnp(pid, file, actions, attributes, argv, envp); });
+  return spawn_once_drained(file, /*along_path=*/true, [&] {
+    return real().posix_spawnp(pid, file, actions, attributes, argv, envp);
+  });
 }
 
 HARMONIA_EXPORT int system(const char* command) {
