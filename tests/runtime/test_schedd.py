@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from prefetch_support import receive_frame
 from schedd_support import (
     PhaseKeeper,
     SteppedWriter,
@@ -601,23 +602,12 @@ WRITE_AND_WAIT = (
 
 def _read_envelopes(connection: socket.socket, pb: Any, until: float) -> Iterator[Any]:
     """The Envelopes a process sends on `connection`, until the monotonic time `until`."""
-    pending = b""
-    while time.monotonic() < until:
-        connection.settimeout(max(0.01, until - time.monotonic()))
-        try:
-            chunk = connection.recv(65536)
-        except TimeoutError:
+    while (left := until - time.monotonic()) > 0:
+        connection.settimeout(left)
+        body = receive_frame(connection)
+        if body is None:  # closed, or the time is up
             return
-        if not chunk:
-            return
-        pending += chunk
-        while (
-            len(pending) >= 4
-            and len(pending) >= 4 + struct.unpack(">I", pending[:4])[0]
-        ):
-            length = struct.unpack(">I", pending[:4])[0]
-            yield pb.Envelope.FromString(pending[4 : 4 + length])
-            pending = pending[4 + length :]
+        yield pb.Envelope.FromString(body)
 
 
 def test_a_settle_order_that_arrives_with_the_registration_reply_is_answered(
