@@ -2,6 +2,7 @@
 
 import importlib
 import importlib.util
+import pwd
 import shutil
 import subprocess
 import sys
@@ -14,6 +15,7 @@ import pytest
 from bbio_support import DRIVER, LIBRARY, RECOVER, Compare, Run, preload, run_driver
 from harmonia.buffers.cluster import BufferCluster, ClusterSettings
 from modes_support import Modes
+from users_support import made_users, why_no_users
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -44,6 +46,16 @@ def pb(tmp_path_factory: pytest.TempPathFactory) -> Iterator[types.ModuleType]:
         yield importlib.import_module("control_pb2")
     finally:
         sys.path.remove(str(out))
+
+
+@pytest.fixture(scope="module")
+def ordinary_user() -> Iterator[pwd.struct_passwd]:
+    """A user of the test's own, as a site's jobs run (the daemons stay root)."""
+    why = why_no_users()
+    if why:
+        pytest.skip(why)
+    with made_users("w") as made:
+        yield made["w"]
 
 
 @pytest.fixture

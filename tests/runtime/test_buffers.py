@@ -4,14 +4,12 @@ the bytes written, whatever the policy and whatever happens to the nodes."""
 
 import json
 import os
-import pwd
 import random
 import signal
 import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -23,7 +21,7 @@ from harmonia.buffers.cluster import (
     run_jobs,
     verify,
 )
-from users_support import made_users, run_as, why_no_users
+from users_support import run_as
 
 pytestmark = needs(BBD)
 
@@ -100,16 +98,6 @@ def test_kill_9_of_a_node_mid_run_loses_nothing(tmp_path: Path, seed: int) -> No
         assert verify(cluster.pfs, 2, SPEC) == []
         log = (tmp_path / f"bb{victim}.log").read_text()
         assert log.count("files recovered") == 2, "the node was restarted"
-
-
-@pytest.fixture(scope="module")
-def ordinary_user() -> Iterator[pwd.struct_passwd]:
-    """A user of the test's own, as a site's jobs run (the daemons stay root)."""
-    why = why_no_users()
-    if why:
-        pytest.skip(why)
-    with made_users("w") as made:
-        yield made["w"]
 
 
 @pytest.mark.parametrize("who", ["root", "user"])

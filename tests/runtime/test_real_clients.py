@@ -6,11 +6,14 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 from bbio_support import BUILD, preload
-from harmonia.buffers.cluster import BufferCluster
+from harmonia.buffers.cluster import BufferCluster, ClusterSettings
+from users_support import run_as
 
 MPI_WRITER = BUILD / "tests" / "runtime" / "mpi_writer"
 
@@ -93,60 +96,103 @@ RUNNERS = {
 }
 
 
+@contextmanager
+def _job_beside_root_daemons(
+    request: pytest.FixtureRequest, tmp_path: Path, who: str
+) -> Iterator[tuple[BufferCluster, list[str], Path]]:
+    """Buffer nodes and a scheduler run as root, as at a site; the job's commands run as root
+    or as an ordinary user (a command prefix). Yields the cluster, the prefix and a directory
+    of the job's user outside the buffer root, on the same file system."""
+    user = request.getfixturevalue("ordinary_user") if who == "user" else None
+    base = request.getfixturevalue("reachable") if user else tmp_path
+    settings = ClusterSettings(
+        base / "c", buffers=2, capacity=64 << 20, flush_threshold=0.5
+    )
+    outside = base / "outside"
+    outside.mkdir()
+    if user:
+        os.chown(outside, user.pw_uid, user.pw_gid)
+    with BufferCluster(settings) as cluster:
+        yield cluster, run_as(user) if user else [], outside
+
+
+# Copies argv[1] to a new file argv[2] of mode argv[3] (octal), says so, and waits for a line on
+# stdin: its job, still running, keeps what the nodes hold of the file there.
+WRITE_AND_HOLD = """
+import os, sys
+fd = os.open(sys.argv[2], os.O_WRONLY | os.O_CREAT, int(sys.argv[3], 8))
+os.write(fd, open(sys.argv[1], "rb").read())
+os.close(fd)
+print("written", flush=True)
+sys.stdin.readline()
+"""
+
+
+@contextmanager
+def _held_on_the_nodes(
+    cluster: BufferCluster, as_user: list[str], env: dict[str, str], source: Path,
+    target: Path, mode: str,
+) -> Iterator[None]:  # fmt: skip
+    """`source` copied to `target` through the nodes, which still hold every byte of it while
+    the block runs (the writer's job goes on)."""
+    writer = subprocess.Popen(
+        [*as_user, sys.executable, "-c", WRITE_AND_HOLD, str(source), str(target), mode],
+        env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    assert writer.stdin and writer.stdout
+    try:
+        assert writer.stdout.readline().strip() == "written", writer.stderr
+        assert cluster.node_total("used") >= source.stat().st_size, (
+            "the nodes do not hold the file: this test tests nothing"
+        )
+        yield
+    finally:
+        writer.stdin.close()
+        writer.wait(timeout=60)
+
+
+@pytest.mark.parametrize("who", ["root", "user"])
 @pytest.mark.parametrize("runner", list(RUNNERS))
 def test_a_program_written_through_the_nodes_runs_at_once(
-    cluster: BufferCluster, runner: str
+    request: pytest.FixtureRequest, tmp_path: Path, runner: str, who: str
 ) -> None:
     """A program written into the PFS directory through buffer nodes (created executable, no
     chmod after) is run by the next command: the node that holds it keeps the file open for
     writing until it drains it, and an exec of a file open for writing fails (ETXTBSY), so the
     exec refused so is tried again once the nodes drained it."""
     program = Path(shutil.which("ls") or "/bin/ls")
-    directory = cluster.pfs / f"programs-{runner}"
-    directory.mkdir()
-    env = {
-        **os.environ,
-        **cluster.env(),
-        "HARMONIA_JOB": "programs",
-        "HARMONIA_SMALL_FILE": "0",
-    }
-    write = ("import os, sys; fd = os.open('prog', os.O_WRONLY | os.O_CREAT, 0o755); "
-             "os.write(fd, open(sys.argv[1], 'rb').read()); os.close(fd)")  # fmt: skip
-    before = cluster.node_total("received_bytes")
-    subprocess.run([sys.executable, "-c", write, str(program)], cwd=directory, env=env,
-                   check=True, timeout=60)  # fmt: skip
-    assert cluster.node_total("received_bytes") - before >= program.stat().st_size, (
-        "the program did not go to the nodes: this test tests nothing"
-    )
-    ran = subprocess.run(RUNNERS[runner], cwd=directory, env=env,
-                         capture_output=True, text=True, timeout=60, check=False)  # fmt: skip
+    with _job_beside_root_daemons(request, tmp_path, who) as (cluster, as_user, _):
+        env = {**os.environ, **cluster.env(), "HARMONIA_JOB": "programs",
+               "HARMONIA_SMALL_FILE": "0"}  # fmt: skip
+        with _held_on_the_nodes(
+            cluster, as_user, env, program, cluster.pfs / "prog", "755"
+        ):
+            ran = subprocess.run([*as_user, *RUNNERS[runner]], cwd=cluster.pfs, env=env,
+                                 capture_output=True, text=True, timeout=60, check=False)  # fmt: skip
     assert ran.returncode == 0, ran.stderr
     assert ran.stdout
 
 
+@pytest.mark.parametrize("who", ["root", "user"])
 @pytest.mark.parametrize("command", ["mv", "ln"])
 def test_a_file_given_a_name_outside_the_buffer_root_reads_whole_at_once(
-    cluster: BufferCluster, command: str
+    request: pytest.FixtureRequest, tmp_path: Path, command: str, who: str
 ) -> None:
     """A file written through the nodes and then moved (or hard-linked) to a directory outside
     the buffer root, on the same file system, is read whole there by the next command: past
     the root nothing asks the scheduler what the nodes hold, so the move drains the file first."""
-    inside = cluster.pfs / f"made-{command}"
-    outside = cluster.pfs.parent / f"outside-{command}"
-    inside.mkdir()
-    outside.mkdir()
-    env = {**os.environ, **cluster.env(), "HARMONIA_JOB": f"outside-{command}"}
-    data = os.urandom(6 << 20)
-    source = inside / "data"
-    write = "import sys; open(sys.argv[1], 'wb').write(sys.stdin.buffer.read())"
-    before = cluster.node_total("received_bytes")
-    subprocess.run([sys.executable, "-c", write, str(source)], input=data, env=env,
-                   check=True, timeout=60)  # fmt: skip
-    assert cluster.node_total("received_bytes") - before >= len(data), (
-        "nothing on the nodes"
-    )
-    subprocess.run([command, str(source), str(outside / "data")], env=env, check=True,
-                   timeout=60)  # fmt: skip
-    read = subprocess.run(["cat", str(outside / "data")], env=env, capture_output=True,
-                          check=True, timeout=60)  # fmt: skip
-    assert read.stdout == data
+    with _job_beside_root_daemons(request, tmp_path, who) as (
+        cluster,
+        as_user,
+        outside,
+    ):
+        source = outside.parent / "source.bin"
+        source.write_bytes(os.urandom(6 << 20))
+        env = {**os.environ, **cluster.env(), "HARMONIA_JOB": f"outside-{command}"}
+        written = cluster.pfs / "data"
+        with _held_on_the_nodes(cluster, as_user, env, source, written, "644"):
+            subprocess.run([*as_user, command, str(written), str(outside / "data")], env=env,
+                           check=True, timeout=60)  # fmt: skip
+            read = subprocess.run([*as_user, "cat", str(outside / "data")], env=env,
+                                  capture_output=True, check=True, timeout=60)  # fmt: skip
+    assert read.stdout == source.read_bytes()
