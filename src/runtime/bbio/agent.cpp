@@ -380,12 +380,14 @@ class Agent {
     if (read_phase_) read_done_ = true;
     read_phase_ = false;
     if (!connected_) return;
+    // Out of its phase with data still staged: it has nothing left but to flush, so it asks, and
+    // keeps its place in line until the flush is done (docs/coordination.md). It asks before it
+    // says the phase ended: the other way round, a daemon deciding between the two would see a
+    // job neither writing nor waiting to flush, and tell it to write through, out of its turn.
+    if (!wants_flush_ && staged_total() > 0) (void)ask_to_flush(lock);
     Harmonia__Control__PhaseEnd body = HARMONIA__CONTROL__PHASE_END__INIT;
     (void)post(lock, HARMONIA__CONTROL__ENVELOPE__BODY_PHASE_END,
                &Harmonia__Control__Envelope::phase_end, body);
-    // Out of its phase with data still staged: it has nothing left but to flush, so it asks, and
-    // keeps its place in line until the flush is done (docs/coordination.md).
-    if (!wants_flush_ && staged_total() > 0) (void)ask_to_flush(lock);
   }
 
   /// Tells the daemon this process would flush now (it is then in line until FlushDone).
