@@ -62,8 +62,11 @@ core::SchedulerConfig BufferConfig::scheduler_config() const {
   return cfg;
 }
 
-BufferBroker::BufferBroker(BufferConfig config, double origin)
-    : config_(std::move(config)), nodes_(static_cast<size_t>(config_.count)), origin_(origin) {
+BufferBroker::BufferBroker(BufferConfig config, double origin, JobTable& jobs)
+    : config_(std::move(config)),
+      jobs_(jobs),
+      nodes_(static_cast<size_t>(config_.count)),
+      origin_(origin) {
   scheduler_ = core::make_scheduler(config_.policy, config_.scheduler_config(), *this);
   for (size_t i = 0; i < nodes_.size(); ++i) nodes_[i].order.set_epoch(1);
 }
@@ -75,40 +78,34 @@ double BufferConfig::phase_bound() const {
   return max_phase_bytes > 0 ? std::min(max_phase_bytes, share) : share;
 }
 
-BrokerJob BufferBroker::add_job(const std::string& key, const std::string& label,
-                                const std::string& name, std::uint32_t ranks, std::int32_t priority,
-                                double declared_bytes, bool cached, double now,
-                                const std::string& user, const std::string& io_qos) {
+void BufferBroker::add_job(JobNumber job, double declared_bytes, bool cached, double now,
+                           const std::string& io_qos) {
   const core::IoClass io_class = config_.pricing.resolve(io_qos.empty() ? "normal" : io_qos);
   advance(now);
   events_ = true;
-  const auto id = static_cast<BrokerJob>(jobs_.size());
-  jobs_.push_back({});
-  jobs_.back().key = key;
-  jobs_.back().label = label;
-  jobs_.back().ranks = std::max<std::uint32_t>(1, ranks);
-  job_by_key_[key] = id;
+  const JobRecord& record = jobs_.at(job);
   core::AppInfo info;
-  info.name = name;
+  info.name = record.name;
   info.nodes = 1;  // one machine's processes share one client link
-  info.priority = priority;
+  info.priority = record.priority;
   info.hint = cached ? core::Hint::Cached : core::Hint::Flushable;
-  info.user = user;
+  info.user = std::to_string(record.uid);
   info.io_qos = io_class.name;
   info.io_slowdown = io_class.slowdown;
   // DataWarp reserves what the job declares; without a declaration, one default phase.
-  info.declared_bytes = std::min(declared_bytes > 0 ? declared_bytes : config_.phase_bytes * ranks,
-                                 config_.phase_bound());
-  const core::AppId app = scheduler_->on_app_register(info, now_);
-  if (app != id) throw std::logic_error("job and policy-core application ids diverged");
-  return id;
+  info.declared_bytes =
+      std::min(declared_bytes > 0 ? declared_bytes : config_.phase_bytes * record.ranks,
+               config_.phase_bound());
+  if (scheduler_->on_app_register(info, now_) != job)
+    throw std::logic_error("the job table's and the policy core's numbers diverged");
 }
 
-void BufferBroker::phase_begin(BrokerJob job, double bytes, double now, bool read) {
+void BufferBroker::phase_begin(JobNumber job, double bytes, double now, bool read) {
   advance(now);
   events_ = true;
-  JobState& state = jobs_.at(static_cast<size_t>(job));
-  if (state.in_phase || state.ended) return;
+  JobRecord& record = jobs_.at(job);
+  BufferPhases& state = record.buffer;
+  if (state.open || record.ended) return;
   if (read) {
     if (state.announced_read < 0) return;  // nothing staged in for it: it reads the PFS
     state.phase_index = state.announced_read;
@@ -116,24 +113,24 @@ void BufferBroker::phase_begin(BrokerJob job, double bytes, double now, bool rea
     state.phase_bytes = reads_.at({job, state.phase_index}).bytes;
   } else {
     state.phase_index = state.next_index++;
-    const double total = config_.phase_bytes * state.ranks;
+    const double total = config_.phase_bytes * record.ranks;
     // A phase never asks for more than all buffers hold (the policies could never place it), nor
     // more than the site allows one job.
     state.phase_bytes = std::min(bytes > 0 ? bytes : total, config_.phase_bound());
   }
   state.phase_read = read;
-  state.in_phase = true;
+  state.open = true;
   mark_job(job);
   if (started(job)) submit_phase(job, now_);
 }
 
-bool BufferBroker::announce_read(BrokerJob job, const std::vector<ReadFile>& files,
+bool BufferBroker::announce_read(JobNumber job, const std::vector<ReadFile>& files,
                                  std::uint32_t uid, std::uint32_t gid, double now) {
   advance(now);
   events_ = true;
-  JobState& state = jobs_.at(static_cast<size_t>(job));
-  if (state.ended || state.announced_read >= 0 || (state.in_phase && state.phase_read))
-    return false;
+  JobRecord& record = jobs_.at(job);
+  BufferPhases& state = record.buffer;
+  if (record.ended || state.announced_read >= 0 || (state.open && state.phase_read)) return false;
   ReadPlan plan;
   for (const auto& file : files) {
     plan.files.push_back(file.name);
@@ -158,7 +155,7 @@ bool BufferBroker::announce_read(BrokerJob job, const std::vector<ReadFile>& fil
   return true;
 }
 
-void BufferBroker::submit_announced_read(BrokerJob job, double now) {
+void BufferBroker::submit_announced_read(JobNumber job, double now) {
   for (auto& [key, plan] : reads_) {
     if (key.first != job || plan.submitted) continue;
     plan.submitted = true;
@@ -171,8 +168,8 @@ void BufferBroker::submit_announced_read(BrokerJob job, double now) {
   }
 }
 
-void BufferBroker::submit_phase(BrokerJob job, double now) {
-  const JobState& state = jobs_[static_cast<size_t>(job)];
+void BufferBroker::submit_phase(JobNumber job, double now) {
+  const BufferPhases& state = jobs_.at(job).buffer;
   core::PhaseRequest request;
   request.app = job;
   request.index = state.phase_index;
@@ -181,13 +178,13 @@ void BufferBroker::submit_phase(BrokerJob job, double now) {
   scheduler_->on_phase_request(request, now);
 }
 
-void BufferBroker::phase_end(BrokerJob job, double now) {
+void BufferBroker::phase_end(JobNumber job, double now) {
   advance(now);
   events_ = true;
-  JobState& state = jobs_.at(static_cast<size_t>(job));
-  if (!state.in_phase) return;
-  const core::RunningPhase* grant = current_grant(state, job);
-  state.in_phase = false;
+  BufferPhases& state = jobs_.at(job).buffer;
+  if (!state.open) return;
+  const core::RunningPhase* grant = current_grant(job);
+  state.open = false;
   if (grant) {
     const std::vector<int> buffers = grant->buffers;  // complete_phase drops the core's record
     complete_phase(job, state.phase_index, buffers);
@@ -198,16 +195,13 @@ void BufferBroker::phase_end(BrokerJob job, double now) {
   mark_job(job);
 }
 
-void BufferBroker::job_end(BrokerJob job, double now) {
+void BufferBroker::job_end(JobNumber job, double now) {
   advance(now);
   events_ = true;
-  JobState& state = jobs_.at(static_cast<size_t>(job));
-  if (state.ended) return;
   phase_end(job, now);
-  state.ended = true;
   // The core accepts an application's end only once it is admitted; a queued job that leaves
   // is admitted and ended at once (it reserved nothing it used).
-  if (started(job) && state.ended_early.empty()) scheduler_->on_app_end(job, now_);
+  if (started(job) && jobs_.at(job).buffer.ended_early.empty()) scheduler_->on_app_end(job, now_);
 }
 
 std::optional<int> BufferBroker::node_slot(const std::string& address) const {
@@ -249,7 +243,7 @@ void BufferBroker::node_report(int node, const control::BufferReport& report, do
     const std::uint64_t before = seen == state.drained_by_job.end() ? 0 : seen->second;
     const std::uint64_t delta = d.bytes() >= before ? d.bytes() - before : d.bytes();
     seen_now[d.job()] = d.bytes();
-    if (job_by_key_.count(d.job())) drained += static_cast<double>(delta);
+    if (jobs_.latest(d.job())) drained += static_cast<double>(delta);
   }
   state.drained_by_job = std::move(seen_now);  // a job the node forgot counts from zero again
   state.last = report;
@@ -267,11 +261,10 @@ void BufferBroker::node_report(int node, const control::BufferReport& report, do
   for (const auto& data : scheduler_->buffers()[static_cast<size_t>(node)].held) held[data.app] = 0;
   std::set<std::string> orphans;
   for (const auto& data : report.held()) {
-    const auto job = job_by_key_.find(data.job());
-    if (job == job_by_key_.end())
-      orphans.insert(data.job());
+    if (const auto job = jobs_.latest(data.job()))
+      held[*job] = static_cast<double>(data.bytes());
     else
-      held[job->second] = static_cast<double>(data.bytes());
+      orphans.insert(data.job());
   }
   const auto& buffer = scheduler_->buffers()[static_cast<size_t>(node)];
   const double used = buffer.used;
@@ -290,23 +283,23 @@ void BufferBroker::node_report(int node, const control::BufferReport& report, do
 
 void BufferBroker::note_staged(int node, const control::BufferReport& report) {
   for (const auto& staged : report.staged_in()) {
-    const auto job = job_by_key_.find(staged.job());
-    if (job == job_by_key_.end()) continue;
-    const auto plan = reads_.find({job->second, static_cast<int>(staged.phase())});
+    const auto job = jobs_.latest(staged.job());
+    if (!job) continue;
+    const auto plan = reads_.find({*job, static_cast<int>(staged.phase())});
     if (plan == reads_.end() || plan->second.staged.count(node) ||
         !std::count(plan->second.buffers.begin(), plan->second.buffers.end(), node))
       continue;
     plan->second.failed.insert(staged.failed().begin(), staged.failed().end());
-    stage_done(plan->second, job->second, plan->first.second, node);
+    stage_done(plan->second, *job, plan->first.second, node);
   }
 }
 
-void BufferBroker::stage_failed(ReadPlan& plan, BrokerJob job, int index, int node) {
+void BufferBroker::stage_failed(ReadPlan& plan, JobNumber job, int index, int node) {
   plan.failed.insert(plan.files.begin(), plan.files.end());
   if (!plan.staged.count(node)) stage_done(plan, job, index, node);
 }
 
-void BufferBroker::stage_done(ReadPlan& plan, BrokerJob job, int index, int node) {
+void BufferBroker::stage_done(ReadPlan& plan, JobNumber job, int index, int node) {
   events_ = true;
   plan.staged.insert(node);
   if (plan.prefetched || plan.staged.size() < plan.buffers.size()) return;
@@ -332,18 +325,19 @@ void BufferBroker::mark_jobs_on(int node) {
       mark_job(phase.request.app);
 }
 
-bool BufferBroker::started(BrokerJob job) const {
+bool BufferBroker::started(JobNumber job) const {
   return scheduler_->recorder().app(job).start >= 0;
 }
 
-const core::RunningPhase* BufferBroker::current_grant(const JobState& state, BrokerJob job) const {
-  return state.in_phase ? scheduler_->running_phase(job, state.phase_index) : nullptr;
+const core::RunningPhase* BufferBroker::current_grant(JobNumber job) const {
+  const BufferPhases& state = jobs_.at(job).buffer;
+  return state.open ? scheduler_->running_phase(job, state.phase_index) : nullptr;
 }
 
 void BufferBroker::give_up_late_stage_ins() {
   // A node that is alive but never finishes (a hung PFS mount, a stuck copy) must not hold the
   // job's read phase for ever: past the deadline its files are read from the PFS.
-  std::vector<std::pair<std::pair<BrokerJob, int>, int>> late;
+  std::vector<std::pair<std::pair<JobNumber, int>, int>> late;
   for (const auto& [key, plan] : reads_) {
     if (plan.prefetched || plan.buffers.empty() || now_ < plan.deadline) continue;
     for (int node : plan.buffers)
@@ -379,30 +373,29 @@ void BufferBroker::tick(double now) {
 }
 
 void BufferBroker::admit(core::AppId app) {
-  JobState& state = jobs_.at(static_cast<size_t>(app));
+  const JobRecord& record = jobs_.at(app);
   mark_job(app);
-  if (!state.ended) submit_announced_read(app, now_);
-  if (state.in_phase) submit_phase(app, now_);
+  if (!record.ended) submit_announced_read(app, now_);
+  if (record.buffer.open) submit_phase(app, now_);
   // Called from inside the policy: a job that left while queued ends right after.
-  if (state.ended) deferred_.push_back([this, app] { scheduler_->on_app_end(app, now_); });
+  if (record.ended) deferred_.push_back([this, app] { scheduler_->on_app_end(app, now_); });
 }
 
 void BufferBroker::grant(const core::PhaseRequest& phase,
                          const std::vector<core::BufferId>& buffers) {
-  JobState& state = jobs_.at(static_cast<size_t>(phase.app));
   if (config_.on_phase_granted) note_grant_wait(phase);
-  if (!state.ended_early.count(phase.index)) {
+  if (!jobs_.at(phase.app).buffer.ended_early.count(phase.index)) {
     mark_job(phase.app);
     return;
   }
   // Called from inside the policy's decision: a phase that already ended completes after it.
-  const BrokerJob job = phase.app;
+  const JobNumber job = phase.app;
   const int index = phase.index;
   deferred_.push_back([this, job, index, buffers] {
-    JobState& ended = jobs_[static_cast<size_t>(job)];
-    ended.ended_early.erase(index);
+    JobRecord& ended = jobs_.at(job);
+    ended.buffer.ended_early.erase(index);
     complete_phase(job, index, buffers);
-    if (ended.ended && ended.ended_early.empty()) scheduler_->on_app_end(job, now_);
+    if (ended.ended && ended.buffer.ended_early.empty()) scheduler_->on_app_end(job, now_);
   });
 }
 
@@ -443,14 +436,14 @@ void BufferBroker::start_prefetch(const core::PhaseRequest& phase,
 
 void BufferBroker::update_orders() {
   const auto& buffers = scheduler_->buffers();
-  std::set<std::pair<BrokerJob, int>> held_reads;
+  std::set<std::pair<JobNumber, int>> held_reads;
   for (size_t b = 0; b < nodes_.size(); ++b) {
     NodeState& node = nodes_[b];
     // Data of jobs the policy does not know (written before this daemon started) drains always.
     std::set<std::string> jobs = node.orphans;
     if (node.draining)
       for (const auto& held : buffers[b].held)
-        if (held.drainable) jobs.insert(jobs_[static_cast<size_t>(held.app)].key);
+        if (held.drainable) jobs.insert(jobs_.at(held.app).key);
     control::DrainOrder next;
     next.set_drain(!jobs.empty());
     for (const auto& job : jobs) next.add_jobs(job);
@@ -463,7 +456,7 @@ void BufferBroker::update_orders() {
       const auto place = std::find(where.begin(), where.end(), static_cast<int>(b));
       if (place == where.end()) continue;
       auto* stage = next.add_stage_in();
-      stage->set_job(jobs_[static_cast<size_t>(held.app)].key);
+      stage->set_job(jobs_.at(held.app).key);
       stage->set_phase(static_cast<std::uint32_t>(held.phase));
       stage->set_uid(plan->second.uid);
       stage->set_gid(plan->second.gid);
@@ -480,8 +473,9 @@ void BufferBroker::update_orders() {
   }
   // A read phase whose copies the policy released (read, or its job ended) is done with.
   for (auto it = reads_.begin(); it != reads_.end();) {
-    const JobState& job = jobs_[static_cast<size_t>(it->first.first)];
-    const bool reading = job.in_phase && job.phase_read && job.phase_index == it->first.second;
+    const JobRecord& job = jobs_.at(it->first.first);
+    const BufferPhases& phases = job.buffer;
+    const bool reading = phases.open && phases.phase_read && phases.phase_index == it->first.second;
     // A job that ended before its prefetch was placed: the policy dropped it.
     const bool dropped = job.ended && it->second.buffers.empty();
     if ((it->second.prefetched && !held_reads.count(it->first) && !reading) || dropped)
@@ -491,17 +485,18 @@ void BufferBroker::update_orders() {
   }
 }
 
-void BufferBroker::fill_directive(BrokerJob job, control::Directive& out) const {
-  const JobState& state = jobs_.at(static_cast<size_t>(job));
+void BufferBroker::fill_directive(JobNumber job, control::Directive& out) const {
+  const JobRecord& record = jobs_.at(job);
+  const BufferPhases& state = record.buffer;
   out.set_buffer_mode(true);
-  out.set_job(state.key);
+  out.set_job(record.key);
   out.set_stripe_bytes(config_.stripe_bytes);
   // A read waits for a stage-in under way, never for one the policy has not placed yet (the PFS
   // holds its bytes; another job may hold the nodes for as long as it runs).
   const auto read = reads_.find({job, state.phase_index});
   const bool unplaced = state.phase_read && (read == reads_.end() || read->second.buffers.empty());
-  const core::RunningPhase* grant = current_grant(state, job);
-  out.set_await_grant(state.in_phase && !grant && !unplaced);
+  const core::RunningPhase* grant = current_grant(job);
+  out.set_await_grant(state.open && !grant && !unplaced);
   if (!grant) return;
   bool whole = true;
   for (int b : grant->buffers) {
@@ -542,7 +537,7 @@ void BufferBroker::fill_status(control::Status& out) const {
   }
 }
 
-double BufferBroker::wait_seconds(BrokerJob job, double now) const {
+double BufferBroker::wait_seconds(JobNumber job, double now) const {
   now -= origin_;
   // Admission (DataWarp's reservation) first, then each phase's wait for its grant.
   const core::AppRecord& record = scheduler_->recorder().app(job);
@@ -557,23 +552,22 @@ std::vector<core::AccountingRecord> BufferBroker::accounting(double now,
   auto records = core::accounting_records(*scheduler_, config_.pricing,
                                           std::max(now_, now - origin_), origin_ + clock_offset);
   for (size_t j = 0; j < records.size(); ++j) {
-    records[j].job_id = jobs_[j].label;
-    records[j].ncpus = static_cast<int>(std::min<std::uint32_t>(jobs_[j].ranks, 1U << 30));
+    const JobRecord& job = jobs_.at(static_cast<JobNumber>(j));
+    records[j].job_id = job.label;
+    records[j].ncpus = static_cast<int>(std::min<std::uint32_t>(job.ranks, 1U << 30));
   }
   return records;
 }
 
-std::vector<std::string> BufferBroker::take_changed_jobs() {
-  std::vector<std::string> keys;
-  for (const BrokerJob job : take_distinct(changed_jobs_))
-    if (const JobState& state = jobs_[static_cast<size_t>(job)]; !state.ended)
-      keys.push_back(state.key);
-  return keys;
+std::vector<JobNumber> BufferBroker::take_changed_jobs() {
+  std::vector<JobNumber> jobs = take_distinct(changed_jobs_);
+  std::erase_if(jobs, [this](JobNumber job) { return jobs_.at(job).ended; });
+  return jobs;
 }
 
 std::vector<int> BufferBroker::take_changed_nodes() { return take_distinct(changed_nodes_); }
 
-void BufferBroker::complete_phase(BrokerJob job, int index, const std::vector<int>& buffers) {
+void BufferBroker::complete_phase(JobNumber job, int index, const std::vector<int>& buffers) {
   scheduler_->on_phase_complete(job, index, now_);
   // A new order epoch for its nodes: reports that acknowledge it include all of its writes.
   for (int b : buffers) {
@@ -585,7 +579,7 @@ void BufferBroker::complete_phase(BrokerJob job, int index, const std::vector<in
 
 void BufferBroker::advance(double now) { now_ = std::max(now_, now - origin_); }
 
-void BufferBroker::mark_job(BrokerJob job) { changed_jobs_.push_back(job); }
+void BufferBroker::mark_job(JobNumber job) { changed_jobs_.push_back(job); }
 void BufferBroker::mark_node(int node) { changed_nodes_.push_back(node); }
 
 std::string BufferBroker::results_json() const {
@@ -604,7 +598,7 @@ std::string BufferBroker::results_json() const {
                     {"buffer_efficiency", s.buffer_efficiency}};
   out["apps"] = ordered_json::array();
   for (size_t a = 0; a < apps.size(); ++a)
-    out["apps"].push_back({{"job", jobs_[a].label},
+    out["apps"].push_back({{"job", jobs_.at(static_cast<JobNumber>(a)).label},
                            {"name", apps[a].name},
                            {"arrival", apps[a].arrival},
                            {"start", apps[a].start},
@@ -615,7 +609,7 @@ std::string BufferBroker::results_json() const {
                            {"bytes", apps[a].bytes}});
   out["phases"] = ordered_json::array();
   for (const auto& p : recorder.phases())
-    out["phases"].push_back({{"job", jobs_[static_cast<size_t>(p.app)].label},
+    out["phases"].push_back({{"job", jobs_.at(p.app).label},
                              {"index", p.index},
                              {"op", p.op == core::Op::Read ? "read" : "write"},
                              {"requested", p.requested},
@@ -623,8 +617,8 @@ std::string BufferBroker::results_json() const {
                              {"end", p.end},
                              {"size", p.bytes}});
   out["drains"] = simkit::drains_json(recorder.drains());
-  out["prefetches"] = simkit::prefetches_json(
-      recorder.prefetches(), [&](int app) { return jobs_[static_cast<size_t>(app)].label; });
+  out["prefetches"] =
+      simkit::prefetches_json(recorder.prefetches(), [&](int app) { return jobs_.at(app).label; });
   return out.dump(2) + "\n";
 }
 

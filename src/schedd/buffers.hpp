@@ -12,13 +12,13 @@
 #include <optional>
 #include <set>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
 #include "control/control.pb.h"
 #include "core/accounting.hpp"
 #include "core/pricing.hpp"
 #include "core/scheduler.hpp"
+#include "schedd/jobs.hpp"
 
 namespace harmonia::schedd {
 
@@ -67,29 +67,25 @@ struct BufferConfig {
   double phase_bound() const;
 };
 
-using BrokerJob = core::AppId;
-
 class BufferBroker : private core::Actions {
  public:
-  /// Times are the daemon's clock; `origin` (its start) is time 0 in the policy's records.
-  /// Throws std::invalid_argument naming a bad policy or setting.
-  BufferBroker(BufferConfig config, double origin);
+  /// Times are the daemon's clock; `origin` (its start) is time 0 in the policy's records. The
+  /// jobs are the daemon's table's: the broker reads who each is, and keeps its phases' map
+  /// (JobRecord::buffer) there. Throws std::invalid_argument naming a bad policy or setting.
+  BufferBroker(BufferConfig config, double origin, JobTable& jobs);
   ~BufferBroker() override;
 
   // Jobs, as the daemon sees them (a job is all processes with one key).
-  /// `cached`: the job reads back what it writes; its data stays on the buffers until it ends.
-  /// `user`: who runs it (the policies that share by user); empty: unknown.
-  /// `io_qos`: its I/O service class (empty: normal); throws std::invalid_argument naming an
-  /// unknown one before the job is added.
-  /// `key`: the daemon's (unique, it tags the job's data on the nodes); `label`: the key as
-  /// the job's user knows it, shown in the records and accounting.
-  BrokerJob add_job(const std::string& key, const std::string& label, const std::string& name,
-                    std::uint32_t ranks, std::int32_t priority, double declared_bytes, bool cached,
-                    double now, const std::string& user = {}, const std::string& io_qos = {});
+  /// The job the daemon just added to its table: the policy core learns of it, under the same
+  /// number. `cached`: the job reads back what it writes; its data stays on the buffers until it
+  /// ends. `io_qos`: its I/O service class (empty: normal); throws std::invalid_argument naming
+  /// an unknown one before the core learns of the job.
+  void add_job(JobNumber job, double declared_bytes, bool cached, double now,
+               const std::string& io_qos = {});
   /// The job's first process entered an I/O phase of `bytes` (0: the default size). `read`: its
   /// announced read phase (announce_read); a read phase with nothing announced reads the PFS
   /// and is no buffer phase.
-  void phase_begin(BrokerJob job, double bytes, double now, bool read = false);
+  void phase_begin(JobNumber job, double bytes, double now, bool read = false);
   /// A file a read phase reads: its name relative to the PFS root, and its size.
   struct ReadFile {
     std::string name;
@@ -100,12 +96,12 @@ class BufferBroker : private core::Actions {
   /// file-system identity `uid`/`gid`. Ignored while the job has a read phase announced and not
   /// ended, for a list it announced before, and for files that together are empty or larger than
   /// one phase may ask for (its reads go to the PFS). Returns whether a read phase was announced.
-  bool announce_read(BrokerJob job, const std::vector<ReadFile>& files, std::uint32_t uid,
+  bool announce_read(JobNumber job, const std::vector<ReadFile>& files, std::uint32_t uid,
                      std::uint32_t gid, double now);
   /// Its last process left the phase.
-  void phase_end(BrokerJob job, double now);
-  /// Its last process left: its data drains (DataWarp: stage-out).
-  void job_end(BrokerJob job, double now);
+  void phase_end(JobNumber job, double now);
+  /// Its last process left (the table ended it): its data drains (DataWarp: stage-out).
+  void job_end(JobNumber job, double now);
 
   // Buffer nodes (the monitors' connections).
   /// The slot a node at `address` registered for, if any.
@@ -132,14 +128,14 @@ class BufferBroker : private core::Actions {
   }
 
   /// The job's part of its directive: buffer_mode, buffers, stripe_bytes, await_grant.
-  void fill_directive(BrokerJob job, control::Directive& out) const;
+  void fill_directive(JobNumber job, control::Directive& out) const;
   void fill_order(int node, control::DrainOrder& out) const;
   void fill_status(control::Status& out) const;
   /// Seconds the job's phases have waited for grants (including one waiting now).
-  double wait_seconds(BrokerJob job, double now) const;
-  /// The keys of the running jobs whose directive changed, and the nodes whose drain order
-  /// changed, since the last call.
-  std::vector<std::string> take_changed_jobs();
+  double wait_seconds(JobNumber job, double now) const;
+  /// The live jobs whose directive changed, and the nodes whose drain order changed, since the
+  /// last call.
+  std::vector<JobNumber> take_changed_jobs();
   std::vector<int> take_changed_nodes();
   /// The policy core's per-job and system metrics (as harmonia-sim writes them).
   std::string results_json() const;
@@ -161,20 +157,6 @@ class BufferBroker : private core::Actions {
     double deadline = 0;      ///< when a node's unfinished part is given up (placed: set)
     bool submitted = false;   ///< handed to the core (on_prefetch_request)
     bool prefetched = false;  ///< reported to the core (on_prefetched)
-  };
-  struct JobState {
-    std::string key;
-    std::string label;
-    std::uint32_t ranks = 1;
-    bool ended = false;
-    bool in_phase = false;
-    std::set<int> ended_early;        ///< phases that ended before their grant
-    int phase_index = -1;             ///< the current (or last) phase's index in the policy core
-    int next_index = 0;               ///< the index the next phase (or announced read) takes
-    bool phase_read = false;          ///< the current phase is the announced read phase
-    int announced_read = -1;          ///< the announced read phase's index, until it begins
-    std::set<std::size_t> announced;  ///< a hash of each file list the job announced
-    double phase_bytes = 0;
   };
   struct NodeState {
     std::string address;
@@ -199,43 +181,42 @@ class BufferBroker : private core::Actions {
   /// Whether a decision waits for `now` alone: a stage-in past its deadline, or a phase held
   /// back by its I/O class whose release has come.
   bool time_due(double now) const;
-  void submit_phase(BrokerJob job, double now);
+  void submit_phase(JobNumber job, double now);
   /// The job's current phase as the policy core runs it: null until it is granted, and once
   /// it has ended (the core is the one record of grants).
-  const core::RunningPhase* current_grant(const JobState& state, BrokerJob job) const;
+  const core::RunningPhase* current_grant(JobNumber job) const;
   /// Whether the policy core started the job (admitted it, its batch stage-in done): only
   /// then are its phases the core's to place.
-  bool started(BrokerJob job) const;
+  bool started(JobNumber job) const;
   /// Marks the jobs with a phase running on `node` (their directives name it).
   void mark_jobs_on(int node);
   /// Tells on_phase_granted how long `phase` waited.
   void note_grant_wait(const core::PhaseRequest& phase) const;
   /// Hands the job's announced read phase to the core once the job runs.
-  void submit_announced_read(BrokerJob job, double now);
+  void submit_announced_read(JobNumber job, double now);
   /// A node reported the stage-ins it holds: the core learns of the prefetches every node of
   /// which is done.
   void note_staged(int node, const control::BufferReport& report);
   /// The prefetch is done on `node` (reported, or the node is gone: its files fail).
-  void stage_done(ReadPlan& plan, BrokerJob job, int index, int node);
+  void stage_done(ReadPlan& plan, JobNumber job, int index, int node);
   /// `node` cannot copy its part (gone, or no node in its slot): every file is read from the PFS.
-  void stage_failed(ReadPlan& plan, BrokerJob job, int index, int node);
+  void stage_failed(ReadPlan& plan, JobNumber job, int index, int node);
   /// Gives up the parts of stage-ins still unfinished at their deadline.
   void give_up_late_stage_ins();
   void advance(double now);
   /// The core's phase completion, and a new order epoch for the phase's nodes.
-  void complete_phase(BrokerJob job, int index, const std::vector<int>& buffers);
-  void mark_job(BrokerJob job);
+  void complete_phase(JobNumber job, int index, const std::vector<int>& buffers);
+  void mark_job(JobNumber job);
   void mark_node(int node);
   /// Recomputes each node's order from the policy's state; marks the nodes whose order changed.
   void update_orders();
 
   BufferConfig config_;
   std::unique_ptr<core::Scheduler> scheduler_;
-  std::vector<JobState> jobs_;
-  std::unordered_map<std::string, BrokerJob> job_by_key_;  ///< the latest job with each key
+  JobTable& jobs_;
   std::vector<NodeState> nodes_;
-  std::map<std::pair<BrokerJob, int>, ReadPlan> reads_;  ///< by (job, read phase index)
-  std::vector<BrokerJob> changed_jobs_;
+  std::map<std::pair<JobNumber, int>, ReadPlan> reads_;  ///< by (job, read phase index)
+  std::vector<JobNumber> changed_jobs_;
   std::vector<int> changed_nodes_;
   /// Events that arose inside a policy call, run once it has returned.
   std::vector<std::function<void()>> deferred_;

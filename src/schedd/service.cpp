@@ -49,13 +49,16 @@ Service::Service(ServiceConfig config, double now)
       coordinator_(coord::make_coordinator(config_.strategy, config_.coordinator)) {
   if (!(config_.lease_seconds > 0)) throw std::invalid_argument("lease_seconds must be > 0");
   if (config_.buffers) {
-    broker_ = std::make_unique<BufferBroker>(*config_.buffers, now);
+    broker_ = std::make_unique<BufferBroker>(*config_.buffers, now, jobs_);
     node_connection_.assign(static_cast<size_t>(config_.buffers->count), 0);
   }
 }
 
 void Service::on_connect(ConnectionId connection, std::optional<uid_t> uid, double now) {
-  connections_[connection] = Connection{uid, now, {}, false, false};
+  Connection fresh;
+  fresh.uid = uid;
+  fresh.last_seen = now;
+  connections_[connection] = fresh;
 }
 
 void Service::on_malformed(ConnectionId connection, double, std::vector<Outgoing>& out) {
@@ -145,7 +148,7 @@ void Service::handle(ConnectionId id, Connection& connection, const Envelope& re
                     std::to_string(control::VERSION_CURRENT) + ")");
       return;
   }
-  if (connection.job.empty()) {
+  if (connection.job == kNoJob) {
     if (body == Body::kHeartbeat) {
       reply.mutable_directive();  // a ping from a tool: the default directive
       return;
@@ -153,10 +156,10 @@ void Service::handle(ConnectionId id, Connection& connection, const Envelope& re
     set_error(reply, Error::CODE_NOT_REGISTERED, "send RegisterProcess first");
     return;
   }
-  Job& job = jobs_.at(connection.job);
+  const JobNumber job = connection.job;
   switch (body) {
     case Body::kPhaseBegin:
-      if (!connection.in_phase) job.phases += 1;
+      if (!connection.in_phase) jobs_.at(job).phases += 1;
       set_phase(connection, job, true, now,
                 static_cast<double>(request.phase_begin().expected_bytes()),
                 request.phase_begin().read());
@@ -251,7 +254,7 @@ void Service::start_settle(ConnectionId id, const control::SettleFile& file, dou
   for (const auto& [other, c] : connections_) {
     // A node agent opening the file has other ranks behind it, which it asks itself. A drain
     // of the caller's own bytes asks nobody else.
-    if (file.own() || (other == id && !c.node_agent) || c.job.empty()) continue;
+    if (file.own() || (other == id && !c.node_agent) || c.job == kNoJob) continue;
     pending.waiting.insert(other);
     Envelope push;
     push.mutable_settle_order()->set_id(settle);
@@ -355,9 +358,10 @@ void Service::drop_from_settles(ConnectionId id) {
 void Service::register_process(ConnectionId id, Connection& connection,
                                const control::RegisterProcess& request, double now,
                                Envelope& reply) {
-  if (!connection.job.empty()) {
-    set_error(reply, Error::CODE_ALREADY_REGISTERED,
-              "this connection already stands for a process of job " + connection.job);
+  if (connection.job != kNoJob) {
+    set_error(
+        reply, Error::CODE_ALREADY_REGISTERED,
+        "this connection already stands for a process of job " + jobs_.at(connection.job).key);
     return;
   }
   if (request.protocol_version() != control::VERSION_CURRENT) {
@@ -399,34 +403,34 @@ void Service::register_process(ConnectionId id, Connection& connection,
   // Job keys are per user: a key names one of the registering user's jobs, so nobody can take
   // (or squat) another user's job by naming its key first.
   const std::string key = std::to_string(*connection.uid) + "/" + request.job();
-  auto found = jobs_.find(key);
-  if (found == jobs_.end()) {
-    Job job;
-    job.key = request.job();
-    job.name = request.name().empty() ? request.job() : request.name();
-    job.uid = *connection.uid;
-    job.ranks = std::max<std::uint32_t>(1, request.ranks());
-    job.priority = request.priority();
-    job.registered_at = now;
-    coord::JobInfo info{job.name, static_cast<int>(std::min<std::uint32_t>(job.ranks, 1u << 30)),
-                        request.bytes_per_process(), job.priority};
-    job.id = coordinator_->on_register(info, now);
-    if (job_of_id_.size() <= static_cast<size_t>(job.id))
-      job_of_id_.resize(static_cast<size_t>(job.id) + 1);
-    job_of_id_[static_cast<size_t>(job.id)] = key;
+  std::optional<JobNumber> found = jobs_.live(key);
+  if (!found) {
+    JobRecord record;
+    record.key = key;
+    record.label = request.job();
+    record.name = request.name().empty() ? request.job() : request.name();
+    record.uid = *connection.uid;
+    record.ranks = std::max<std::uint32_t>(1, request.ranks());
+    record.priority = request.priority();
+    record.registered_at = now;
+    const coord::JobInfo info{record.name,
+                              static_cast<int>(std::min<std::uint32_t>(record.ranks, 1u << 30)),
+                              request.bytes_per_process(), record.priority};
+    found = jobs_.add(std::move(record));
+    // Both policy cores number jobs as the table does: in the order they registered.
+    if (coordinator_->on_register(info, now) != *found)
+      throw std::logic_error("the job table's and the coordinator's numbers diverged");
     if (broker_)
-      job.broker_job = broker_->add_job(key, request.job(), job.name, job.ranks, job.priority,
-                                        request.bytes_per_process() * job.ranks, request.cached(),
-                                        now, std::to_string(job.uid), request.io_qos());
-    found = jobs_.emplace(key, std::move(job)).first;
+      broker_->add_job(*found, request.bytes_per_process() * jobs_.at(*found).ranks,
+                       request.cached(), now, request.io_qos());
   }
-  Job& job = found->second;
-  job.processes.insert(id);
-  connection.job = key;
+  const JobNumber job = *found;
+  jobs_.at(job).processes.insert(id);
+  connection.job = job;
   connection.node_agent = request.node_agent();
   // A process re-registering with a restarted daemon brings its state back.
   if (request.in_phase()) {
-    job.phases += 1;
+    jobs_.at(job).phases += 1;
     set_phase(connection, job, true, now);
   }
   if (request.wants_flush()) set_wants_flush(connection, job, true, now);
@@ -436,7 +440,7 @@ void Service::register_process(ConnectionId id, Connection& connection,
   fill_directive(job, *registered->mutable_directive());
 }
 
-bool Service::announce_read(Job& job, const control::AnnounceRead& request, double now,
+bool Service::announce_read(JobNumber job, const control::AnnounceRead& request, double now,
                             Envelope& reply) {
   if (request.files_size() > kMaxReadFiles) {
     set_error(reply, Error::CODE_INVALID,
@@ -462,24 +466,26 @@ bool Service::announce_read(Job& job, const control::AnnounceRead& request, doub
   passwd entry{};
   passwd* user = nullptr;
   std::vector<char> text(16384);
-  if (getpwuid_r(job.uid, &entry, text.data(), text.size(), &user) != 0 || !user) return true;
-  broker_->announce_read(job.broker_job, files, job.uid, user->pw_gid, now);
+  const uid_t uid = jobs_.at(job).uid;
+  if (getpwuid_r(uid, &entry, text.data(), text.size(), &user) != 0 || !user) return true;
+  broker_->announce_read(job, files, uid, user->pw_gid, now);
   return true;
 }
 
-void Service::set_phase(Connection& connection, Job& job, bool in_phase, double now,
+void Service::set_phase(Connection& connection, JobNumber job, bool in_phase, double now,
                         double expected_bytes, bool read) {
   if (connection.in_phase == in_phase) return;
   connection.in_phase = in_phase;
+  JobRecord& record = jobs_.at(job);
   if (in_phase) {
-    if (job.in_phase++ > 0) return;
-    coordinator_->on_io_begin(job.id, now);
+    if (record.in_phase++ > 0) return;
+    coordinator_->on_io_begin(job, now);
     // A declared size is per process; the phase is the whole job's.
-    if (broker_) broker_->phase_begin(job.broker_job, expected_bytes * job.ranks, now, read);
+    if (broker_) broker_->phase_begin(job, expected_bytes * record.ranks, now, read);
   } else {
-    if (--job.in_phase > 0) return;
-    coordinator_->on_io_end(job.id, now);
-    if (broker_) broker_->phase_end(job.broker_job, now);
+    if (--record.in_phase > 0) return;
+    coordinator_->on_io_end(job, now);
+    if (broker_) broker_->phase_end(job, now);
   }
 }
 
@@ -516,7 +522,7 @@ void Service::register_buffer(ConnectionId id, Connection& connection,
     set_error(reply, Error::CODE_INVALID, "this daemon runs without buffer nodes (--buffers)");
     return;
   }
-  if (connection.buffer_node >= 0 || !connection.job.empty()) {
+  if (connection.buffer_node >= 0 || connection.job != kNoJob) {
     set_error(reply, Error::CODE_ALREADY_REGISTERED, "this connection is already registered");
     return;
   }
@@ -566,36 +572,35 @@ void Service::decide_buffers(const Connection& connection, double now, Envelope&
   broker_->decide_if_changed(now);
   if (reply.has_drain_order() && connection.buffer_node >= 0)
     fill_order(connection.buffer_node, *reply.mutable_drain_order());
-  if (connection.job.empty()) return;
-  const Job& job = jobs_.at(connection.job);
-  if (reply.has_directive()) fill_directive(job, *reply.mutable_directive());
-  if (reply.has_registered()) fill_directive(job, *reply.mutable_registered()->mutable_directive());
+  if (connection.job == kNoJob) return;
+  if (reply.has_directive()) fill_directive(connection.job, *reply.mutable_directive());
+  if (reply.has_registered())
+    fill_directive(connection.job, *reply.mutable_registered()->mutable_directive());
 }
 
-void Service::set_wants_flush(Connection& connection, Job& job, bool wants, double now) {
+void Service::set_wants_flush(Connection& connection, JobNumber job, bool wants, double now) {
   if (connection.wants_flush == wants) return;
   connection.wants_flush = wants;
+  JobRecord& record = jobs_.at(job);
   if (wants) {
-    if (job.wants_flush++ == 0) coordinator_->on_flush_request(job.id, now);
+    if (record.wants_flush++ == 0) coordinator_->on_flush_request(job, now);
   } else {
-    if (--job.wants_flush == 0) coordinator_->on_flush_done(job.id, now);
+    if (--record.wants_flush == 0) coordinator_->on_flush_done(job, now);
   }
 }
 
 void Service::leave(ConnectionId id, Connection& connection, double now) {
-  if (connection.job.empty()) return;
-  const auto found = jobs_.find(connection.job);
-  connection.job.clear();
-  if (found == jobs_.end()) return;
-  Job& job = found->second;
+  if (connection.job == kNoJob) return;
+  const JobNumber job = connection.job;
+  connection.job = kNoJob;
   set_phase(connection, job, false, now);
   set_wants_flush(connection, job, false, now);
-  job.processes.erase(id);
-  if (job.processes.empty()) {
-    coordinator_->on_unregister(job.id, now);
-    if (broker_) broker_->job_end(job.broker_job, now);
-    job_of_id_[static_cast<size_t>(job.id)].clear();
-    jobs_.erase(found);
+  JobRecord& record = jobs_.at(job);
+  record.processes.erase(id);
+  if (record.processes.empty()) {
+    jobs_.end(job);
+    coordinator_->on_unregister(job, now);
+    if (broker_) broker_->job_end(job, now);
   }
 }
 
@@ -647,17 +652,13 @@ std::vector<ConnectionId> Service::on_tick(double now, std::vector<Outgoing>& ou
 
 void Service::push_changes(ConnectionId except, std::vector<Outgoing>& out) {
   const auto changed = coordinator_->take_changed();
-  for (coord::JobId id : changed) {
-    const std::string& key = job_of_id_[static_cast<size_t>(id)];
-    if (!key.empty()) push_directive(jobs_.at(key), except, out);  // empty: the job ended
-  }
+  for (const coord::JobId job : changed)
+    if (!jobs_.at(job).ended) push_directive(job, except, out);
   if (!broker_) return;
-  for (const std::string& key : broker_->take_changed_jobs()) {
-    Job& job = jobs_.at(key);
+  for (const JobNumber job : broker_->take_changed_jobs())
     // One push per change, whichever side changed the directive.
-    if (std::find(changed.begin(), changed.end(), job.id) == changed.end())
+    if (std::find(changed.begin(), changed.end(), job) == changed.end())
       push_directive(job, except, out);
-  }
   std::set<int> nodes;
   nodes.swap(urgent_changed_);
   for (int node : broker_->take_changed_nodes()) nodes.insert(node);
@@ -670,9 +671,10 @@ void Service::push_changes(ConnectionId except, std::vector<Outgoing>& out) {
   }
 }
 
-void Service::push_directive(Job& job, ConnectionId except, std::vector<Outgoing>& out) {
-  job.epoch += 1;
-  for (ConnectionId process : job.processes) {
+void Service::push_directive(JobNumber job, ConnectionId except, std::vector<Outgoing>& out) {
+  JobRecord& record = jobs_.at(job);
+  record.epoch += 1;
+  for (ConnectionId process : record.processes) {
     if (process == except) continue;  // its reply carries the directive
     Envelope push;
     fill_directive(job, *push.mutable_directive());
@@ -680,16 +682,16 @@ void Service::push_directive(Job& job, ConnectionId except, std::vector<Outgoing
   }
 }
 
-void Service::fill_directive(const Job& job, control::Directive& out) const {
+void Service::fill_directive(JobNumber job, control::Directive& out) const {
   // A reply's directive is filled again once the policy has decided: anew, not appended to.
   out.Clear();
-  const coord::Directive& d = coordinator_->directive(job.id);
+  const coord::Directive& d = coordinator_->directive(job);
   out.set_mode(d.mode == coord::Mode::Stage ? control::MODE_STAGE : control::MODE_WRITE_THROUGH);
   out.set_flush_allowed(d.flush_allowed);
   for (int server : d.servers) out.add_servers(static_cast<std::uint32_t>(server));
   out.set_min_request_gap(d.min_request_gap);
-  out.set_epoch(job.epoch);
-  if (broker_) broker_->fill_directive(job.broker_job, out);
+  out.set_epoch(jobs_.at(job).epoch);
+  if (broker_) broker_->fill_directive(job, out);
 }
 
 void Service::fill_status(double now, control::Status& out) const {
@@ -701,14 +703,10 @@ void Service::fill_status(double now, control::Status& out) const {
   out.set_requests(requests_);
   out.set_pushes(pushes_);
   out.set_connections(static_cast<std::uint32_t>(connections_.size()));
-  std::vector<const std::string*> keys;
-  for (const auto& entry : jobs_) keys.push_back(&entry.first);
-  std::sort(keys.begin(), keys.end(), [](auto* a, auto* b) { return *a < *b; });
-  for (const std::string* key_ptr : keys) {
-    const std::string& key = *key_ptr;
-    const Job& job = jobs_.at(key);
+  for (const JobNumber number : jobs_.live_by_key()) {
+    const JobRecord& job = jobs_.at(number);
     auto* s = out.add_jobs();
-    s->set_job(job.key);
+    s->set_job(job.label);
     s->set_uid(job.uid);
     s->set_name(job.name);
     s->set_processes(static_cast<std::uint32_t>(job.processes.size()));
@@ -716,10 +714,10 @@ void Service::fill_status(double now, control::Status& out) const {
     s->set_priority(job.priority);
     s->set_in_phase(job.in_phase);
     s->set_wants_flush(job.wants_flush);
-    fill_directive(job, *s->mutable_directive());
+    fill_directive(number, *s->mutable_directive());
     s->set_registered_seconds(now - job.registered_at);
     s->set_phases(job.phases);
-    if (broker_) s->set_wait_seconds(broker_->wait_seconds(job.broker_job, now));
+    if (broker_) s->set_wait_seconds(broker_->wait_seconds(number, now));
   }
   if (broker_) broker_->fill_status(out);
   for (const auto& [reason, count] : urgent_by_reason_) {
@@ -732,7 +730,8 @@ void Service::fill_status(double now, control::Status& out) const {
 std::pair<std::optional<uid_t>, std::string> Service::who(ConnectionId connection) const {
   const auto found = connections_.find(connection);
   if (found == connections_.end()) return {std::nullopt, ""};
-  return {found->second.uid, found->second.job};
+  const JobNumber job = found->second.job;
+  return {found->second.uid, job == kNoJob ? std::string() : jobs_.at(job).key};
 }
 
 }  // namespace harmonia::schedd

@@ -22,10 +22,9 @@
 #include "core/coordination/coordinator.hpp"
 #include "schedd/buffers.hpp"
 #include "schedd/held_files.hpp"
+#include "schedd/jobs.hpp"
 
 namespace harmonia::schedd {
-
-using ConnectionId = std::uint64_t;
 
 struct ServiceConfig {
   std::string strategy = "none";  ///< a coordination strategy (core/coordination registry)
@@ -74,7 +73,8 @@ class Service {
   /// connections dropped, for the server to close.
   std::vector<ConnectionId> on_tick(double now, std::vector<Outgoing>& out);
 
-  size_t job_count() const { return jobs_.size(); }
+  /// The jobs with a process connected.
+  size_t job_count() const { return jobs_.live_count(); }
   /// Everything a StatusRequest is answered (metrics read it).
   control::Status status(double now) const {
     control::Status out;
@@ -94,36 +94,16 @@ class Service {
   }
 
  private:
+  static constexpr JobNumber kNoJob = -1;
   struct Connection {
     std::optional<uid_t> uid;
     double last_seen = 0;
-    std::string job;  ///< empty until registered
+    JobNumber job = kNoJob;  ///< until it registers
     bool in_phase = false;
     bool wants_flush = false;
     int buffer_node = -1;     ///< a buffer node's monitor, not a process
     bool node_agent = false;  ///< speaks for several ranks (harmonia-agentd)
   };
-  /// The daemon's one record of a job, by key: its user, its processes and their phase and
-  /// flush counts. The policy core keeps its own state of the job (the coordinator's JobInfo
-  /// and directive under `id`; the buffer policy's core::AppState, with the broker's grants,
-  /// under `broker_job`): pure code the simulators run too, reached through these ids. The
-  /// broker names the jobs it changed by key, so no index of its ids is kept here.
-  struct Job {
-    core::coordination::JobId id = 0;
-    std::string key;  ///< as its processes name it; the daemon's key is "UID/KEY"
-    std::string name;
-    uid_t uid = 0;
-    std::uint32_t ranks = 1;
-    std::int32_t priority = 0;
-    double registered_at = 0;
-    std::unordered_set<ConnectionId> processes;
-    std::uint32_t in_phase = 0;
-    std::uint32_t wants_flush = 0;
-    std::uint64_t phases = 0;
-    std::uint64_t epoch = 0;
-    BrokerJob broker_job = -1;
-  };
-
   void handle(ConnectionId id, Connection& connection, const control::Envelope& request, double now,
               control::Envelope& reply, std::vector<Outgoing>& out);
   /// SettleFile: orders every other process to write out what it stages of the file.
@@ -139,11 +119,11 @@ class Service {
                         const control::RegisterProcess& request, double now,
                         control::Envelope& reply);
   /// `read`: the job's announced read phase begins (PhaseBegin.read).
-  void set_phase(Connection& connection, Job& job, bool in_phase, double now,
+  void set_phase(Connection& connection, JobNumber job, bool in_phase, double now,
                  double expected_bytes = 0, bool read = false);
   /// AnnounceRead: checks the files (false, with an error in `reply`, for a bad one) and hands
   /// the read phase to the buffer policy.
-  bool announce_read(Job& job, const control::AnnounceRead& request, double now,
+  bool announce_read(JobNumber job, const control::AnnounceRead& request, double now,
                      control::Envelope& reply);
   void authenticate(Connection& connection, const control::Authenticate& request,
                     control::Envelope& reply);
@@ -154,21 +134,21 @@ class Service {
   void forget_node(const Connection& connection, const std::string& why);
   /// Lets the buffer policy decide, and refreshes the directive `reply` carries.
   /// Pushes the job's new directive to its processes but `except`.
-  void push_directive(Job& job, ConnectionId except, std::vector<Outgoing>& out);
+  void push_directive(JobNumber job, ConnectionId except, std::vector<Outgoing>& out);
   void decide_buffers(const Connection& connection, double now, control::Envelope& reply);
-  void set_wants_flush(Connection& connection, Job& job, bool wants, double now);
+  void set_wants_flush(Connection& connection, JobNumber job, bool wants, double now);
   void leave(ConnectionId id, Connection& connection, double now);
   /// Pushes changed directives to every process of the changed jobs but `except`.
   void push_changes(ConnectionId except, std::vector<Outgoing>& out);
-  void fill_directive(const Job& job, control::Directive& out) const;
+  void fill_directive(JobNumber job, control::Directive& out) const;
   void fill_status(double now, control::Status& out) const;
 
   ServiceConfig config_;
   double started_;
   std::unique_ptr<core::coordination::Coordinator> coordinator_;
   std::unordered_map<ConnectionId, Connection> connections_;
-  std::unordered_map<std::string, Job> jobs_;
-  std::vector<std::string> job_of_id_;  ///< core job id -> job key ("" once the job ended)
+  /// Every job, by the number both policy cores know it by (schedd/jobs.hpp).
+  JobTable jobs_;
   std::uint64_t requests_ = 0;
   std::uint64_t pushes_ = 0;  ///< messages sent that answer no request
   std::unique_ptr<BufferBroker> broker_;

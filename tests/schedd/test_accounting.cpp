@@ -60,6 +60,28 @@ TEST(ScheddAccounting, RecordsEachJobWithItsClassKeyAndRanks) {
   EXPECT_DOUBLE_EQ(records[1].charge, 3590.0 / 3600 * 2);
 }
 
+TEST(ScheddAccounting, AnEndedJobKeepsItsRecordWhenItsKeyStartsAnother) {
+  Service service(with_buffers(), 0);
+  ASSERT_TRUE(reply_to(service, 1, register_process("slurm-7", 16, ""), 10).has_registered());
+  std::vector<Outgoing> out;
+  service.on_disconnect(1, 20, out);
+  EXPECT_EQ(service.job_count(), 0U);
+  ASSERT_TRUE(reply_to(service, 2, register_process("slurm-7", 4, ""), 30).has_registered());
+  EXPECT_EQ(service.job_count(), 1U);
+  const auto records = service.accounting(40, 0);
+  ASSERT_EQ(records.size(), 2U);
+  EXPECT_EQ(records[0].job_id, "slurm-7");
+  EXPECT_EQ(records[0].ncpus, 16);
+  EXPECT_EQ(records[0].state, "COMPLETED");
+  EXPECT_EQ(records[1].job_id, "slurm-7");
+  EXPECT_EQ(records[1].ncpus, 4);
+  EXPECT_EQ(records[1].state, "RUNNING");
+  const auto status = service.status(40);
+  ASSERT_EQ(status.jobs_size(), 1);
+  EXPECT_EQ(status.jobs(0).job(), "slurm-7");
+  EXPECT_EQ(status.jobs(0).ranks(), 4U);
+}
+
 TEST(ScheddAccounting, AnUnknownClassIsRefusedAtRegistration) {
   Service service(with_buffers(), 0);
   for (const std::string& bad : std::vector<std::string>{"gold", "0.5", std::string(65, '2')}) {
