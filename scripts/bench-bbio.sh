@@ -83,7 +83,8 @@ for name, text in zip(("no library", "preloaded, staging off", "preloaded, stagi
 PY
 
 # Staging a file whose process holds many descriptors: a file an open creates is staged without
-# a look at them; an existing file opened again is looked for among them (one fstat each).
+# a look at them; an existing file opened again is looked for among them (src/runtime/bbio/
+# open_files.hpp).
 # 2,000 files, with 0 and 10,000 other descriptors, without and with the library (RAM staging);
 # best of three, us per open+write+close.
 files=${BENCH_OPENS:-2000}

@@ -69,6 +69,7 @@ namespace harmonia::storage {
   X(fdopen, FILE*, (int, const char*))                                   \
   X(freopen, FILE*, (const char*, const char*, FILE*))                   \
   X(freopen64, FILE*, (const char*, const char*, FILE*))                 \
+  X(fclose, int, (FILE*))                                                \
   HARMONIA_WRAPPED_COHERENCE(X)                                          \
   HARMONIA_WRAPPED_SPAWN(X)
 

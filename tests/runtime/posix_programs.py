@@ -139,6 +139,52 @@ def second_descriptor(d: Path) -> dict[str, object]:
             "file": file_digest(path)}  # fmt: skip
 
 
+def libc_stdio() -> ctypes.CDLL:
+    """The process's libc (libharmonia's wrappers first when loaded), with fopen, fclose and
+    mkstemp typed."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.fopen.restype = ctypes.c_void_p
+    libc.fopen.argtypes = [ctypes.c_char_p, ctypes.c_char_p]
+    libc.fclose.argtypes = [ctypes.c_void_p]
+    libc.fileno.argtypes = [ctypes.c_void_p]
+    libc.mkstemp.argtypes = [ctypes.c_char_p]
+    return libc
+
+
+def written_twice(path: Path, made: int) -> str:
+    """`path`, made by mkstemp as descriptor `made` (libc's own open, unseen by the library),
+    opened again for writing: the bytes of both descriptors, in the order written."""
+    again = os.open(path, os.O_WRONLY)
+    os.pwrite(again, b"A" * 4096, 0)
+    os.pwrite(made, b"B" * 100, 0)  # after the other's write: the file's first bytes
+    os.close(again)
+    os.close(made)
+    return file_digest(path)
+
+
+def reused_numbers(d: Path) -> dict[str, object]:
+    """Descriptors opened and closed by libc itself (a read-only fopen, fclose, mkstemp), out of
+    the library's sight, then their files opened again for writing: each second open must see
+    the first, whether its number is new or one closed and taken again since the last look."""
+    libc = libc_stdio()
+    for name in ("read", "existing"):
+        (d / name).write_bytes(data(8192, 7))
+    stream = libc.fopen(str(d / "read").encode(), b"r")
+    number = libc.fileno(stream)
+    os.close(os.open(d / "existing", os.O_WRONLY))  # a look at every descriptor
+    libc.fclose(stream)
+    template = str(d / "reusedXXXXXX").encode()
+    buffer = ctypes.create_string_buffer(template)
+    made = libc.mkstemp(buffer)
+    reused = Path(buffer.value.decode())
+    same_number = made == number
+    reused_file = written_twice(reused, made)
+    buffer = ctypes.create_string_buffer(str(d / "freshXXXXXX").encode())
+    made = libc.mkstemp(buffer)
+    fresh_file = written_twice(Path(buffer.value.decode()), made)
+    return {"same-number": same_number, "reused": reused_file, "fresh": fresh_file}
+
+
 def reopen_with_truncate(d: Path) -> dict[str, object]:
     path = d / "truncated"
     first = create(path)
@@ -451,6 +497,7 @@ SCENARIOS: dict[str, Callable[[Path], dict[str, object]]] = {
     "mmap-other-descriptor": mmap_other_descriptor,
     "stat-sizes": stat_sizes,
     "second-descriptor": second_descriptor,
+    "reused-numbers": reused_numbers,
     "reopen-with-truncate": reopen_with_truncate,
     "metadata": metadata,
     "copies": copies,

@@ -25,7 +25,7 @@ def scenario(name: str, directory: Path, env: dict[str, str]) -> dict[str, objec
 @pytest.mark.parametrize("mode", ALL_MODES)
 @pytest.mark.parametrize(
     "name",
-    ["mmap-same-descriptor", "mmap-other-descriptor", "second-descriptor",
+    ["mmap-same-descriptor", "mmap-other-descriptor", "second-descriptor", "reused-numbers",
      "reopen-with-truncate", "metadata", "copies", "close-range", "high-descriptor", "hdf5",
      "two-appenders", "append-after-truncate", "dirfd-calls", "subprocess-then-read-own",
      "spawned-readers"],
@@ -42,6 +42,8 @@ def test_sequence_gives_what_plain_io_gives(modes: Modes, mode: str, name: str) 
         assert plain["futimens-mtime"] == 1_500_000_000_987_654_321, (
             "the times set stay"
         )
+    if name == "reused-numbers":
+        assert plain["same-number"], "mkstemp took the number fclose freed"
     if name == "close-range":
         assert plain["first"] != plain["second"]
     if name == "spawned-readers":

@@ -21,6 +21,7 @@
 #include "runtime/bbio/agent.hpp"
 #include "runtime/bbio/buffer_client.hpp"
 #include "runtime/bbio/descriptors.hpp"
+#include "runtime/bbio/open_files.hpp"
 #include "runtime/bbio/prefetched.hpp"
 #include "runtime/bbio/registry.hpp"
 #include "runtime/bbio/wrappers.hpp"
@@ -495,6 +496,7 @@ HARMONIA_EXPORT int close_range(unsigned int first, unsigned int last, int flags
       (flags & CLOSE_RANGE_CLOEXEC) ? 0 : guarded([&] { return forget_range(first, last); });
   const int saved = errno;
   const int closed = close_range_around_kept(first, last, flags);
+  if (!(flags & CLOSE_RANGE_CLOEXEC)) open_files::changed_range(first, last);
   if (flushed != 0) {
     errno = saved;
     return -1;
@@ -508,6 +510,7 @@ HARMONIA_EXPORT void closefrom(int first) {
     real().closefrom(first);
   else
     (void)close_range_around_kept(static_cast<unsigned>(first), ~0U, 0);
+  if (first >= 0) open_files::changed_range(static_cast<unsigned>(first), ~0U);
 }
 
 // ---- asynchronous I/O runs on libc's threads, out of our sight: plain I/O first ----------

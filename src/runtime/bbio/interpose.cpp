@@ -21,6 +21,7 @@
 #include "runtime/bbio/agent.hpp"
 #include "runtime/bbio/buffer_client.hpp"
 #include "runtime/bbio/descriptors.hpp"
+#include "runtime/bbio/open_files.hpp"
 #include "runtime/bbio/placement.hpp"
 #include "runtime/bbio/prefetched.hpp"
 #include "runtime/bbio/registry.hpp"
@@ -36,6 +37,7 @@ bool has_mode(int flags) { return (flags & O_CREAT) || (flags & O_TMPFILE) == O_
 
 int opened(int fd, int flags, bool created = false) {
   if (fd >= 0) {
+    open_files::changed(fd);
     const int saved = errno;
     guarded([&] {
       consider(fd, flags, created);
@@ -99,6 +101,7 @@ ssize_t held_or_flushed_then(StagedFile* file, const struct iovec* iov, int coun
 
 int flushed_dup(int fd, int new_fd) {
   if (new_fd >= 0) {
+    open_files::changed(new_fd);
     guarded([&] {
       alias(fd, new_fd);
       return 0;
@@ -196,10 +199,15 @@ HARMONIA_EXPORT int close(int fd) {
     return -1;
   }
   prefetched::closing(fd);
-  if (!staged(fd)) return any_parked() ? close_unparking(fd) : real().close(fd);
+  if (!staged(fd)) {
+    const int closed = any_parked() ? close_unparking(fd) : real().close(fd);
+    open_files::changed(fd);
+    return closed;
+  }
   const int flushed = guarded([&] { return forget(fd); });
   const int saved = errno;
   const int closed = real().close(fd);
+  open_files::changed(fd);
   if (flushed != 0) {
     errno = saved;  // the data that could not be written is the error to report
     return -1;

@@ -1,6 +1,5 @@
 #include "runtime/bbio/registry.hpp"
 
-#include <dirent.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <sys/stat.h>
@@ -23,6 +22,7 @@
 #include "runtime/bbio/agent.hpp"
 #include "runtime/bbio/buffer_client.hpp"
 #include "runtime/bbio/descriptors.hpp"
+#include "runtime/bbio/open_files.hpp"
 #include "runtime/bbio/phases.hpp"
 #include "storage/real.hpp"
 
@@ -231,33 +231,6 @@ bool settle_program(const char* path) {
 
 namespace {
 
-/// Whether a descriptor of this process other than `fd` refers to the file `st` describes (an
-/// open file description staging cannot see: one reads or writes the file behind its back).
-/// One look at each descriptor: done once, when a file is about to be staged.
-bool opened_elsewhere(int fd, const struct stat64& st) {
-  const int listing = real().open("/proc/self/fd", O_RDONLY | O_DIRECTORY | O_CLOEXEC, 0);
-  if (listing < 0) return true;  // cannot tell: the careful answer
-  DIR* entries = fdopendir(listing);
-  if (!entries) {
-    real().close(listing);
-    return true;
-  }
-  bool found = false;
-  while (const dirent* entry = readdir(entries)) {
-    char* end = nullptr;
-    const long other = std::strtol(entry->d_name, &end, 10);
-    if (*end || end == entry->d_name || other == fd || other == listing) continue;
-    struct stat64 other_st {};
-    if (real().fstat64(static_cast<int>(other), &other_st) == 0 && other_st.st_dev == st.st_dev &&
-        other_st.st_ino == st.st_ino) {
-      found = true;
-      break;
-    }
-  }
-  closedir(entries);
-  return found;
-}
-
 /// Opened for writing, not around the page cache: what staging may take.
 bool writes_through_staging(int flags) {
   return (flags & O_ACCMODE) != O_RDONLY && !(flags & (O_DIRECT | O_PATH));
@@ -306,7 +279,7 @@ void consider(int fd, int flags, bool created) {
   if (s.config.stage_dir && !buffers::user_may_open_for_writing(fd)) return;
   // The same rule when the other description came first (opened before, for reading, or not
   // staged): the file is plain I/O for good. A file this open created has no other.
-  if (!created && opened_elsewhere(fd, st)) {
+  if (!created && open_files::others_refer_to(fd, st.st_dev, st.st_ino)) {
     (void)plain_io_locked(s, st.st_dev, st.st_ino);
     return;
   }

@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "runtime/bbio/open_files.hpp"
 #include "runtime/bbio/registry.hpp"
 #include "runtime/bbio/wrappers.hpp"
 #include "storage/real.hpp"
@@ -160,7 +161,9 @@ FILE* open_stream(const char* path, const char* mode,
     // libc opens it with its internal open: a file staged here must be in the file first.
     if (guarded([&] { return before_open(AT_FDCWD, path, flags_or_writing(mode)); }) != 0)
       return nullptr;
-    return real_fopen(path, mode);
+    FILE* stream = real_fopen(path, mode);
+    if (stream) open_files::changed(fileno(stream));
+    return stream;
   }
   const int fd = open(path, flags, 0666);
   if (fd < 0) return nullptr;
@@ -254,6 +257,7 @@ FILE* reopen_stream(const char* path, const char* mode, FILE* stream,
     return nullptr;
   FILE* reopened = real_freopen(path, mode, stream);
   if (reopened) {
+    open_files::changed(fileno(reopened));
     const int saved = errno;
     (void)guarded([&] { return plain_io_fd(fileno(reopened)); });
     errno = saved;
@@ -269,6 +273,16 @@ HARMONIA_EXPORT FILE* freopen(const char* path, const char* mode, FILE* stream) 
 
 HARMONIA_EXPORT FILE* freopen64(const char* path, const char* mode, FILE* stream) {
   return reopen_stream(path, mode, stream, real().freopen64);
+}
+
+HARMONIA_EXPORT int fclose(FILE* stream) {
+  // libc closes the stream's descriptor with its own call, out of our sight.
+  const int saved = errno;
+  const int fd = stream ? fileno(stream) : -1;  // -1 for a cookie stream
+  errno = saved;
+  const int closed = real().fclose(stream);
+  open_files::changed(fd);
+  return closed;
 }
 
 HARMONIA_EXPORT FILE* fdopen(int fd, const char* mode) {
