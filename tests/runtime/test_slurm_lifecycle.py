@@ -173,16 +173,20 @@ def test_a_slurmd_that_cannot_start_drains_its_node_until_restart(
 
 def test_a_killed_slurmctld_is_restarted_and_jobs_end(cluster: Cluster) -> None:
     """SIGKILL gives slurmctld no time to save its state, and it saves a job's start only
-    with a later change (another submission, here): the kill comes after that save, as on a
-    cluster where jobs come and go. (Killed before it, Slurm recovers the job as pending and
-    requeues it held: docs/slurm.md.)"""
+    with a later change (another job, here, which ends before the kill, and a change of the
+    running job's comment after that): the kill comes after that save, as on a cluster where
+    jobs come and go. (Killed before it, Slurm recovers a started job as pending and requeues
+    it held: docs/slurm.md.)"""
     release = cluster.out / "release-ctld"
+    state = cluster.dir / "state" / "job_state"
     job = cluster.job("ctld", f"while [ ! -e {release} ]; do sleep 0.2; done\n")
     wait(lambda: cluster.job_state(job) == "RUNNING", "the job to run")
-    saved = (cluster.dir / "state" / "job_state").stat().st_mtime
     other = cluster.job("other", "true\n", node="hn1")
-    wait(lambda: (cluster.dir / "state" / "job_state").stat().st_mtime > saved,
-         "slurmctld to save its jobs")  # fmt: skip
+    wait(lambda: cluster.sacct(other, "State").get("State") == "COMPLETED",
+         f"job {other} COMPLETED in sacct before the kill")  # fmt: skip
+    saved = state.stat().st_mtime
+    cluster.scontrol("update", f"JobId={job}", "Comment=saved")
+    wait(lambda: state.stat().st_mtime > saved, "slurmctld to save its jobs")
     killed = cluster.pids()["slurmctld"]
     os.kill(killed, signal.SIGKILL)
     wait(lambda: cluster.pids()["slurmctld"] != killed, "the supervisor's restart", 30)
