@@ -35,6 +35,8 @@ constexpr unsigned kMostPolled = 1024;
 struct Remembered {
   /// Numbers a call the library sees opened, closed or replaced since the last look, a bit each.
   std::atomic<std::uint64_t> touched[kWords];
+  /// The words of `touched` with a bit set, a bit each: a look visits only those.
+  std::atomic<std::uint64_t> touched_words[kWords / 64];
   /// A number of kRemembered or above was used by a seen call, or open at the last look: the
   /// next look covers the whole table.
   std::atomic<bool> beyond{false};
@@ -106,25 +108,30 @@ class Look {
     return true;
   }
 
-  /// Looks from 0 up, in windows of growing size, until a window with no open number. A
-  /// descriptor opened behind the library's back takes the lowest free number, so it is in this
-  /// dense run of open numbers at the bottom unless many numbers below it were closed since.
+  /// Looks from 0 up at the numbers not remembered open, 64 at a time, until 64 in a row are
+  /// all closed. A descriptor opened behind the library's back takes the lowest free number, so
+  /// it is among them unless many numbers below it were closed since.
   bool bottom() {
-    unsigned first = 0;
-    for (unsigned size = 64;; size = std::min(size * 2, batch_)) {
+    for (unsigned word = 0; word < kWords; ++word) {
+      const std::uint64_t closed = ~seen_.open[word];
+      if (closed == 0) continue;  // all remembered open: nothing new can be there
       unsigned open = 0;
-      if (!batch(first, std::min(size, batch_), open)) return false;
-      first += std::min(size, batch_);
-      if (open == 0) return true;
+      if (!some(word, closed, open)) return false;
+      if (closed == ~std::uint64_t{0} && open == 0) return true;
     }
+    return true;
   }
 
   /// Looks again at the numbers seen calls used since the last look (above the bottom run too).
   void touched() {
-    for (unsigned word = 0; word < kWords; ++word)
-      for (std::uint64_t bits = seen_.touched[word].exchange(0, std::memory_order_acq_rel); bits;
-           bits &= bits - 1)
-        refresh(word * 64 + static_cast<unsigned>(std::countr_zero(bits)));
+    for (unsigned group = 0; group < kWords / 64; ++group)
+      for (std::uint64_t words = seen_.touched_words[group].exchange(0, std::memory_order_acq_rel);
+           words; words &= words - 1) {
+        const unsigned word = group * 64 + static_cast<unsigned>(std::countr_zero(words));
+        for (std::uint64_t bits = seen_.touched[word].exchange(0, std::memory_order_acq_rel); bits;
+             bits &= bits - 1)
+          refresh(word * 64 + static_cast<unsigned>(std::countr_zero(bits)));
+      }
   }
 
   /// Compares the file with those remembered open (each match checked again, as a number closed
@@ -142,6 +149,24 @@ class Look {
   }
 
  private:
+  /// poll(2) of the numbers of word `word` whose bit is set in `bits`; those open are looked at
+  /// and counted in `open`.
+  bool some(unsigned word, std::uint64_t bits, unsigned& open) {
+    pollfd polled[64];
+    while (bits) {
+      unsigned count = 0;
+      for (; bits && count < std::min(64U, batch_); bits &= bits - 1)
+        polled[count++] = {static_cast<int>(word * 64 + std::countr_zero(bits)), 0, 0};
+      if (poll(polled, count, 0) < 0) return false;
+      for (unsigned i = 0; i < count; ++i)
+        if (!(polled[i].revents & POLLNVAL)) {
+          ++open;
+          refresh(static_cast<unsigned>(polled[i].fd));
+        }
+    }
+    return true;
+  }
+
   /// poll(2) of [first, first + count): open numbers are remembered, or looked at; `open` counts
   /// them.
   bool batch(unsigned first, unsigned count, unsigned& open) {
@@ -192,6 +217,14 @@ class Look {
   bool found_ = false;
 };
 
+/// Marks `bits` of word `word` touched: the word first, then its bit among the words, so that a
+/// look that sees the word's bit finds the number's.
+void touch(Remembered& seen, unsigned word, std::uint64_t bits) {
+  seen.touched[word].fetch_or(bits, std::memory_order_acq_rel);
+  seen.touched_words[word / 64].fetch_or(std::uint64_t{1} << (word % 64),
+                                         std::memory_order_acq_rel);
+}
+
 }  // namespace
 
 void changed(int fd) noexcept {
@@ -201,8 +234,7 @@ void changed(int fd) noexcept {
   if (number >= kRemembered)
     seen->beyond.store(true, std::memory_order_release);
   else
-    seen->touched[number / 64].fetch_or(std::uint64_t{1} << (number % 64),
-                                        std::memory_order_acq_rel);
+    touch(*seen, number / 64, std::uint64_t{1} << (number % 64));
 }
 
 void changed_range(unsigned first, unsigned last) noexcept {
@@ -214,7 +246,7 @@ void changed_range(unsigned first, unsigned last) noexcept {
     // The bits of [first, end] in this word.
     const unsigned low = std::max(first, word * 64) % 64, high = std::min(end, word * 64 + 63) % 64;
     const std::uint64_t bits = (~std::uint64_t{0} >> (63 - high)) & (~std::uint64_t{0} << low);
-    seen->touched[word].fetch_or(bits, std::memory_order_acq_rel);
+    touch(*seen, word, bits);
   }
 }
 

@@ -3,10 +3,10 @@
 // takes a file that exists ("is it open through another descriptor?"). Looking at every
 // descriptor on each such open would cost a process holding 10,000 descriptors 10 ms an open,
 // under the registry's lock. Instead the file behind a number is looked at (fstat) once, and again
-// only after a call the library sees opened, closed or replaced that number; the numbers open now
-// at the bottom of the table come from poll(2), so a descriptor the library did not see opened
-// (libc's own opens, one received over a socket, a raw system call), which takes the lowest free
-// number, is looked at too. Left unseen: a number closed and opened again, both by calls the
+// only after a call the library sees opened, closed or replaced that number; poll(2) tells which
+// numbers not remembered open at the bottom of the table are open now, so a descriptor the
+// library did not see opened (libc's own opens, one received over a socket, a raw system call),
+// which takes the lowest free number, is looked at too. Left unseen: a number closed and opened again, both by calls the
 // library does not see, between two looks; and one put high by a call it does not see.
 
 #include <sys/types.h>
