@@ -85,7 +85,7 @@ void BufferBroker::add_job(JobNumber job, double declared_bytes, bool cached, do
   events_ = true;
   const JobRecord& record = jobs_.at(job);
   core::AppInfo info;
-  info.name = record.name;
+  info.name = record.name();
   info.nodes = 1;  // one machine's processes share one client link
   info.priority = record.priority;
   info.hint = cached ? core::Hint::Cached : core::Hint::Flushable;
@@ -105,7 +105,7 @@ void BufferBroker::phase_begin(JobNumber job, double bytes, double now, bool rea
   events_ = true;
   JobRecord& record = jobs_.at(job);
   BufferPhases& state = record.buffer;
-  if (state.open || record.ended) return;
+  if (state.open || record.ended()) return;
   if (read) {
     if (state.announced_read < 0) return;  // nothing staged in for it: it reads the PFS
     state.phase_index = state.announced_read;
@@ -130,7 +130,7 @@ bool BufferBroker::announce_read(JobNumber job, const std::vector<ReadFile>& fil
   events_ = true;
   JobRecord& record = jobs_.at(job);
   BufferPhases& state = record.buffer;
-  if (record.ended || state.announced_read >= 0 || (state.open && state.phase_read)) return false;
+  if (record.ended() || state.announced_read >= 0 || (state.open && state.phase_read)) return false;
   ReadPlan plan;
   for (const auto& file : files) {
     plan.files.push_back(file.name);
@@ -375,10 +375,10 @@ void BufferBroker::tick(double now) {
 void BufferBroker::admit(core::AppId app) {
   const JobRecord& record = jobs_.at(app);
   mark_job(app);
-  if (!record.ended) submit_announced_read(app, now_);
+  if (!record.ended()) submit_announced_read(app, now_);
   if (record.buffer.open) submit_phase(app, now_);
   // Called from inside the policy: a job that left while queued ends right after.
-  if (record.ended) deferred_.push_back([this, app] { scheduler_->on_app_end(app, now_); });
+  if (record.ended()) deferred_.push_back([this, app] { scheduler_->on_app_end(app, now_); });
 }
 
 void BufferBroker::grant(const core::PhaseRequest& phase,
@@ -395,7 +395,7 @@ void BufferBroker::grant(const core::PhaseRequest& phase,
     JobRecord& ended = jobs_.at(job);
     ended.buffer.ended_early.erase(index);
     complete_phase(job, index, buffers);
-    if (ended.ended && ended.buffer.ended_early.empty()) scheduler_->on_app_end(job, now_);
+    if (ended.ended() && ended.buffer.ended_early.empty()) scheduler_->on_app_end(job, now_);
   });
 }
 
@@ -477,7 +477,7 @@ void BufferBroker::update_orders() {
     const BufferPhases& phases = job.buffer;
     const bool reading = phases.open && phases.phase_read && phases.phase_index == it->first.second;
     // A job that ended before its prefetch was placed: the policy dropped it.
-    const bool dropped = job.ended && it->second.buffers.empty();
+    const bool dropped = job.ended() && it->second.buffers.empty();
     if ((it->second.prefetched && !held_reads.count(it->first) && !reading) || dropped)
       it = reads_.erase(it);
     else
@@ -561,7 +561,7 @@ std::vector<core::AccountingRecord> BufferBroker::accounting(double now,
 
 std::vector<JobNumber> BufferBroker::take_changed_jobs() {
   std::vector<JobNumber> jobs = take_distinct(changed_jobs_);
-  std::erase_if(jobs, [this](JobNumber job) { return jobs_.at(job).ended; });
+  std::erase_if(jobs, [this](JobNumber job) { return jobs_.at(job).ended(); });
   return jobs;
 }
 

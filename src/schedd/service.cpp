@@ -46,7 +46,8 @@ std::string seconds(double value) {
 Service::Service(ServiceConfig config, double now)
     : config_(std::move(config)),
       started_(now),
-      coordinator_(coord::make_coordinator(config_.strategy, config_.coordinator)) {
+      coordinator_(coord::make_coordinator(config_.strategy, config_.coordinator)),
+      jobs_(config_.buffers.has_value()) {
   if (!(config_.lease_seconds > 0)) throw std::invalid_argument("lease_seconds must be > 0");
   if (config_.buffers) {
     broker_ = std::make_unique<BufferBroker>(*config_.buffers, now, jobs_);
@@ -159,7 +160,7 @@ void Service::handle(ConnectionId id, Connection& connection, const Envelope& re
   const JobNumber job = connection.job;
   switch (body) {
     case Body::kPhaseBegin:
-      if (!connection.in_phase) jobs_.at(job).phases += 1;
+      if (!connection.in_phase) jobs_.at(job).live->phases += 1;
       set_phase(connection, job, true, now,
                 static_cast<double>(request.phase_begin().expected_bytes()),
                 request.phase_begin().read());
@@ -408,12 +409,12 @@ void Service::register_process(ConnectionId id, Connection& connection,
     JobRecord record;
     record.key = key;
     record.label = request.job();
-    record.name = request.name().empty() ? request.job() : request.name();
+    if (!request.name().empty() && request.name() != request.job()) record.named = request.name();
     record.uid = *connection.uid;
     record.ranks = std::max<std::uint32_t>(1, request.ranks());
     record.priority = request.priority();
     record.registered_at = now;
-    const coord::JobInfo info{record.name,
+    const coord::JobInfo info{record.name(),
                               static_cast<int>(std::min<std::uint32_t>(record.ranks, 1u << 30)),
                               request.bytes_per_process(), record.priority};
     found = jobs_.add(std::move(record));
@@ -425,12 +426,12 @@ void Service::register_process(ConnectionId id, Connection& connection,
                        request.cached(), now, request.io_qos());
   }
   const JobNumber job = *found;
-  jobs_.at(job).processes.insert(id);
+  jobs_.at(job).live->processes.insert(id);
   connection.job = job;
   connection.node_agent = request.node_agent();
   // A process re-registering with a restarted daemon brings its state back.
   if (request.in_phase()) {
-    jobs_.at(job).phases += 1;
+    jobs_.at(job).live->phases += 1;
     set_phase(connection, job, true, now);
   }
   if (request.wants_flush()) set_wants_flush(connection, job, true, now);
@@ -476,12 +477,12 @@ void Service::set_phase(Connection& connection, JobNumber job, bool in_phase, do
                         double expected_bytes, bool read) {
   if (connection.in_phase == in_phase) return;
   connection.in_phase = in_phase;
-  JobRecord& record = jobs_.at(job);
+  LiveJob& record = *jobs_.at(job).live;
   if (in_phase) {
     if (record.in_phase++ > 0) return;
     coordinator_->on_io_begin(job, now);
     // A declared size is per process; the phase is the whole job's.
-    if (broker_) broker_->phase_begin(job, expected_bytes * record.ranks, now, read);
+    if (broker_) broker_->phase_begin(job, expected_bytes * jobs_.at(job).ranks, now, read);
   } else {
     if (--record.in_phase > 0) return;
     coordinator_->on_io_end(job, now);
@@ -581,7 +582,7 @@ void Service::decide_buffers(const Connection& connection, double now, Envelope&
 void Service::set_wants_flush(Connection& connection, JobNumber job, bool wants, double now) {
   if (connection.wants_flush == wants) return;
   connection.wants_flush = wants;
-  JobRecord& record = jobs_.at(job);
+  LiveJob& record = *jobs_.at(job).live;
   if (wants) {
     if (record.wants_flush++ == 0) coordinator_->on_flush_request(job, now);
   } else {
@@ -595,9 +596,9 @@ void Service::leave(ConnectionId id, Connection& connection, double now) {
   connection.job = kNoJob;
   set_phase(connection, job, false, now);
   set_wants_flush(connection, job, false, now);
-  JobRecord& record = jobs_.at(job);
-  record.processes.erase(id);
-  if (record.processes.empty()) {
+  auto& processes = jobs_.at(job).live->processes;
+  processes.erase(id);
+  if (processes.empty()) {
     jobs_.end(job);
     coordinator_->on_unregister(job, now);
     if (broker_) broker_->job_end(job, now);
@@ -653,7 +654,7 @@ std::vector<ConnectionId> Service::on_tick(double now, std::vector<Outgoing>& ou
 void Service::push_changes(ConnectionId except, std::vector<Outgoing>& out) {
   const auto changed = coordinator_->take_changed();
   for (const coord::JobId job : changed)
-    if (!jobs_.at(job).ended) push_directive(job, except, out);
+    if (!jobs_.at(job).ended()) push_directive(job, except, out);
   if (!broker_) return;
   for (const JobNumber job : broker_->take_changed_jobs())
     // One push per change, whichever side changed the directive.
@@ -672,7 +673,7 @@ void Service::push_changes(ConnectionId except, std::vector<Outgoing>& out) {
 }
 
 void Service::push_directive(JobNumber job, ConnectionId except, std::vector<Outgoing>& out) {
-  JobRecord& record = jobs_.at(job);
+  LiveJob& record = *jobs_.at(job).live;
   record.epoch += 1;
   for (ConnectionId process : record.processes) {
     if (process == except) continue;  // its reply carries the directive
@@ -690,7 +691,7 @@ void Service::fill_directive(JobNumber job, control::Directive& out) const {
   out.set_flush_allowed(d.flush_allowed);
   for (int server : d.servers) out.add_servers(static_cast<std::uint32_t>(server));
   out.set_min_request_gap(d.min_request_gap);
-  out.set_epoch(jobs_.at(job).epoch);
+  out.set_epoch(jobs_.at(job).live->epoch);
   if (broker_) broker_->fill_directive(job, out);
 }
 
@@ -708,15 +709,16 @@ void Service::fill_status(double now, control::Status& out) const {
     auto* s = out.add_jobs();
     s->set_job(job.label);
     s->set_uid(job.uid);
-    s->set_name(job.name);
-    s->set_processes(static_cast<std::uint32_t>(job.processes.size()));
+    const LiveJob& live = *job.live;
+    s->set_name(job.name());
+    s->set_processes(static_cast<std::uint32_t>(live.processes.size()));
     s->set_ranks(job.ranks);
     s->set_priority(job.priority);
-    s->set_in_phase(job.in_phase);
-    s->set_wants_flush(job.wants_flush);
+    s->set_in_phase(live.in_phase);
+    s->set_wants_flush(live.wants_flush);
     fill_directive(number, *s->mutable_directive());
     s->set_registered_seconds(now - job.registered_at);
-    s->set_phases(job.phases);
+    s->set_phases(live.phases);
     if (broker_) s->set_wait_seconds(broker_->wait_seconds(number, now));
   }
   if (broker_) broker_->fill_status(out);

@@ -24,6 +24,7 @@ TEST(JobTable, NumbersJobsInTheOrderTheyAreAdded) {
   EXPECT_EQ(table.add(job("1000/a")), 1);
   EXPECT_EQ(table.add(job("1001/a")), 2);
   EXPECT_EQ(table.at(1).label, "a");
+  EXPECT_EQ(table.at(1).name(), "a") << "no name of its own: its label";
   EXPECT_EQ(table.live("1000/a"), 1);
   EXPECT_EQ(table.live("1001/a"), 2);
   EXPECT_FALSE(table.live("1002/a"));
@@ -33,12 +34,12 @@ TEST(JobTable, NumbersJobsInTheOrderTheyAreAdded) {
 TEST(JobTable, AnEndedJobKeepsItsRecordWithoutItsProcesses) {
   JobTable table;
   const JobNumber first = table.add(job("1000/slurm-7", 16));
-  table.at(first).processes = {1, 2};
+  table.at(first).live->processes = {1, 2};
   table.at(first).buffer.announced = {42};
   table.at(first).buffer.ended_early = {3};
   table.end(first);
-  EXPECT_TRUE(table.at(first).ended);
-  EXPECT_TRUE(table.at(first).processes.empty());
+  EXPECT_TRUE(table.at(first).ended());
+  EXPECT_EQ(table.at(first).live, nullptr) << "its processes are gone";
   EXPECT_TRUE(table.at(first).buffer.announced.empty());
   EXPECT_EQ(table.at(first).buffer.ended_early, std::set<int>{3}) << "completed when granted";
   EXPECT_EQ(table.at(first).ranks, 16U);
@@ -57,8 +58,8 @@ TEST(JobTable, AKeyUsedAgainNamesTheNewJob) {
   EXPECT_NE(second, first);
   EXPECT_EQ(table.live("1000/a"), second);
   EXPECT_EQ(table.latest("1000/a"), second);
-  EXPECT_TRUE(table.at(first).ended);
-  EXPECT_FALSE(table.at(second).ended);
+  EXPECT_TRUE(table.at(first).ended());
+  EXPECT_FALSE(table.at(second).ended());
 }
 
 TEST(JobTable, ListsTheLiveJobsInTheOrderOfTheirKeys) {
@@ -71,4 +72,19 @@ TEST(JobTable, ListsTheLiveJobsInTheOrderOfTheirKeys) {
   ASSERT_EQ(live.size(), 2U);
   EXPECT_EQ(table.at(live[0]).key, "1000/b");
   EXPECT_EQ(table.at(live[1]).key, "1001/a");
+}
+
+TEST(JobTable, WithoutBufferNodesAnEndedJobKeepsOnlyItsNumber) {
+  JobTable table(/*keeps_ended=*/false);
+  const JobNumber first = table.add(job("1000/a"));
+  table.end(first);
+  EXPECT_TRUE(table.at(first).ended());
+  EXPECT_FALSE(table.latest("1000/a")) << "nothing asks whose data a node holds";
+  EXPECT_TRUE(table.at(first).key.empty());
+  EXPECT_TRUE(table.at(first).label.empty());
+  const JobNumber second = table.add(job("1000/a"));
+  EXPECT_EQ(second, first + 1) << "numbers are not reused";
+  EXPECT_EQ(table.latest("1000/a"), second);
+  table.end(second);
+  EXPECT_FALSE(table.latest("1000/a"));
 }
