@@ -41,7 +41,7 @@ struct Remembered {
   /// next look covers the whole table.
   std::atomic<bool> beyond{false};
   // Read and written under look_mutex() only:
-  std::uint64_t open[kWords];  ///< numbers open at the last look (or at a seen call since)
+  std::uint64_t open[kWords];  ///< numbers found open at a look and not found closed since
   dev_t device[kRemembered];   ///< the file behind each open one
   ino_t inode[kRemembered];
 };
@@ -258,7 +258,10 @@ bool others_refer_to(int fd, dev_t device, ino_t inode) {
   if (first_look) {
     // `touched` and `open` start cleared; the files are written as numbers are found open.
     seen = new (std::nothrow) Remembered;
-    if (!seen) return true;
+    if (!seen) {
+      errno = saved;
+      return true;  // cannot tell: the careful answer
+    }
     std::memset(static_cast<void*>(seen->open), 0, sizeof(seen->open));
     remembered.store(seen, std::memory_order_release);
   }
