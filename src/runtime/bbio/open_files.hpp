@@ -6,8 +6,9 @@
 // only after a call the library sees opened, closed or replaced that number; poll(2) tells which
 // numbers not remembered open at the bottom of the table are open now, so a descriptor the
 // library did not see opened (libc's own opens, one received over a socket, a raw system call),
-// which takes the lowest free number, is looked at too. Left unseen: a number closed and opened again, both by calls the
-// library does not see, between two looks; and one put high by a call it does not see.
+// which takes the lowest free number, is looked at too. Left unseen: a number closed and opened
+// again, both by calls the library does not see, between two looks; and one put high by a call it
+// does not see.
 
 #include <sys/types.h>
 
