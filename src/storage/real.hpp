@@ -6,6 +6,7 @@
 // the wrappers, so inside an application it cannot recurse into the library.
 
 #include <aio.h>
+#include <dirent.h>
 #include <fcntl.h>
 #include <spawn.h>
 #include <sys/stat.h>
@@ -70,6 +71,8 @@ namespace harmonia::storage {
   X(freopen, FILE*, (const char*, const char*, FILE*))                   \
   X(freopen64, FILE*, (const char*, const char*, FILE*))                 \
   X(fclose, int, (FILE*))                                                \
+  X(pclose, int, (FILE*))                                                \
+  X(closedir, int, (DIR*))                                               \
   HARMONIA_WRAPPED_COHERENCE(X)                                          \
   HARMONIA_WRAPPED_SPAWN(X)
 

@@ -148,6 +148,9 @@ def libc_stdio() -> ctypes.CDLL:
     libc.fclose.argtypes = [ctypes.c_void_p]
     libc.fileno.argtypes = [ctypes.c_void_p]
     libc.mkstemp.argtypes = [ctypes.c_char_p]
+    libc.popen.restype = ctypes.c_void_p
+    libc.popen.argtypes = [ctypes.c_char_p, ctypes.c_char_p]
+    libc.pclose.argtypes = [ctypes.c_void_p]
     return libc
 
 
@@ -163,9 +166,10 @@ def written_twice(path: Path, made: int) -> str:
 
 
 def reused_numbers(d: Path) -> dict[str, object]:
-    """Descriptors opened and closed by libc itself (a read-only fopen, fclose, mkstemp), out of
-    the library's sight, then their files opened again for writing: each second open must see
-    the first, whether its number is new or one closed and taken again since the last look."""
+    """Descriptors opened and closed by libc itself (a read-only fopen and fclose, opendir and
+    closedir, popen and pclose, mkstemp), out of the library's sight, then their files opened
+    again for writing: each second open must see the first, whether its number is new or one
+    closed and taken again since the last look."""
     libc = libc_stdio()
     for name in ("read", "existing"):
         (d / name).write_bytes(data(8192, 7))
@@ -182,7 +186,37 @@ def reused_numbers(d: Path) -> dict[str, object]:
     buffer = ctypes.create_string_buffer(str(d / "freshXXXXXX").encode())
     made = libc.mkstemp(buffer)
     fresh_file = written_twice(Path(buffer.value.decode()), made)
-    return {"same-number": same_number, "reused": reused_file, "fresh": fresh_file}
+    # The same with a directory stream (opendir, closedir) and a pipe (popen, pclose).
+    after: dict[str, object] = {}
+    for closer in ("closedir", "pclose"):
+        number = lowest_free_number()
+        if closer == "closedir":
+            listing = os.scandir(d)
+            os.close(os.open(d / "existing", os.O_WRONLY))
+            listing.close()
+        else:
+            pipe = libc.popen(b"true", b"r")
+            os.close(os.open(d / "existing", os.O_WRONLY))
+            libc.pclose(pipe)
+        buffer = ctypes.create_string_buffer(str(d / f"{closer}XXXXXX").encode())
+        made = libc.mkstemp(buffer)
+        after[closer] = [
+            made == number,
+            written_twice(Path(buffer.value.decode()), made),
+        ]
+    return {
+        "same-number": same_number,
+        "reused": reused_file,
+        "fresh": fresh_file,
+        **after,
+    }
+
+
+def lowest_free_number() -> int:
+    """The descriptor number the next open takes."""
+    probe = os.open(os.devnull, os.O_RDONLY)
+    os.close(probe)
+    return probe
 
 
 def reopen_with_truncate(d: Path) -> dict[str, object]:

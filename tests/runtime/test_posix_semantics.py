@@ -44,6 +44,9 @@ def test_sequence_gives_what_plain_io_gives(modes: Modes, mode: str, name: str) 
         )
     if name == "reused-numbers":
         assert plain["same-number"], "mkstemp took the number fclose freed"
+        assert plain["closedir"][0] and plain["pclose"][0], (
+            "and those closedir, pclose freed"
+        )
     if name == "close-range":
         assert plain["first"] != plain["second"]
     if name == "spawned-readers":

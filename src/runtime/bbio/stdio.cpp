@@ -2,6 +2,7 @@
 // interposed one, so a FILE opened for writing on a staged file is built with fopencookie over
 // the staged descriptor: every stdio function (fwrite, fputs, fputc, fprintf, fflush, fclose,
 // ...) then reaches the staging code through the cookie, with libc's own buffering unchanged.
+#include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -275,14 +276,43 @@ HARMONIA_EXPORT FILE* freopen64(const char* path, const char* mode, FILE* stream
   return reopen_stream(path, mode, stream, real().freopen64);
 }
 
-HARMONIA_EXPORT int fclose(FILE* stream) {
-  // libc closes the stream's descriptor with its own call, out of our sight.
-  const int saved = errno;
-  const int fd = stream ? fileno(stream) : -1;  // -1 for a cookie stream
-  errno = saved;
-  const int closed = real().fclose(stream);
+namespace {
+
+/// `close(stream)`, libc's, which closes the stream's descriptor `fd` with its own call, out of
+/// the library's sight: the number is looked at again (open_files).
+template <class Stream, class Close>
+int closing_stream(Stream* stream, int fd, Close close) {
+  const int closed = close(stream);
   open_files::changed(fd);
   return closed;
+}
+
+/// The descriptor under `stream`, or -1 (a cookie stream has none); errno is kept.
+int descriptor_of(FILE* stream) {
+  const int saved = errno;
+  const int fd = stream ? fileno(stream) : -1;
+  errno = saved;
+  return fd;
+}
+
+}  // namespace
+
+HARMONIA_EXPORT int fclose(FILE* stream) {
+  return closing_stream(stream, descriptor_of(stream), real().fclose);
+}
+
+HARMONIA_EXPORT int pclose(FILE* stream) {
+  return closing_stream(stream, descriptor_of(stream), real().pclose);
+}
+
+HARMONIA_EXPORT int closedir(DIR* directory) {
+  // libc answers a null stream with EINVAL; its declaration says non-null, so the test reads
+  // the pointer through a volatile the compiler cannot reason away.
+  DIR* volatile given = directory;
+  const int saved = errno;
+  const int fd = given ? dirfd(directory) : -1;
+  errno = saved;
+  return closing_stream(directory, fd, real().closedir);
 }
 
 HARMONIA_EXPORT FILE* fdopen(int fd, const char* mode) {
