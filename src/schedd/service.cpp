@@ -160,7 +160,6 @@ void Service::handle(ConnectionId id, Connection& connection, const Envelope& re
   const JobNumber job = connection.job;
   switch (body) {
     case Body::kPhaseBegin:
-      if (!connection.in_phase) jobs_.at(job).live->phases += 1;
       set_phase(connection, job, true, now,
                 static_cast<double>(request.phase_begin().expected_bytes()),
                 request.phase_begin().read());
@@ -430,10 +429,7 @@ void Service::register_process(ConnectionId id, Connection& connection,
   connection.job = job;
   connection.node_agent = request.node_agent();
   // A process re-registering with a restarted daemon brings its state back.
-  if (request.in_phase()) {
-    jobs_.at(job).live->phases += 1;
-    set_phase(connection, job, true, now);
-  }
+  if (request.in_phase()) set_phase(connection, job, true, now);
   if (request.wants_flush()) set_wants_flush(connection, job, true, now);
   auto* registered = reply.mutable_registered();
   registered->set_protocol_version(control::VERSION_CURRENT);
@@ -479,6 +475,7 @@ void Service::set_phase(Connection& connection, JobNumber job, bool in_phase, do
   connection.in_phase = in_phase;
   LiveJob& record = *jobs_.at(job).live;
   if (in_phase) {
+    record.phases += 1;  // a process began one
     if (record.in_phase++ > 0) return;
     coordinator_->on_io_begin(job, now);
     // A declared size is per process; the phase is the whole job's.
