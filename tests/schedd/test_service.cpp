@@ -58,6 +58,11 @@ struct Harness {
   void connect(ConnectionId id, std::optional<uid_t> uid = 1000) {
     service.on_connect(id, uid, now);
   }
+  /// Connects `id` and registers it as a process of `job`.
+  void join(ConnectionId id, const std::string& job) {
+    connect(id);
+    call(id, registration(job));
+  }
   Envelope call(ConnectionId id, Envelope request, std::uint64_t seq = 7) {
     request.set_seq(seq);
     std::vector<Outgoing> out;
@@ -350,10 +355,7 @@ std::vector<Envelope> completions(const std::vector<Outgoing>& pushes, Connectio
 
 TEST(Service, ASettleAsksEveryOtherProcessAndCompletesWhenAllAnswered) {
   Harness h(config("none"));
-  for (ConnectionId id : {1, 2, 3}) {
-    h.connect(id);
-    h.call(id, registration(id == 3 ? "B" : "A"));
-  }
+  for (ConnectionId id : {1, 2, 3}) h.join(id, id == 3 ? "B" : "A");
   h.connect(4);  // a tool, not registered: not asked
   const Envelope started = h.call(1, settle_file("/pfs/out"));
   ASSERT_TRUE(started.has_settle_started());
@@ -374,10 +376,7 @@ TEST(Service, ASettleAsksEveryOtherProcessAndCompletesWhenAllAnswered) {
 
 TEST(Service, ASettleCompletesWithoutASilentProcessOnceItsWaitHasPassed) {
   Harness h(config("none"));
-  for (ConnectionId id : {1, 2, 3}) {
-    h.connect(id);
-    h.call(id, registration("J" + std::to_string(id)));
-  }
+  for (ConnectionId id : {1, 2, 3}) h.join(id, "J" + std::to_string(id));
   const std::uint64_t id = h.call(1, settle_file("/pfs/out")).settle_started().id();
   std::vector<Outgoing> out;
   h.service.on_disconnect(2, h.now, out);  // gone: nothing to wait for from it
@@ -397,10 +396,7 @@ TEST(Service, ASettleCompletesWithoutASilentProcessOnceItsWaitHasPassed) {
 
 TEST(Service, AProcessThatLeavesIsNotWaitedForByASettle) {
   Harness h(config("none"));
-  for (ConnectionId id : {1, 2, 3}) {
-    h.connect(id);
-    h.call(id, registration("J" + std::to_string(id)));
-  }
+  for (ConnectionId id : {1, 2, 3}) h.join(id, "J" + std::to_string(id));
   const std::uint64_t id = h.call(1, settle_file("/pfs/out")).settle_started().id();
   h.call(2, settle_done(id));
   h.pushes.clear();
@@ -427,10 +423,7 @@ TEST(Service, ASettleWithNobodyElseCompletesAtOnceAndBadOnesAreRefused) {
 
 TEST(Service, OpenersOfAFileBeingSettledJoinTheSettleInsteadOfAskingAgain) {
   Harness h(config("none"));
-  for (ConnectionId id : {1, 2, 3}) {
-    h.connect(id);
-    h.call(id, registration("A"));
-  }
+  for (ConnectionId id : {1, 2, 3}) h.join(id, "A");
   const std::uint64_t id = h.call(1, settle_file("/pfs/out")).settle_started().id();
   EXPECT_EQ(orders(h.pushes).size(), 2u);
   h.pushes.clear();
@@ -479,10 +472,7 @@ TEST(Service, ANodeAgentGetsTheSettleOrdersOfFilesItsOwnRanksOpen) {
 
 TEST(Service, StatusCountsTheMessagesItPushed) {
   Harness h(config("2a"));
-  for (ConnectionId id : {1, 2, 3}) {
-    h.connect(id);
-    h.call(id, registration(id == 1 ? "A" : "B"));
-  }
+  for (ConnectionId id : {1, 2, 3}) h.join(id, id == 1 ? "A" : "B");
   h.call(1, phase_begin());
   h.call(2, phase_begin());  // B is second under 2a: its other process gets the directive
   const size_t pushed = h.pushes.size();  // every message but the replies, since the start
