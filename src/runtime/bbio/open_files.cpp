@@ -140,8 +140,7 @@ class Look {
     for (unsigned word = 0; word < kWords && !found_; ++word)
       for (std::uint64_t bits = seen_.open[word]; bits && !found_; bits &= bits - 1) {
         const unsigned number = word * 64 + static_cast<unsigned>(std::countr_zero(bits));
-        if (static_cast<int>(number) != asking_ && seen_.device[number] == device_ &&
-            seen_.inode[number] == inode_) {
+        if (static_cast<int>(number) != asking_ && matches(number)) {
           refresh(number);
           found_ = is_open(number) && matches(number);
         }
