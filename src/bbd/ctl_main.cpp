@@ -13,7 +13,7 @@
 #include <deque>
 #include <fstream>
 #include <iostream>
-#include <iterator>
+#include <sstream>
 #include <string_view>
 
 #include "common/frames.hpp"
@@ -121,7 +121,9 @@ int main(int argc, char** argv) {
     if (*put) {
       std::ifstream in(local, std::ios::binary);
       if (!in) throw std::runtime_error(local + ": cannot read");
-      std::string data((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+      std::ostringstream whole;
+      whole << in.rdbuf();  // in blocks, from a pipe too
+      const std::string data = std::move(whole).str();
       // Prints how many bytes the node acknowledged (from the start, in order), whatever happens.
       std::uint64_t acknowledged = 0;
       int rc = 0;
