@@ -72,6 +72,7 @@ bench: build
 	$(BUILD)/bench/optimizer_bench --benchmark_repetitions=5 --benchmark_report_aggregates_only=true
 	$(BUILD)/bench/requests_bench --benchmark_repetitions=5 --benchmark_report_aggregates_only=true
 	$(BUILD)/bench/auto_bench --benchmark_repetitions=5 --benchmark_report_aggregates_only=true
+	$(BUILD)/bench/store_bench --mib 512 --rounds 5
 	scripts/bench-sim.sh
 	scripts/bench-bbio.sh
 	scripts/bench-control.sh

@@ -783,6 +783,11 @@ Status Store::write(const FileRef& file, std::uint64_t offset, std::string_view 
       std::lock_guard lock(mutex_);
       used_ -= data.size();
     };
+    // The record's checksum before the file's lock: writers of one file sum side by side.
+    storage::RecordHeader header;
+    header.offset = offset;
+    header.length = data.size();
+    header.checksum = storage::record_checksum(header, data.data());
     std::unique_lock file_lock(log->mutex);
     if (log->removed) {  // drained and gone meanwhile: the next try makes a new log
       file_lock.unlock();
@@ -806,10 +811,6 @@ Status Store::write(const FileRef& file, std::uint64_t offset, std::string_view 
       log->sealed = false;
     }
     Segment& segment = *log->segments.back();
-    storage::RecordHeader header;
-    header.offset = offset;
-    header.length = data.size();
-    header.checksum = storage::record_checksum(header, data.data());
     const iovec parts[2] = {{&header, sizeof(header)},
                             {const_cast<char*>(data.data()), data.size()}};
     if (storage::pwritev_all(segment.fd, parts, 2, static_cast<off64_t>(segment.end)) < 0 ||
