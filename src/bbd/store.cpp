@@ -11,7 +11,9 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <condition_variable>
 #include <cstring>
+#include <iterator>
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -56,6 +58,32 @@ constexpr std::size_t kMaxHandle = 128;
 struct Record {
   std::uint64_t offset, length, log_at;  // log_at: where the data starts in the log
 };
+
+/// Segments a file's writes spread over when they come at once: each copies on its own, where
+/// the kernel copies into one file one write at a time (its inode lock).
+constexpr unsigned kLanes = 4;
+
+/// Ranges of a file, disjoint and merged: start -> end.
+using Ranges = std::map<std::uint64_t, std::uint64_t>;
+
+bool overlaps(const Ranges& ranges, std::uint64_t from, std::uint64_t to) {
+  auto next = ranges.upper_bound(from);
+  if (next != ranges.begin() && std::prev(next)->second > from) return true;
+  return next != ranges.end() && next->first < to;
+}
+
+void add(Ranges& ranges, std::uint64_t from, std::uint64_t to) {
+  auto next = ranges.upper_bound(from);
+  if (next != ranges.begin() && std::prev(next)->second >= from) {
+    --next;
+    from = next->first;
+    to = std::max(to, next->second);
+    next = ranges.erase(next);
+  }
+  for (; next != ranges.end() && next->first <= to; next = ranges.erase(next))
+    to = std::max(to, next->second);
+  ranges.emplace(from, to);
+}
 
 bool read_all_at(int fd, char* data, std::size_t length, off_t at) {
   while (length > 0) {
@@ -308,15 +336,32 @@ struct Store::Copy {
   }
 };
 
-/// One log file on the device: records appended in order, never rewritten.
+/// One log file on the device: records appended in order, never rewritten. A write takes its
+/// record's place under the file's lock, copies its bytes there without it, and commits in the
+/// order of the places (Store::write): `records` lists only committed ones.
+///
+/// Up to kLanes segments of a file are open (take places) at once, the newest ones; what each
+/// has placed while open overlaps nothing placed in another open one. So two records of a file
+/// that overlap are in one segment, in their order, or the later one is in a newer segment:
+/// the segments' order and each one's records give every byte its latest write (reads, drains,
+/// a restart).
 struct Store::Segment {
   std::string name;          // NUMBER.bblog, in the device directory
   std::string path;          // the same for messages: DEVICE/NUMBER.bblog
   std::uint64_t number = 0;  // order of creation
   int fd = -1;
-  std::uint64_t end = 0;    // where the next record goes
+  std::uint64_t end = 0;        // where the next record's place begins
+  std::uint64_t committed = 0;  // where the first place not yet committed begins
+  unsigned copying = 0;         // places taken and not yet committed
+  /// A record committed (under the file's lock): the next place and drains wait for it.
+  std::condition_variable committed_one;
+  /// Where a record failed to copy: the log ends there (cut once no copy is running), and
+  /// records placed after it are written again in a new segment.
+  std::optional<std::uint64_t> broken_at;
   std::uint64_t bytes = 0;  // data held
   std::vector<Record> records;
+  bool open = false;  // takes places; a sealed segment never again
+  Ranges placed;      // the file ranges placed here while open
   ~Segment() {
     if (fd >= 0) close(fd);
   }
@@ -324,7 +369,7 @@ struct Store::Segment {
 
 /// The data held of one PFS file: its segments, oldest first, and the file itself.
 struct Store::Log {
-  std::mutex mutex;        ///< appends, reads, sealing; guards segments and `sealed`
+  std::mutex mutex;        ///< appends, reads, sealing; guards segments and their places
   std::mutex drain_mutex;  ///< one drain of the file at a time (its order matters)
   std::uint64_t inode = 0;
   std::string name;         // its latest name relative to the PFS root, for people and copies
@@ -341,10 +386,15 @@ struct Store::Log {
   std::uint64_t end = 0;           // the largest offset + length held; guarded by the store's mutex
   std::int64_t last_write_ns = 0;  // when the last write arrived; guarded by the store's mutex
   bool removed = false;            // drained and out of the table; guarded by both mutexes
-  /// The last segment takes appends unless `sealed` (a drain took it; the next write opens a new
-  /// one).
   std::deque<std::unique_ptr<Segment>> segments;
-  bool sealed = false;
+  /// Closes the open segments to new places (a drain takes them, a record failed to copy, or a
+  /// write overlaps two of them): the next write opens a new segment, newer than all.
+  void seal() {
+    for (auto open = segments.rbegin(); open != segments.rend() && (*open)->open; ++open) {
+      (*open)->open = false;
+      (*open)->placed.clear();
+    }
+  }
   ~Log() {
     if (target >= 0) close(target);
   }
@@ -485,7 +535,7 @@ void Store::recover() {
     if (!scan.error.empty() || !common::plain_relative_name(scan.target))
       continue;  // not ours: left alone
     if (first) at = storage::log_header_size(scan.target);
-    segment->end = at;
+    segment->end = segment->committed = at;
     struct stat owner {};
     if (ftruncate(segment->fd, static_cast<off_t>(at)) != 0 || fstat(segment->fd, &owner) != 0)
       continue;  // drop a torn tail
@@ -517,7 +567,6 @@ void Store::recover() {
   }
   for (auto& [key, found] : files) {
     Log& log = *found.log;
-    log.sealed = true;  // new writes of the file start a segment of their own
     // The file again: by its handle (wherever it is now), else by its name.
     int target = -1;
     bool deleted = false;
@@ -694,7 +743,7 @@ std::unique_ptr<Store::Segment> Store::new_segment(const Log& log, const std::st
     unlinkat(device_fd_, described.c_str(), 0);
     return nullptr;
   }
-  segment->end = storage::log_header_size(name);
+  segment->end = segment->committed = storage::log_header_size(name);
   return segment;
 }
 
@@ -725,7 +774,6 @@ Store::LogPtr Store::log_for(const FileRef& file, const std::string& job, const 
   log->owner = caller.uid;
   log->group = caller.gid;
   log->created = next_log_;
-  log->sealed = true;  // no segment yet: the first write opens one
   logs_[log->inode] = log;
   return log;
 }
@@ -783,51 +831,107 @@ Status Store::write(const FileRef& file, std::uint64_t offset, std::string_view 
       std::lock_guard lock(mutex_);
       used_ -= data.size();
     };
-    // The record's checksum before the file's lock: writers of one file sum side by side.
-    storage::RecordHeader header;
-    header.offset = offset;
-    header.length = data.size();
-    header.checksum = storage::record_checksum(header, data.data());
     std::unique_lock file_lock(log->mutex);
     if (log->removed) {  // drained and gone meanwhile: the next try makes a new log
       file_lock.unlock();
       give_back();
       continue;
     }
-    if (log->sealed || log->segments.empty()) {
+    // The open segment that takes the record: the one whose places it overlaps; with none, the
+    // newest with no copy running, else a new one while fewer than kLanes are open (else, or
+    // when no new one can be made, the newest open one).
+    const std::uint64_t to = offset + data.size();
+    Segment* lane = nullptr;
+    Segment* newest_open = nullptr;
+    unsigned open = 0, overlapped = 0;
+    for (auto it = log->segments.rbegin(); it != log->segments.rend() && (*it)->open; ++it) {
+      if (++open == 1) newest_open = it->get();
+      if (overlaps((*it)->placed, offset, to)) {
+        ++overlapped;
+        lane = it->get();
+      }
+    }
+    Segment* fallback = nullptr;
+    if (overlapped > 1) {  // after both: in a new segment, newer than both
+      log->seal();
+      lane = nullptr;
+    } else if (overlapped == 0) {
+      for (auto it = log->segments.rbegin(); !lane && it != log->segments.rend() && (*it)->open;
+           ++it)
+        if ((*it)->copying == 0) lane = it->get();
+      fallback = newest_open;
+      if (open >= kLanes) lane = lane ? lane : newest_open;
+    }
+    if (!lane) {
       std::string name;
       {
         std::lock_guard lock(mutex_);
         name = log->name;
       }
-      auto segment = new_segment(*log, name, why);
-      if (!segment) {
+      if (auto segment = new_segment(*log, name, why)) {
+        segment->open = true;
+        log->segments.push_back(std::move(segment));
+        lane = log->segments.back().get();
+      } else if (fallback) {
+        lane = fallback;  // no new segment (descriptors, the device): after a running copy
+        why.clear();
+      } else {
         file_lock.unlock();
         give_back();
         drop_if_empty();
         return Status::Full;
       }
-      log->segments.push_back(std::move(segment));
-      log->sealed = false;
     }
-    Segment& segment = *log->segments.back();
+    // The record's place, taken under the file's lock; its bytes are copied there without it,
+    // so that writes of one file from many connections copy side by side.
+    Segment& segment = *lane;
+    const std::uint64_t at = segment.end;
+    segment.end += sizeof(storage::RecordHeader) + data.size();
+    ++segment.copying;
+    add(segment.placed, offset, to);
+    file_lock.unlock();
+    storage::RecordHeader header;
+    header.offset = offset;
+    header.length = data.size();
+    header.checksum = storage::record_checksum(header, data.data());
     const iovec parts[2] = {{&header, sizeof(header)},
                             {const_cast<char*>(data.data()), data.size()}};
-    if (storage::pwritev_all(segment.fd, parts, 2, static_cast<off64_t>(segment.end)) < 0 ||
-        (sync_writes_ && fdatasync(segment.fd) != 0)) {
-      const int error = errno;
-      // Cut the record, partial or not on the device: the log stays a sequence of complete,
-      // acknowledged ones.
-      (void)ftruncate(segment.fd, static_cast<off_t>(segment.end));
-      file_lock.unlock();
+    const bool copied = storage::pwritev_all(segment.fd, parts, 2, static_cast<off64_t>(at)) >= 0 &&
+                        (!sync_writes_ || fdatasync(segment.fd) == 0);
+    const int error = errno;
+    if (on_copied_) on_copied_(offset);
+    // Committed in the order of the places: a record is listed (and its write acknowledged)
+    // only after every one before it, so later writes win and a restart, which reads records
+    // up to the first incomplete one, loses none that was acknowledged.
+    file_lock.lock();
+    segment.committed_one.wait(file_lock, [&] { return segment.committed == at; });
+    segment.committed = at + sizeof(header) + data.size();
+    --segment.copying;
+    const bool after_failure = segment.broken_at.has_value();
+    if (copied && !after_failure) {
+      segment.records.push_back({offset, data.size(), at + sizeof(header)});
+      segment.bytes += data.size();
+    } else if (!after_failure) {
+      segment.broken_at = at;
+      log->seal();  // the next write goes to a new segment
+    }
+    if (segment.broken_at && segment.copying == 0) {
+      // Cut the failed record and what was placed after it, partial or not on the device: the
+      // log stays a sequence of complete, acknowledged records.
+      (void)ftruncate(segment.fd, static_cast<off_t>(*segment.broken_at));
+      segment.end = segment.committed = *segment.broken_at;
+    }
+    file_lock.unlock();
+    segment.committed_one.notify_all();
+    if (after_failure) {  // placed after a record that failed: written again, in a new segment
+      give_back();
+      continue;
+    }
+    if (!copied) {
       give_back();
       why = "device: " + std::string(std::strerror(error));
       return error == ENOSPC || error == EDQUOT ? Status::Full : Status::Error;
     }
-    segment.records.push_back({offset, data.size(), segment.end + sizeof(header)});
-    segment.end += sizeof(header) + data.size();
-    segment.bytes += data.size();
-    file_lock.unlock();
     {
       std::lock_guard lock(mutex_);
       log->bytes += data.size();
@@ -1171,10 +1275,13 @@ Status Store::drain_log(const LogPtr& log, std::string& why) {
   // The segments there are now; writes from here on go to a new one, and are not held up.
   std::vector<Segment*> batch;
   {
-    std::lock_guard file_lock(log->mutex);
+    std::unique_lock file_lock(log->mutex);
     if (log->removed) return Status::Ok;  // another drain took it meanwhile
     for (const auto& segment : log->segments) batch.push_back(segment.get());
-    log->sealed = true;
+    log->seal();
+    // Writes placed in these segments before the seal finish first: their records drain too.
+    for (Segment* segment : batch)
+      segment->committed_one.wait(file_lock, [segment] { return segment->copying == 0; });
   }
   std::string name;
   {

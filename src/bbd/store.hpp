@@ -2,8 +2,9 @@
 /// @file A buffer node's store: the data clients wrote, held on the node's device in append-only,
 /// checksummed logs (the staging log format of libharmonia, docs/staging-library.md) until it
 /// drains to the PFS, with capacity accounting and reads of held data; and the copies staged in
-/// for read phases. Thread-safe: one mutex for the store's tables, one per file for its logs, and
-/// no lock held across a drain's I/O but the drained file's own.
+/// for read phases. Thread-safe: one mutex for the store's tables, one per file for its logs, no
+/// lock held while a write's bytes are copied into the log, and no lock held across a drain's
+/// I/O but the drained file's own.
 ///
 /// Held data follows the file, not its name (docs/buffer-nodes.md, "Data follows the file"): at
 /// the first write of a file the node opens the PFS file once, as its writer, and keeps that
@@ -186,6 +187,11 @@ class Store {
   Status drain_next(const std::set<std::string>& jobs, std::string& file, std::string& why);
   /// Called after every write the store took (the node's drains wait for work, not for time).
   void on_write(std::function<void()> callback) { on_write_ = std::move(callback); }
+  /// Called with a write's file offset once its record's bytes are copied into the log (or
+  /// failed to be), before the record is committed: tests hold writes there.
+  void on_copied(std::function<void(std::uint64_t offset)> callback) {
+    on_copied_ = std::move(callback);
+  }
   /// From now on a write is acknowledged only once its record is on the device (fdatasync of
   /// the log): it then survives a power loss, not only a killed node.
   void sync_writes() { sync_writes_ = true; }
@@ -277,6 +283,7 @@ class Store {
   /// Files (by inode) whose held state changed since take_file_changes.
   std::set<std::uint64_t> file_changes_;
   std::function<void()> on_write_;
+  std::function<void(std::uint64_t)> on_copied_;
   /// The drain scheduler (drain_next), and the files queued in it by request id; guarded by
   /// queue_mutex_ (taken before mutex_).
   std::mutex queue_mutex_;

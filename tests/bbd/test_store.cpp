@@ -7,11 +7,16 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
+#include <condition_variable>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <future>
 #include <iterator>
 #include <random>
+#include <set>
 #include <thread>
 
 #include "bbd/store.hpp"
@@ -189,6 +194,49 @@ struct FileSizeLimit {
   ~FileSizeLimit() { setrlimit(RLIMIT_FSIZE, &saved); }
   rlimit saved{};
 };
+
+/// Holds the store's writes at chosen file offsets once their bytes are in the log, before they
+/// commit (Store::on_copied), until opened; and tells which writes got that far.
+class CopyGate {
+ public:
+  CopyGate(Store& store, std::set<std::uint64_t> held) : held_(std::move(held)) {
+    store.on_copied([this](std::uint64_t offset) {
+      std::unique_lock lock(mutex_);
+      copied_.insert(offset);
+      changed_.notify_all();
+      changed_.wait(lock, [&] { return open_ || !held_.contains(offset); });
+    });
+  }
+  /// Whether the write at `offset` has copied its bytes (waiting up to 10 s for it).
+  bool copied(std::uint64_t offset) {
+    std::unique_lock lock(mutex_);
+    return changed_.wait_for(lock, std::chrono::seconds(10),
+                             [&] { return copied_.contains(offset); });
+  }
+  /// Lets the write held at `offset` go on.
+  void release(std::uint64_t offset) {
+    std::lock_guard lock(mutex_);
+    held_.erase(offset);
+    changed_.notify_all();
+  }
+  /// Lets every held write go on.
+  void open() {
+    std::lock_guard lock(mutex_);
+    open_ = true;
+    changed_.notify_all();
+  }
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  std::set<std::uint64_t> held_, copied_;
+  bool open_ = false;
+};
+
+/// Whether `done` is still unfinished after 200 ms.
+bool still_running(const std::future<Status>& done) {
+  return done.wait_for(std::chrono::milliseconds(200)) == std::future_status::timeout;
+}
 
 /// The inode of `path`, as a client's fstat gives it to the node.
 std::uint64_t inode_of(const fs::path& path) {
@@ -392,6 +440,235 @@ TEST_F(StoreTest, ADrainHoldsUpNoWriteOfAnotherFile) {
   drain.join();
   EXPECT_TRUE(still_draining) << "the write and read waited for the whole drain";
   EXPECT_EQ(fs::file_size(pfs() / "big"), 256ULL << 20);
+}
+
+TEST_F(StoreTest, WritesOfOneFileCopyTogetherAndCommitInTheirOrder) {
+  auto store = open();
+  CopyGate gate(*store, {0});
+  auto first = std::async(std::launch::async, [&] {
+    return store->write("shared", 0, std::string(100, 'a'), "", why_);
+  });
+  EXPECT_TRUE(gate.copied(0));
+  std::string why;
+  auto second = std::async(std::launch::async, [&] {
+    return store->write("shared", 50, std::string(100, 'b'), "", why);
+  });
+  EXPECT_TRUE(gate.copied(50)) << "the second write waited for the first one's copy";
+  EXPECT_TRUE(still_running(second)) << "acknowledged before an earlier write of the file";
+  std::string out, read_why;
+  auto read =
+      std::async(std::launch::async, [&] { return store->read("shared", 50, 10, out, read_why); });
+  EXPECT_EQ(read.wait_for(std::chrono::seconds(10)), std::future_status::ready)
+      << "a read waited for a copy";
+  gate.open();
+  EXPECT_EQ(read.get(), Status::NotHeld) << "a read saw bytes not committed";
+  ASSERT_EQ(first.get(), Status::Ok) << why_;
+  ASSERT_EQ(second.get(), Status::Ok) << why;
+  const std::string expected = std::string(50, 'a') + std::string(100, 'b');
+  ASSERT_EQ(store->read("shared", 0, 150, out, why_), Status::Ok);
+  EXPECT_EQ(out, expected) << "the later write wins";
+  store.reset();  // the node dies: its restart reads the same records in the same order
+  store = open();
+  ASSERT_EQ(store->drain("", why_), Status::Ok) << why_;
+  EXPECT_EQ(pfs_file("shared"), expected);
+}
+
+TEST_F(StoreTest, WritesOfOneFileToApartRangesCommitWithoutWaitingForEachOther) {
+  auto store = open();
+  CopyGate gate(*store, {0, 100});
+  std::string why_a, why_b, why_e;
+  auto a = std::async(std::launch::async,
+                      [&] { return store->write("f", 0, std::string(100, 'a'), "", why_a); });
+  EXPECT_TRUE(gate.copied(0));
+  auto b = std::async(std::launch::async,
+                      [&] { return store->write("f", 100, std::string(100, 'b'), "", why_b); });
+  EXPECT_TRUE(gate.copied(100)) << "the second write waited for the first one's copy";
+  EXPECT_EQ(logs().size(), 2u) << "writes of apart ranges at once share one segment";
+  gate.release(0);
+  EXPECT_EQ(a.wait_for(std::chrono::seconds(10)), std::future_status::ready)
+      << "a write waited for a later one of another range";
+  // Over what the held write placed: after it, whichever segment is idle.
+  auto e = std::async(std::launch::async,
+                      [&] { return store->write("f", 150, std::string(10, 'e'), "", why_e); });
+  EXPECT_TRUE(still_running(e)) << "acknowledged before the earlier write it overlaps";
+  gate.open();
+  EXPECT_EQ(a.get(), Status::Ok) << why_a;
+  EXPECT_EQ(b.get(), Status::Ok) << why_b;
+  EXPECT_EQ(e.get(), Status::Ok) << why_e;
+  // Over both segments' places: after both.
+  ASSERT_EQ(store->write("f", 50, std::string(100, 'c'), "", why_), Status::Ok) << why_;
+  std::string expected = std::string(50, 'a') + std::string(100, 'c') + std::string(50, 'b');
+  expected.replace(150, 10, std::string(10, 'e'));
+  std::string out;
+  ASSERT_EQ(store->read("f", 0, 200, out, why_), Status::Ok) << why_;
+  EXPECT_EQ(out, expected);
+  store.reset();  // the node dies: its restart orders the segments' records the same way
+  store = open();
+  ASSERT_EQ(store->drain("", why_), Status::Ok) << why_;
+  EXPECT_EQ(pfs_file("f"), expected);
+}
+
+TEST_F(StoreTest, WritesOfOneFileAtOnceLeaveEachByteItsLatestWrite) {
+  // Threads write overlapping ranges of one file at once, each write its own number in every
+  // 4-byte word. A write acknowledged before another began must not win over it: not in a
+  // read, not in a drain after a restart.
+  constexpr std::uint64_t kSpan = 256 << 10;
+  struct Done {
+    std::uint64_t offset = 0, length = 0;
+    std::chrono::steady_clock::time_point began, acknowledged;
+  };
+  constexpr unsigned kThreads = 4, kWrites = 300;
+  std::vector<Done> writes(kThreads * kWrites + 1);
+  auto store = open(64 << 20);
+  const auto write = [&](std::uint32_t id, std::string& why) {
+    Done& done = writes[id - 1];
+    std::string data(done.length, '\0');
+    for (std::uint64_t at = 0; at < done.length; at += 4) std::memcpy(&data[at], &id, 4);
+    done.began = std::chrono::steady_clock::now();
+    const Status status = store->write("f", done.offset, data, "", why);
+    done.acknowledged = std::chrono::steady_clock::now();
+    return status;
+  };
+  writes.back().length = kSpan;  // first, all of the span
+  ASSERT_EQ(write(static_cast<std::uint32_t>(writes.size()), why_), Status::Ok) << why_;
+  std::vector<std::thread> threads;
+  for (unsigned t = 0; t < kThreads; ++t)
+    threads.emplace_back([&, t] {
+      std::mt19937_64 random(t + 1);
+      std::string why;
+      for (unsigned k = 0; k < kWrites; ++k) {
+        const std::uint32_t id = t * kWrites + k + 1;
+        Done& done = writes[id - 1];
+        done.length = 4 * (1 + random() % (8 << 10));
+        done.offset = 4 * (random() % ((kSpan - done.length) / 4 + 1));
+        ASSERT_EQ(write(id, why), Status::Ok) << why;
+      }
+    });
+  for (auto& thread : threads) thread.join();
+  const std::uint64_t end = kSpan;
+  std::string read;
+  ASSERT_EQ(store->read("f", 0, end, read, why_), Status::Ok) << why_;
+  store.reset();  // the node dies
+  store = open(64 << 20);
+  ASSERT_EQ(store->drain("", why_), Status::Ok) << why_;
+  const std::string drained = pfs_file("f");
+  ASSERT_EQ(drained.size(), end);
+  EXPECT_TRUE(read == drained) << "a read and the drain after a restart disagree";
+  unsigned wrong = 0;
+  for (std::uint64_t word = 0; word < end; word += 4) {
+    std::uint32_t id = 0;
+    std::memcpy(&id, &drained[word], 4);
+    const auto covers = [word](const Done& done) {
+      return done.offset <= word && word < done.offset + done.length;
+    };
+    if (id == 0 || id > writes.size() || !covers(writes[id - 1])) {
+      ++wrong;  // bytes no write put there
+      continue;
+    }
+    const Done& winner = writes[id - 1];
+    wrong += std::any_of(writes.begin(), writes.end(), [&](const Done& other) {
+      return covers(other) && other.began > winner.acknowledged;
+    });
+  }
+  EXPECT_EQ(wrong, 0u) << "words holding a write that another, begun after it, overwrote";
+}
+
+TEST_F(StoreTest, ADrainWaitsForTheWritesPlacedBeforeIt) {
+  auto store = open();
+  CopyGate gate(*store, {10});
+  ASSERT_EQ(store->write("f", 0, std::string(10, 'a'), "", why_), Status::Ok);
+  auto held = std::async(std::launch::async,
+                         [&] { return store->write("f", 10, std::string(10, 'b'), "", why_); });
+  EXPECT_TRUE(gate.copied(10));
+  std::string why;
+  auto drain = std::async(std::launch::async, [&] { return store->drain("f", why); });
+  EXPECT_TRUE(still_running(drain)) << "the drain left a write placed before it behind";
+  gate.open();
+  EXPECT_EQ(held.get(), Status::Ok) << why_;
+  EXPECT_EQ(drain.get(), Status::Ok) << why;
+  EXPECT_EQ(pfs_file("f"), std::string(10, 'a') + std::string(10, 'b'));
+  EXPECT_EQ(store->stats().used, 0u);
+}
+
+TEST_F(StoreTest, AWriteThatFailsToCopyCostsTheLaterOnesNothing) {
+  auto store = open(1 << 20);
+  CopyGate gate(*store, {0});
+  std::future<Status> failing;
+  {
+    // The first write cannot grow the log past 64 KiB; the limit is gone for the second.
+    const FileSizeLimit limit(64 << 10);
+    failing = std::async(std::launch::async, [&] {
+      return store->write("f", 0, std::string(100 << 10, 'a'), "", why_);
+    });
+    EXPECT_TRUE(gate.copied(0));
+  }
+  std::string why;
+  auto later =
+      std::async(std::launch::async, [&] { return store->write("f", 200, "later", "", why); });
+  EXPECT_TRUE(gate.copied(200));
+  gate.open();
+  EXPECT_EQ(failing.get(), Status::Error);
+  EXPECT_NE(why_.find("device:"), std::string::npos) << why_;
+  ASSERT_EQ(later.get(), Status::Ok) << why;
+  EXPECT_EQ(store->stats().used, 5u) << "the failed write's room is given back";
+  store.reset();  // the node dies: the acknowledged write must survive its restart
+  store = open(1 << 20);
+  EXPECT_EQ(store->stats().used, 5u) << "the acknowledged write was lost in the restart";
+  ASSERT_EQ(store->drain("", why_), Status::Ok) << why_;
+  EXPECT_EQ(pfs_file("f"), std::string(200, '\0') + "later");
+}
+
+TEST_F(StoreTest, AFailedCopyClosesEveryOpenSegmentOfItsFile) {
+  auto store = open(1 << 20);
+  CopyGate gate(*store, {0});
+  std::string why_a;
+  auto a = std::async(std::launch::async,
+                      [&] { return store->write("f", 0, std::string(100, 'a'), "", why_a); });
+  EXPECT_TRUE(gate.copied(0));
+  // Beside the held write, in a segment of its own; then a write over it that fails.
+  ASSERT_EQ(store->write("f", 1000, std::string(100, 'b'), "", why_), Status::Ok) << why_;
+  {
+    const FileSizeLimit limit(64 << 10);
+    EXPECT_EQ(store->write("f", 1000, std::string(100 << 10, 'x'), "", why_), Status::Error);
+  }
+  gate.open();
+  ASSERT_EQ(a.get(), Status::Ok) << why_a;
+  // Newer than everything before it, whichever segment is idle.
+  ASSERT_EQ(store->write("f", 1000, std::string(10, 'w'), "", why_), Status::Ok) << why_;
+  store.reset();  // the node dies
+  store = open(1 << 20);
+  ASSERT_EQ(store->drain("", why_), Status::Ok) << why_;
+  EXPECT_EQ(pfs_file("f"), std::string(100, 'a') + std::string(900, '\0') + std::string(10, 'w') +
+                               std::string(90, 'b'));
+}
+
+TEST_F(StoreTest, WithNoDescriptorForANewSegmentAWriteWaitsForARunningCopyInstead) {
+  auto store = open();
+  CopyGate gate(*store, {0});
+  std::string why_a;
+  auto a = std::async(std::launch::async,
+                      [&] { return store->write("f", 0, std::string(100, 'a'), "", why_a); });
+  EXPECT_TRUE(gate.copied(0));
+  // Every descriptor number taken: the node cannot open another segment.
+  rlimit saved{};
+  getrlimit(RLIMIT_NOFILE, &saved);
+  rlimit lowered = saved;
+  lowered.rlim_cur = 256;
+  ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &lowered), 0);
+  std::vector<int> taken;
+  for (int fd; (fd = dup(0)) >= 0;) taken.push_back(fd);
+  std::string why;
+  auto b = std::async(std::launch::async,
+                      [&] { return store->write("f", 100, std::string(100, 'b'), "", why); });
+  EXPECT_TRUE(still_running(b)) << "it did not wait for the running copy";
+  gate.open();
+  const Status written = b.get();
+  for (const int fd : taken) close(fd);
+  setrlimit(RLIMIT_NOFILE, &saved);
+  EXPECT_EQ(a.get(), Status::Ok) << why_a;
+  ASSERT_EQ(written, Status::Ok) << why;
+  ASSERT_EQ(store->drain("", why_), Status::Ok) << why_;
+  EXPECT_EQ(pfs_file("f"), std::string(100, 'a') + std::string(100, 'b'));
 }
 
 TEST_F(StoreTest, ADrainedSegmentGivesItsRoomBackToTheDevice) {
