@@ -7,9 +7,10 @@ the same bytes and against writing them into the node's device directory; then t
 to the PFS directory (harmonia-bbctl drain: the node's writes and its fsync) against fio's
 sequential write of as many bytes there (4 MiB writes, end_fsync, no preallocation) and against
 the kernel's copy of as many bytes from a file in the device directory (sendfile, fsync), in
-alternating order after a discarded warm-up run. Then the latency of 64 KiB writes to one file,
-alone and while the node drains another. Medians over the rounds, and the median of each round's
-ratio: this VM's disk varies by 2-4x from one second to the next, so only ratios taken side by
+alternating order after a discarded warm-up run; then as many bytes into one file by one
+connection and by two at once, each its half (many ranks writing one shared file through one
+node). Then the latency of 64 KiB writes to one file, alone and while the node drains another.
+Medians over the rounds, and the median of each round's ratio: this VM's disk varies by 2-4x from one second to the next, so only ratios taken side by
 side mean something.
 
 The node's device is in RAM (/dev/shm) when there is room, standing in for a node-local NVMe
@@ -31,6 +32,7 @@ import statistics
 import struct
 import subprocess
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -100,6 +102,82 @@ def _field(number: int, payload: bytes) -> bytes:
     return _varint(number << 3 | 2) + _varint(len(payload)) + payload
 
 
+def _read_varint(data: bytes, at: int) -> tuple[int, int]:
+    value = shift = 0
+    while True:
+        byte = data[at]
+        at += 1
+        value |= (byte & 0x7F) << shift
+        shift += 7
+        if not byte & 0x80:
+            return value, at
+
+
+def _response_code(body: bytes) -> int:
+    """The code of a Response (bb.proto: seq 1, code 2, message 3; OK, 0, is left out)."""
+    at = 0
+    while at < len(body):
+        tag, at = _read_varint(body, at)
+        if tag & 7 == 0:
+            value, at = _read_varint(body, at)
+            if tag >> 3 == 2:
+                return value
+        else:  # a length-delimited field (the message)
+            length, at = _read_varint(body, at)
+            at += length
+    return 0
+
+
+def write_frame(seq: int, name: str, offset: int, size: int) -> bytes:
+    """The frame of a write of `size` bytes at `offset` of `name` (bb.proto: Request{seq 1,
+    write 2 {file 1, offset 2, payload 5}}); its bytes follow it."""
+    write = (_field(1, name.encode()) + _varint(2 << 3) + _varint(offset)
+             + _varint(5 << 3) + _varint(size))  # fmt: skip
+    body = _varint(1 << 3) + _varint(seq) + _field(2, write)
+    return struct.pack(">I", len(body)) + body
+
+
+def read_reply(sock: socket.socket) -> bytes:
+    header = sock.recv(4, socket.MSG_WAITALL)
+    return sock.recv(struct.unpack(">I", header)[0], socket.MSG_WAITALL)
+
+
+def one_file_ingest(address: str, data: bytes, connections: int = 2) -> float:
+    """GB/s of `connections` connections writing one file at once (many ranks writing one
+    shared file through one node), each its own share of `data` in 4 MiB writes, 4 in flight."""
+    host, port = address.rsplit(":", 1)
+    share = len(data) // connections
+    start = threading.Barrier(connections + 1)
+    failures: list[str] = []
+
+    def writer(k: int) -> None:
+        with socket.create_connection((host, int(port))) as sock:
+            view = memoryview(data)
+            in_flight = 0
+            start.wait()
+            for seq, at in enumerate(range(k * share, (k + 1) * share, CHUNK), 1):
+                size = min(CHUNK, (k + 1) * share - at)
+                sock.sendall(write_frame(seq, "shared.bin", at, size))
+                sock.sendall(view[at : at + size])
+                in_flight += 1
+                while in_flight >= 4 or (in_flight and at + size >= (k + 1) * share):
+                    if code := _response_code(read_reply(sock)):
+                        failures.append(f"connection {k}: a write answered code {code}")
+                    in_flight -= 1
+
+    threads = [threading.Thread(target=writer, args=(k,)) for k in range(connections)]
+    for thread in threads:
+        thread.start()
+    start.wait()
+    began = time.perf_counter()
+    for thread in threads:
+        thread.join()
+    seconds = time.perf_counter() - began
+    if failures:
+        raise SystemExit("bench_bbd.py: " + "; ".join(failures))
+    return connections * share / seconds / 1e9
+
+
 def write_latencies(address: str, name: str, count: int, size: int) -> list[float]:
     """Seconds each of `count` writes of `size` bytes to `name` takes on the node, one at a
     time (bb.proto: Request{seq 1, write 2 {file 1, offset 2, payload 5}}, its bytes after the
@@ -109,13 +187,9 @@ def write_latencies(address: str, name: str, count: int, size: int) -> list[floa
     out = []
     with socket.create_connection((host, int(port))) as sock:
         for k in range(count):
-            write = (_field(1, name.encode()) + _varint(2 << 3) + _varint(k * size)
-                     + _varint(5 << 3) + _varint(size))  # fmt: skip
-            body = _varint(1 << 3) + _varint(k + 1) + _field(2, write)
             start = time.perf_counter()
-            sock.sendall(struct.pack(">I", len(body)) + body + payload)
-            header = sock.recv(4, socket.MSG_WAITALL)
-            sock.recv(struct.unpack(">I", header)[0], socket.MSG_WAITALL)
+            sock.sendall(write_frame(k + 1, name, k * size, size) + payload)
+            read_reply(sock)
             out.append(time.perf_counter() - start)
     return out
 
@@ -215,9 +289,18 @@ def measure_round(
             drain = size / (time.perf_counter() - start) / 1e9
             (pfs / "data.bin").unlink()
             settle(node.pid)
+    # The same bytes into one file by one connection and by two at once, in alternating order.
+    shared = {}
+    for connections in (1, 2) if round_ % 2 == 0 else (2, 1):
+        shared[connections] = one_file_ingest(address, data, connections)
+        subprocess.run([ctl, "--node", address, "drain"], check=True)
+        (pfs / "shared.bin").unlink()
+        settle(node.pid)
     return {"ingest": ingest, "ingest_cpu": cpu, "loopback": loopback, "device": on_device,
             "ingest_ratio": ingest / min(loopback, on_device), "drain": drain, "fio": fio,
-            "drain_ratio": drain / fio, "copy": copy, "drain_copy_ratio": drain / copy}  # fmt: skip
+            "drain_ratio": drain / fio, "copy": copy, "drain_copy_ratio": drain / copy,
+            "one_file_1": shared[1], "one_file_2": shared[2],
+            "one_file_ratio": shared[2] / shared[1]}  # fmt: skip
 
 
 LABELS = {
@@ -231,6 +314,9 @@ LABELS = {
     "drain_ratio": "drain / fio, per round",
     "copy": "copy from the device directory there, sendfile and fsync (GB/s)",
     "drain_copy_ratio": "drain / that copy, per round",
+    "one_file_1": "one file written by one connection (GB/s)",
+    "one_file_2": "one file written by two connections at once, each its half (GB/s)",
+    "one_file_ratio": "two connections / one, per round",
     "idle_p50": "write latency p50, node idle (us)",
     "idle_p99": "write latency p99, node idle (us)",
     "busy_p50": "write latency p50, during a drain (us)",
