@@ -1,4 +1,5 @@
 // harmonia-bbctl: put, get, drain and status against a harmonia-bbd (docs/buffer-nodes.md).
+#include <fcntl.h>
 #include <google/protobuf/util/json_util.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -11,9 +12,7 @@
 #include <cstdio>
 #include <cstring>
 #include <deque>
-#include <fstream>
 #include <iostream>
-#include <sstream>
 #include <string_view>
 
 #include "common/frames.hpp"
@@ -82,6 +81,28 @@ int report(const bb::Response& response) {
   return response.code() == bb::Response::FULL ? 3 : 1;
 }
 
+/// The bytes of the file (or pipe) at `path`; throws naming it when it cannot be read.
+std::string read_whole(const std::string& path) {
+  const int in = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (in < 0) throw std::runtime_error(path + ": " + std::strerror(errno));
+  std::string data;
+  struct stat st {};
+  if (fstat(in, &st) == 0 && S_ISREG(st.st_mode))
+    data.reserve(static_cast<std::size_t>(st.st_size));
+  char piece[1 << 16];
+  for (ssize_t n; (n = ::read(in, piece, sizeof(piece))) != 0;) {
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      const int error = errno;
+      close(in);
+      throw std::runtime_error(path + ": " + std::strerror(error));
+    }
+    data.append(piece, static_cast<std::size_t>(n));
+  }
+  close(in);
+  return data;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -119,11 +140,7 @@ int main(int argc, char** argv) {
       if (const int failed = report(node.call(authenticate))) return failed;
     }
     if (*put) {
-      std::ifstream in(local, std::ios::binary);
-      if (!in) throw std::runtime_error(local + ": cannot read");
-      std::ostringstream whole;
-      whole << in.rdbuf();  // in blocks, from a pipe too
-      const std::string data = std::move(whole).str();
+      const std::string data = read_whole(local);
       // Prints how many bytes the node acknowledged (from the start, in order), whatever happens.
       std::uint64_t acknowledged = 0;
       int rc = 0;
