@@ -340,11 +340,11 @@ struct Store::Copy {
 /// record's place under the file's lock, copies its bytes there without it, and commits in the
 /// order of the places (Store::write): `records` lists only committed ones.
 ///
-/// Up to kLanes segments of a file are open (take places) at once, the newest ones; what each
-/// has placed while open overlaps nothing placed in another open one. So two records of a file
-/// that overlap are in one segment, in their order, or the later one is in a newer segment:
-/// the segments' order and each one's records give every byte its latest write (reads, drains,
-/// a restart).
+/// Up to kLanes segments of a file are open (take places) at once, the newest ones. A write
+/// that overlaps places of open segments goes to the newest of those; one that overlaps none may
+/// go to any. So of two records of a file that overlap, the later one is later in the same
+/// segment or in a newer one: the segments' order and each one's records give every byte its
+/// latest write (reads, drains, a restart).
 struct Store::Segment {
   std::string name;          // NUMBER.bblog, in the device directory
   std::string path;          // the same for messages: DEVICE/NUMBER.bblog
@@ -387,8 +387,8 @@ struct Store::Log {
   std::int64_t last_write_ns = 0;  // when the last write arrived; guarded by the store's mutex
   bool removed = false;            // drained and out of the table; guarded by both mutexes
   std::deque<std::unique_ptr<Segment>> segments;
-  /// Closes the open segments to new places (a drain takes them, a record failed to copy, or a
-  /// write overlaps two of them): the next write opens a new segment, newer than all.
+  /// Closes the open segments to new places (a drain takes them, or a record failed to copy):
+  /// the next write opens a new segment, newer than all.
   void seal() {
     for (auto open = segments.rbegin(); open != segments.rend() && (*open)->open; ++open) {
       (*open)->open = false;
@@ -837,25 +837,20 @@ Status Store::write(const FileRef& file, std::uint64_t offset, std::string_view 
       give_back();
       continue;
     }
-    // The open segment that takes the record: the one whose places it overlaps; with none, the
-    // newest with no copy running, else a new one while fewer than kLanes are open (else, or
+    // The open segment that takes the record: the newest whose places it overlaps; with none,
+    // the newest with no copy running, else a new one while fewer than kLanes are open (else, or
     // when no new one can be made, the newest open one).
     const std::uint64_t to = offset + data.size();
     Segment* lane = nullptr;
     Segment* newest_open = nullptr;
-    unsigned open = 0, overlapped = 0;
-    for (auto it = log->segments.rbegin(); it != log->segments.rend() && (*it)->open; ++it) {
+    unsigned open = 0;
+    for (auto it = log->segments.rbegin(); !lane && it != log->segments.rend() && (*it)->open;
+         ++it) {
       if (++open == 1) newest_open = it->get();
-      if (overlaps((*it)->placed, offset, to)) {
-        ++overlapped;
-        lane = it->get();
-      }
+      if (overlaps((*it)->placed, offset, to)) lane = it->get();
     }
     Segment* fallback = nullptr;
-    if (overlapped > 1) {  // after both: in a new segment, newer than both
-      log->seal();
-      lane = nullptr;
-    } else if (overlapped == 0) {
+    if (!lane) {
       for (auto it = log->segments.rbegin(); !lane && it != log->segments.rend() && (*it)->open;
            ++it)
         if ((*it)->copying == 0) lane = it->get();
