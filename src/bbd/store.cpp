@@ -511,7 +511,7 @@ void Store::recover() {
   };
   std::map<std::string, Found> files;  // by inode, or by name for files known by name only
   for (const auto& [number, name] : names) {
-    next_log_ = std::max(next_log_, number + 1);
+    next_log_ = std::max(next_log_.load(), number + 1);
     auto segment = std::make_unique<Segment>();
     segment->name = name;
     segment->path = device_ + "/" + name;
@@ -720,10 +720,7 @@ int Store::open_target(const FileRef& file, const Caller& caller, std::string& w
 std::unique_ptr<Store::Segment> Store::new_segment(const Log& log, const std::string& name,
                                                    std::string& why) {
   auto segment = std::make_unique<Segment>();
-  {
-    std::lock_guard lock(mutex_);
-    segment->number = next_log_++;
-  }
+  segment->number = next_log_.fetch_add(1);
   segment->name = std::to_string(segment->number) + kSuffix;
   segment->path = device_ + "/" + segment->name;
   // Whose file it holds, beside it, before it exists: a restarted node finds the file again.
@@ -802,6 +799,7 @@ Status Store::write(const FileRef& file, std::uint64_t offset, std::string_view 
       logs_.erase(log->inode);
     };
     bool fits = true;
+    std::string header_name;  // a new segment's (the file's lock never waits for mutex_)
     {
       std::lock_guard lock(mutex_);
       if (!may_act_on(caller, log->owner)) {
@@ -810,6 +808,7 @@ Status Store::write(const FileRef& file, std::uint64_t offset, std::string_view 
       }
       // Renamed since the log was made: it goes by the name its writer knows it by now.
       if (file.inode != 0 && file.name != log->name) log->name = file.name;
+      header_name = log->name;
       // The file changes: a staged-in copy of it (made from the PFS file) is stale from now on,
       // and so is one being made.
       for (const std::string* name : {&file.name, static_cast<const std::string*>(&log->name)}) {
@@ -858,12 +857,7 @@ Status Store::write(const FileRef& file, std::uint64_t offset, std::string_view 
       if (open >= kLanes) lane = lane ? lane : newest_open;
     }
     if (!lane) {
-      std::string name;
-      {
-        std::lock_guard lock(mutex_);
-        name = log->name;
-      }
-      if (auto segment = new_segment(*log, name, why)) {
+      if (auto segment = new_segment(*log, header_name, why)) {
         segment->open = true;
         log->segments.push_back(std::move(segment));
         lane = log->segments.back().get();

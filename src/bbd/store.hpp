@@ -257,8 +257,8 @@ class Store {
   dev_t pfs_device_ = 0;  ///< the PFS root's file system: files elsewhere are refused
   int stage_fd_ = -1;     ///< DEVICE/stage-in: the copies, emptied at start
   std::uint64_t capacity_;
-  /// Guards the tables and counters below; never held across I/O on the PFS, and across a
-  /// log's I/O only to create one.
+  /// Guards the tables and counters below; never held across I/O on the PFS or a log. Taken
+  /// before a file's lock (Log::mutex), never while one is held.
   std::mutex mutex_;
   std::map<std::uint64_t, LogPtr> logs_;  ///< by the PFS file's inode
   /// Staged-in copies by (file, key).
@@ -271,7 +271,9 @@ class Store {
   };
   std::map<std::string, Copying> copying_;
   std::uint64_t staged_ = 0, staged_read_ = 0, next_copy_ = 0;
-  std::uint64_t used_ = 0, drained_ = 0, received_ = 0, next_log_ = 0;
+  std::uint64_t used_ = 0, drained_ = 0, received_ = 0;
+  /// Numbers segments (their order of creation) and logs; taken with or without mutex_.
+  std::atomic<std::uint64_t> next_log_{0};
   struct Drained {
     std::uint64_t bytes = 0;
     std::chrono::steady_clock::time_point at;  ///< the last drain
