@@ -13,6 +13,10 @@ SANITIZE_PROGRAMS := harmonia-bbd harmonia-bbctl harmonia-schedd harmonia-schedc
 # a daemon's memory).
 SANITIZE_ENV := ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:quarantine_size_mb=16 \
   UBSAN_OPTIONS=print_stacktrace=1
+TSAN_BUILD ?= build-tsan
+# The C++ tests of code that runs threads (the node's store and monitor, the scheduler's service,
+# the staging core and its agent, the shared sockets and logs), under ThreadSanitizer.
+TSAN_TESTS := bbd_tests schedd_tests common_tests staged_file_tests agent_tests
 
 .PHONY: setup build demo test test-cpp test-py sanitize lint format bench mutate fuzz clean \
   package package-test
@@ -51,6 +55,11 @@ sanitize: setup
 	$(SANITIZE_ENV) HARMONIA_BUILD=$(SANITIZE_BUILD) \
 	  $(VENV)/bin/pytest -q tests/runtime/test_bbd.py tests/runtime/test_limits.py \
 	  tests/runtime/test_bbd_stage_in.py
+	cmake -S . -B $(TSAN_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+	  -DHARMONIA_THREAD_SANITIZE=ON -DHARMONIA_BUILD_BENCHMARKS=OFF
+	cmake --build $(TSAN_BUILD) -j $(JOBS) --target $(TSAN_TESTS)
+	TSAN_OPTIONS=halt_on_error=1 ctest --test-dir $(TSAN_BUILD) --output-on-failure -j $(JOBS) \
+	  -E '_NOT_BUILT|^netsim_routes|^netsim_packet|^bbio_api$$'
 
 lint: setup
 	$(VENV)/bin/ruff check python tests/sim tests/runtime tests/fsoracle tests/packaging scripts
@@ -109,4 +118,4 @@ package-test: package
 	PACKAGE_BUILD=$(PACKAGE_BUILD) $(VENV)/bin/pytest -q tests/packaging
 
 clean:
-	rm -rf $(BUILD) $(SANITIZE_BUILD) $(PACKAGE_BUILD) results
+	rm -rf $(BUILD) $(SANITIZE_BUILD) $(TSAN_BUILD) $(PACKAGE_BUILD) results
