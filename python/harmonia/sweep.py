@@ -212,6 +212,9 @@ class SlurmWorkers:
             account=self.account,
             cores=self.cores,
             processes=1,  # one worker process per job, running `cores` simulations at once
+            # The worker is the job's own process, without a nanny: the nanny's multiprocessing
+            # semaphores would stay in the node's /dev/shm when scancel kills the job.
+            nanny=False,
             memory=self.memory.replace(" ", ""),
             walltime=self.walltime,
             job_name="harmonia-sweep",

@@ -46,6 +46,7 @@ def test_sweep_runs_on_workers_started_as_slurm_jobs(
         pytest.skip("harmonia-sim is not built")
     database = tmp_path / "sweep.sqlite"
     logs = tmp_path / "slurm-logs"
+    semaphores = set(Path("/dev/shm").glob("sem.mp-*"))
     tasks = tasks_for([EXAMPLES / "fig5-example.toml"], ["datawarp", "io-sets"], [1, 2])
     workers = SlurmWorkers(2, walltime="00:10:00", log_directory=str(logs))
     assert run_sweep(
@@ -70,3 +71,6 @@ def test_sweep_runs_on_workers_started_as_slurm_jobs(
     assert not [
         line for line in queue if line.split()[1:] in (["PENDING"], ["RUNNING"])
     ], queue
+    # Nothing of the cancelled workers stays behind in the node's shared memory.
+    left = set(Path("/dev/shm").glob("sem.mp-*")) - semaphores
+    assert not left, sorted(path.name for path in left)
