@@ -155,4 +155,5 @@ def test_slurm_workers_job_script() -> None:
     assert "#SBATCH -J harmonia-sweep" in script
     assert f"{sys.executable} -m distributed.cli.dask_worker" in script
     assert "--nthreads 4" in script and "--nworkers" not in script  # one process, 4 threads
+    assert "--no-nanny" in script  # the job's own process: nothing left when scancel kills it
     assert ":8787" not in cluster.dashboard_link  # never the well-known port
