@@ -122,7 +122,8 @@ def one_file_ingest(ctl: str, address: str, data: bytes, connections: int = 2) -
     The node holds nothing before; all of `data` after, or the bench stops."""
     host, port = address.rsplit(":", 1)
     share = len(data) // connections
-    start = threading.Barrier(connections + 1)
+    # A writer that cannot connect never reaches it: the others give up after a minute.
+    start = threading.Barrier(connections + 1, timeout=60)
 
     def writer(k: int) -> None:
         with socket.create_connection((host, int(port))) as sock:
