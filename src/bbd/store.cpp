@@ -770,7 +770,7 @@ Store::LogPtr Store::log_for(const FileRef& file, const std::string& job, const 
   log->job = job;
   log->owner = caller.uid;
   log->group = caller.gid;
-  log->created = next_log_;
+  log->created = next_log_.fetch_add(1);  // no two logs arrive at once
   logs_[log->inode] = log;
   return log;
 }
@@ -903,6 +903,10 @@ Status Store::write(const FileRef& file, std::uint64_t offset, std::string_view 
     } else if (!after_failure) {
       segment.broken_at = at;
       log->seal();  // the next write goes to a new segment
+      // Its header unreadable at once: a restart before the cut below stops there, and never
+      // replays a record whose write was refused (its bytes may be whole: an fdatasync failed).
+      const std::uint32_t no_record = 0;
+      (void)pwrite(segment.fd, &no_record, sizeof(no_record), static_cast<off_t>(at));
     }
     if (segment.broken_at && segment.copying == 0) {
       // Cut the failed record and what was placed after it, partial or not on the device: the
@@ -910,8 +914,9 @@ Status Store::write(const FileRef& file, std::uint64_t offset, std::string_view 
       (void)ftruncate(segment.fd, static_cast<off_t>(*segment.broken_at));
       segment.end = segment.committed = *segment.broken_at;
     }
-    file_lock.unlock();
+    // Before the unlock: once it is free, a drain may take the segment and free it.
     segment.committed_one.notify_all();
+    file_lock.unlock();
     if (after_failure) {  // placed after a record that failed: written again, in a new segment
       give_back();
       continue;
