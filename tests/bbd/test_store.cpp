@@ -8,11 +8,13 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <future>
 #include <iterator>
 #include <random>
@@ -508,70 +510,113 @@ TEST_F(StoreTest, WritesOfOneFileToApartRangesCommitWithoutWaitingForEachOther) 
   EXPECT_EQ(pfs_file("f"), expected);
 }
 
-TEST_F(StoreTest, WritesOfOneFileAtOnceLeaveEachByteItsLatestWrite) {
-  // Threads write overlapping ranges of one file at once, each write its own number in every
-  // 4-byte word. A write acknowledged before another began must not win over it: not in a
-  // read, not in a drain after a restart.
-  constexpr std::uint64_t kSpan = 256 << 10;
-  struct Done {
-    std::uint64_t offset = 0, length = 0;
-    std::chrono::steady_clock::time_point began, acknowledged;
-  };
-  constexpr unsigned kThreads = 4, kWrites = 300;
-  std::vector<Done> writes(kThreads * kWrites + 1);
-  auto store = open(64 << 20);
-  const auto write = [&](std::uint32_t id, std::string& why) {
-    Done& done = writes[id - 1];
+namespace {
+
+/// One write of the random-writes tests: its range, and when it began and was acknowledged.
+struct TimedWrite {
+  std::uint64_t offset = 0, length = 0;
+  std::chrono::steady_clock::time_point began, acknowledged;
+};
+
+/// Threads writing random ranges of [0, span) of file "f" at once, `each` writes a thread, every
+/// write its own number (from 1) in each 4-byte word; the last number, written first, covers
+/// the whole span. `beside`, when given, runs on a thread of its own until the writes end (it
+/// polls `writing`).
+std::vector<TimedWrite> random_writes(Store& store, unsigned threads, unsigned each,
+                                      std::uint64_t span,
+                                      const std::function<void(std::atomic<bool>&)>& beside = {}) {
+  std::vector<TimedWrite> writes(threads * each + 1);
+  const auto write = [&](std::uint32_t id) {
+    TimedWrite& done = writes[id - 1];
     std::string data(done.length, '\0');
     for (std::uint64_t at = 0; at < done.length; at += 4) std::memcpy(&data[at], &id, 4);
+    std::string why;
     done.began = std::chrono::steady_clock::now();
-    const Status status = store->write("f", done.offset, data, "", why);
+    EXPECT_EQ(store.write("f", done.offset, data, "", why), Status::Ok) << why;
     done.acknowledged = std::chrono::steady_clock::now();
-    return status;
   };
-  writes.back().length = kSpan;  // first, all of the span
-  ASSERT_EQ(write(static_cast<std::uint32_t>(writes.size()), why_), Status::Ok) << why_;
-  std::vector<std::thread> threads;
-  for (unsigned t = 0; t < kThreads; ++t)
-    threads.emplace_back([&, t] {
+  writes.back().length = span;
+  write(static_cast<std::uint32_t>(writes.size()));
+  std::atomic<bool> writing{true};
+  std::thread aside;
+  if (beside) aside = std::thread([&] { beside(writing); });
+  std::vector<std::thread> writers;
+  for (unsigned t = 0; t < threads; ++t)
+    writers.emplace_back([&, t] {
       std::mt19937_64 random(t + 1);
-      std::string why;
-      for (unsigned k = 0; k < kWrites; ++k) {
-        const std::uint32_t id = t * kWrites + k + 1;
-        Done& done = writes[id - 1];
+      for (unsigned k = 0; k < each; ++k) {
+        const std::uint32_t id = t * each + k + 1;
+        TimedWrite& done = writes[id - 1];
         done.length = 4 * (1 + random() % (8 << 10));
-        done.offset = 4 * (random() % ((kSpan - done.length) / 4 + 1));
-        ASSERT_EQ(write(id, why), Status::Ok) << why;
+        done.offset = 4 * (random() % ((span - done.length) / 4 + 1));
+        write(id);
       }
     });
-  for (auto& thread : threads) thread.join();
+  for (auto& writer : writers) writer.join();
+  writing = false;
+  if (aside.joinable()) aside.join();
+  return writes;
+}
+
+/// Words of `bytes` that hold a number no write covering them had, or a write that another
+/// one, begun after its acknowledgement, overwrote.
+unsigned misplaced_words(const std::vector<TimedWrite>& writes, const std::string& bytes) {
+  unsigned wrong = 0;
+  for (std::uint64_t word = 0; word + 4 <= bytes.size(); word += 4) {
+    std::uint32_t id = 0;
+    std::memcpy(&id, &bytes[word], 4);
+    const auto covers = [word](const TimedWrite& done) {
+      return done.offset <= word && word < done.offset + done.length;
+    };
+    if (id == 0 || id > writes.size() || !covers(writes[id - 1])) {
+      ++wrong;
+      continue;
+    }
+    const TimedWrite& winner = writes[id - 1];
+    wrong += std::any_of(writes.begin(), writes.end(), [&](const TimedWrite& other) {
+      return covers(other) && other.began > winner.acknowledged;
+    });
+  }
+  return wrong;
+}
+
+}  // namespace
+
+TEST_F(StoreTest, WritesOfOneFileAtOnceLeaveEachByteItsLatestWrite) {
+  // A write acknowledged before another began must not win over it: not in a read, not in a
+  // drain after a restart.
+  constexpr std::uint64_t kSpan = 256 << 10;
+  auto store = open(64 << 20);
+  const auto writes = random_writes(*store, 4, 300, kSpan);
   EXPECT_LE(logs().size(), 4u) << "a file's segments grew past those open at once";
-  const std::uint64_t end = kSpan;
   std::string read;
-  ASSERT_EQ(store->read("f", 0, end, read, why_), Status::Ok) << why_;
+  ASSERT_EQ(store->read("f", 0, kSpan, read, why_), Status::Ok) << why_;
   store.reset();  // the node dies
   store = open(64 << 20);
   ASSERT_EQ(store->drain("", why_), Status::Ok) << why_;
   const std::string drained = pfs_file("f");
-  ASSERT_EQ(drained.size(), end);
+  ASSERT_EQ(drained.size(), kSpan);
   EXPECT_TRUE(read == drained) << "a read and the drain after a restart disagree";
-  unsigned wrong = 0;
-  for (std::uint64_t word = 0; word < end; word += 4) {
-    std::uint32_t id = 0;
-    std::memcpy(&id, &drained[word], 4);
-    const auto covers = [word](const Done& done) {
-      return done.offset <= word && word < done.offset + done.length;
-    };
-    if (id == 0 || id > writes.size() || !covers(writes[id - 1])) {
-      ++wrong;  // bytes no write put there
-      continue;
-    }
-    const Done& winner = writes[id - 1];
-    wrong += std::any_of(writes.begin(), writes.end(), [&](const Done& other) {
-      return covers(other) && other.began > winner.acknowledged;
-    });
-  }
-  EXPECT_EQ(wrong, 0u) << "words holding a write that another, begun after it, overwrote";
+  EXPECT_EQ(misplaced_words(writes, drained), 0u)
+      << "words holding a write that another, begun after it, overwrote";
+}
+
+TEST_F(StoreTest, WritesOfOneFileWhileItDrainsLeaveEachByteItsLatestWrite) {
+  // Drains of the file, one after another, while the threads write it: each seals the
+  // segments and takes them while writes commit into them and open new ones.
+  constexpr std::uint64_t kSpan = 256 << 10;
+  auto store = open(64 << 20);
+  unsigned drains = 0;
+  const auto writes = random_writes(*store, 3, 300, kSpan, [&](std::atomic<bool>& writing) {
+    for (std::string why; writing; ++drains) EXPECT_EQ(store->drain("f", why), Status::Ok) << why;
+  });
+  ASSERT_EQ(store->drain("f", why_), Status::Ok) << why_;
+  EXPECT_GT(drains, 1u);
+  EXPECT_EQ(store->stats().used, 0u);
+  const std::string drained = pfs_file("f");
+  ASSERT_EQ(drained.size(), kSpan);
+  EXPECT_EQ(misplaced_words(writes, drained), 0u)
+      << "words holding a write that another, begun after it, overwrote";
 }
 
 TEST_F(StoreTest, ADrainWaitsForTheWritesPlacedBeforeIt) {
