@@ -840,29 +840,22 @@ Status Store::write(const FileRef& file, std::uint64_t offset, std::string_view 
     // the newest with no copy running, else a new one while fewer than kLanes are open (else, or
     // when no new one can be made, the newest open one).
     const std::uint64_t to = offset + data.size();
-    Segment* lane = nullptr;
-    Segment* newest_open = nullptr;
+    Segment *overlapped = nullptr, *idle = nullptr, *newest_open = nullptr;
     unsigned open = 0;
-    for (auto it = log->segments.rbegin(); !lane && it != log->segments.rend() && (*it)->open;
-         ++it) {
-      if (++open == 1) newest_open = it->get();
-      if (overlaps((*it)->placed, offset, to)) lane = it->get();
+    for (auto it = log->segments.rbegin(); it != log->segments.rend() && (*it)->open; ++it) {
+      Segment* candidate = it->get();
+      if (++open == 1) newest_open = candidate;
+      if (!overlapped && overlaps(candidate->placed, offset, to)) overlapped = candidate;
+      if (!idle && candidate->copying == 0) idle = candidate;
     }
-    Segment* fallback = nullptr;
-    if (!lane) {
-      for (auto it = log->segments.rbegin(); !lane && it != log->segments.rend() && (*it)->open;
-           ++it)
-        if ((*it)->copying == 0) lane = it->get();
-      fallback = newest_open;
-      if (open >= kLanes) lane = lane ? lane : newest_open;
-    }
+    Segment* lane = overlapped ? overlapped : idle ? idle : open >= kLanes ? newest_open : nullptr;
     if (!lane) {
       if (auto segment = new_segment(*log, header_name, why)) {
         segment->open = true;
         log->segments.push_back(std::move(segment));
         lane = log->segments.back().get();
-      } else if (fallback) {
-        lane = fallback;  // no new segment (descriptors, the device): after a running copy
+      } else if (newest_open) {
+        lane = newest_open;  // no new segment (descriptors, the device): after a running copy
         why.clear();
       } else {
         file_lock.unlock();
